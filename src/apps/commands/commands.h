@@ -1,0 +1,13 @@
+#pragma once
+// Subcommands of the `optimus-cc` binary. Each takes the arguments after its
+// name (argv[0] is the subcommand) and returns the process exit code; user
+// errors are thrown as occ::Error and printed by main().
+namespace occ::cmd {
+
+int preprocess(int argc, char** argv);
+int train(int argc, char** argv);
+int generate(int argc, char** argv);
+int bench(int argc, char** argv);
+int reference_dump(int argc, char** argv);  // test support: see tests/reference
+
+}  // namespace occ::cmd

@@ -1,0 +1,98 @@
+// Test support: runs a few training steps on random tokens and dumps weights,
+// logits, gradients and losses as safetensors for tests/reference/check_against_torch.py.
+#include <cmath>
+
+#include "apps/commands/commands.h"
+#include "apps/commands/train_flags.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "model/gpt.h"
+
+namespace occ::cmd {
+
+int reference_dump(int argc, char** argv) {
+  CLI::App app{"Dump a model's weights, logits, gradients and training losses for the PyTorch check",
+               "reference-dump"};
+  TrainOptions opt;
+  opt.model.hidden_dropout = opt.model.attention_dropout = 0.0f;
+  opt.lr_warmup_iters = 0;
+  add_model_flags(app, opt.model);
+  add_optimizer_flags(app, opt);
+  std::string out;
+  int steps = 5;
+  app.add_option("--vocab-size", opt.model.vocab_size, "tokenizer vocabulary (padded by the model)")->required();
+  app.add_option("--micro-batch-size", opt.micro_batch_size)->capture_default_str();
+  app.add_option("--steps", steps, "training steps")->capture_default_str();
+  app.add_option("--out", out, "output .safetensors file")->required();
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  opt.train_iters = steps;
+  opt.global_batch_size = opt.micro_batch_size;
+  ParallelLayout layout;
+  opt.validate(layout);
+
+  const GptConfig& m = opt.model;
+  const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size();
+  SelfCommunicator self;
+  GptStage stage(m, layout, self, opt.seed);
+  AdamW adam(stage.param_layout(), opt.adam);
+  const LrSchedule schedule = opt.lr_schedule();
+
+  SafetensorsWriter w;
+  for (const auto& t : stage.param_layout().tensors()) w.add_f32(t.name, stage.params().data() + t.offset, t.shape);
+
+  std::vector<float> losses;
+  std::vector<int32_t> batch(size_t(B) * (T + 1)), inputs(size_t(B) * T), labels(size_t(B) * T);
+  StageActivations acts;
+  for (int step = 0; step < steps; ++step) {
+    const uint64_t key = make_key(opt.seed, 0xBA7C4ull, uint64_t(step));
+    for (size_t i = 0; i < batch.size(); ++i)
+      batch[i] = int32_t(Philox::block(key, 0, i)[0] % uint32_t(m.vocab_size));
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        inputs[size_t(b) * T + t] = batch[size_t(b) * (T + 1) + t];
+        labels[size_t(b) * T + t] = batch[size_t(b) * (T + 1) + t + 1];
+      }
+    w.add_i32("batch." + std::to_string(step), batch.data(), {B, T + 1});
+    MicroBatch mb{inputs.data(), labels.data(), B, T, 0, step, 1.0f / float(B * T)};
+    if (step == 0) {
+      const double loss = stage.forward(acts, mb, nullptr, nullptr, false);
+      w.add_f32("logits", stage.logits(acts), {B, T, V});
+      const float l = float(loss / double(B * T));
+      w.add_f32("loss", &l, {1});
+    }
+    stage.zero_grads();
+    losses.push_back(float(stage.forward(acts, mb, nullptr, nullptr, true) / double(B * T)));
+    stage.backward(acts, mb, nullptr, nullptr);
+    if (step == 0)
+      for (const auto& t : stage.param_layout().tensors())
+        w.add_f32("grad." + t.name, stage.grads().data() + t.offset, t.shape);
+    const double norm = std::sqrt(local_grad_sq_norm(stage.param_layout(), stage.grads().data()));
+    clip_grads(stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
+    adam.update(stage.params().data(), stage.grads().data(), schedule.at(step + 1), step + 1);
+  }
+  w.add_f32("losses", losses.data(), {steps});
+
+  auto meta = [&](const char* k, auto v) { w.set_metadata(k, fmt::format("{}", v)); };
+  meta("num_layers", m.num_layers);
+  meta("hidden_size", m.hidden_size);
+  meta("num_attention_heads", m.num_attention_heads);
+  meta("seq_length", m.seq_length);
+  meta("max_position_embeddings", m.max_position_embeddings);
+  meta("padded_vocab_size", V);
+  meta("micro_batch_size", B);
+  meta("steps", steps);
+  meta("lr", opt.lr);
+  meta("min_lr", opt.min_lr);
+  meta("lr_warmup_iters", schedule.warmup_iters);
+  meta("lr_decay_style", opt.lr_decay_style);
+  meta("weight_decay", opt.adam.weight_decay);
+  meta("adam_beta1", opt.adam.beta1);
+  meta("adam_beta2", opt.adam.beta2);
+  meta("adam_eps", opt.adam.eps);
+  meta("clip_grad", opt.clip_grad);
+  meta("layernorm_epsilon", m.layernorm_epsilon);
+  w.write(out);
+  return 0;
+}
+
+}  // namespace occ::cmd

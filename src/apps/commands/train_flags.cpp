@@ -1,0 +1,129 @@
+#include "apps/commands/train_flags.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace occ::cmd {
+
+void add_model_flags(CLI::App& app, GptConfig& m) {
+  app.add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
+  app.add_option("--hidden-size", m.hidden_size, "hidden size")->capture_default_str();
+  app.add_option("--num-attention-heads", m.num_attention_heads, "attention heads")->capture_default_str();
+  app.add_option("--seq-length", m.seq_length, "tokens per sample")->capture_default_str();
+  app.add_option("--max-position-embeddings", m.max_position_embeddings, "learned positions (>= seq-length)")
+      ->capture_default_str();
+  app.add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by, "vocabulary padding multiple")
+      ->capture_default_str();
+  app.add_option("--hidden-dropout", m.hidden_dropout, "dropout on embeddings and residual branches")
+      ->capture_default_str();
+  app.add_option("--attention-dropout", m.attention_dropout, "dropout on attention probabilities")
+      ->capture_default_str();
+  app.add_option("--init-method-std", m.init_method_std, "std of the normal init")->capture_default_str();
+}
+
+void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.min_lr, "final learning rate")->capture_default_str();
+  app.add_option("--lr-decay-style", o.lr_decay_style, "cosine | linear | constant")->capture_default_str();
+  app.add_option("--lr-warmup-fraction", o.lr_warmup_fraction, "warm-up as a fraction of --train-iters")
+      ->capture_default_str();
+  app.add_option("--lr-warmup-iters", o.lr_warmup_iters, "warm-up iterations (overrides the fraction)");
+  app.add_option("--lr-decay-iters", o.lr_decay_iters, "iterations of decay (default: --train-iters)");
+  app.add_option("--weight-decay", o.adam.weight_decay, "AdamW weight decay (not on biases / LayerNorm)")
+      ->capture_default_str();
+  app.add_option("--adam-beta1", o.adam.beta1)->capture_default_str();
+  app.add_option("--adam-beta2", o.adam.beta2)->capture_default_str();
+  app.add_option("--adam-eps", o.adam.eps)->capture_default_str();
+  app.add_option("--clip-grad", o.clip_grad, "global grad-norm clip (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of init, dropout and data order")->capture_default_str();
+}
+
+void add_train_flags(CLI::App& app, TrainOptions& o) {
+  add_model_flags(app, o.model);
+  add_optimizer_flags(app, o);
+  app.add_option("--micro-batch-size", o.micro_batch_size)->capture_default_str();
+  app.add_option("--global-batch-size", o.global_batch_size)->capture_default_str();
+  app.add_option("--train-iters", o.train_iters)->capture_default_str();
+  app.add_option("--tensor-model-parallel-size", o.tensor_parallel)->capture_default_str();
+  app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel)->capture_default_str();
+  app.add_option("--data-path", o.data_path, "dataset prefix (PREFIX.bin / PREFIX.idx)");
+  app.add_option("--tokenizer-model", o.tokenizer_model, "SentencePiece model (from preprocess)");
+  app.add_option("--split", o.split, "train,valid,test weights over documents")->capture_default_str();
+  app.add_option("--eval-interval", o.eval_interval, "validate every N iterations (0: only at the end)")
+      ->capture_default_str();
+  app.add_option("--eval-iters", o.eval_iters, "validation batches per evaluation")->capture_default_str();
+  app.add_option("--log-interval", o.log_interval)->capture_default_str();
+  app.add_option("--save", o.save, "checkpoint directory");
+  app.add_option("--save-interval", o.save_interval, "save every N iterations (and at the end)");
+  app.add_option("--load", o.load, "resume from this checkpoint directory");
+  app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
+  app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run");
+}
+
+namespace {
+// Turns {"num-layers": 4, "fp16": true, ...} into ["--num-layers", "4", "--fp16", ...].
+std::vector<std::string> config_to_args(const std::string& path) {
+  std::ifstream in(path);
+  OCC_CHECK(in.good(), "cannot open --config file {}; check the path", path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    fail("--config file {} is not valid JSON ({}); fix the file", path, e.what());
+  }
+  OCC_CHECK(j.is_object(), "--config file {} must hold one JSON object of flag names to values", path);
+  std::vector<std::string> args;
+  for (auto& [key, value] : j.items()) {
+    std::string flag = "--" + key;
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    if (value.is_boolean()) {
+      if (value.get<bool>()) args.push_back(flag);
+    } else if (value.is_string()) {
+      args.push_back(flag);
+      args.push_back(value.get<std::string>());
+    } else if (value.is_number()) {
+      args.push_back(flag);
+      args.push_back(value.dump());
+    } else {
+      fail("--config key '{}' must be a number, string or boolean", key);
+    }
+  }
+  return args;
+}
+}  // namespace
+
+int parse_command_line(CLI::App& app, int argc, char** argv) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  std::string config_path;
+  app.add_option("--config", config_path, "JSON file of flag values (flags given on the command line win)");
+  std::vector<std::string> args{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" || a.rfind("--config=", 0) == 0) {
+      std::string path = a == "--config" ? (i + 1 < argc ? argv[++i] : "") : a.substr(9);
+      OCC_CHECK(!path.empty(), "--config needs a file name");
+      auto extra = config_to_args(path);
+      // Config values go first so that every command-line flag overrides them.
+      args.insert(args.begin() + 1, extra.begin(), extra.end());
+      continue;
+    }
+    args.push_back(a);
+  }
+  std::vector<char*> ptrs;
+  for (auto& a : args) ptrs.push_back(a.data());
+  try {
+    app.parse(int(ptrs.size()), ptrs.data());
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    fail("{} (run 'optimus-cc {} --help' for the flags)", e.what(), app.get_name());
+  }
+  return -1;
+}
+
+}  // namespace occ::cmd

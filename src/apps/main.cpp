@@ -1,0 +1,52 @@
+// optimus-cc: GPT training with 3D parallelism and Optimus-CC communication compression.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "apps/commands/commands.h"
+#include "core/error.h"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+const Subcommand kSubcommands[] = {
+    {"preprocess", occ::cmd::preprocess, "tokenize a corpus into a Megatron .bin/.idx dataset"},
+    {"train", occ::cmd::train, "train a GPT model"},
+    {"generate", occ::cmd::generate, "sample text from a checkpoint"},
+    {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},
+    {"reference-dump", occ::cmd::reference_dump, "(tests) dump weights, logits and gradients for the PyTorch check"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: optimus-cc <command> [options]   (optimus-cc <command> --help for its options)\n\n");
+  for (const auto& s : kSubcommands) std::fprintf(out, "  %-16s %s\n", s.name, s.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (std::string(argv[1]) != s.name) continue;
+    try {
+      return s.run(argc - 1, argv + 1);
+    } catch (const occ::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: internal: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "error: unknown command '%s'; run 'optimus-cc --help' for the list\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,86 @@
+#pragma once
+// CPU kernels on row-major buffers. Activations are [N, features] with
+// N = micro_batch * seq rows ordered (sample, token). Backward kernels
+// accumulate (+=) into parameter gradients, so micro-batches add up.
+#include <cstdint>
+
+namespace occ::kernels {
+
+// ---- linear layers (cblas sgemm) -------------------------------------------
+// out[N, OC] = inp[N, C] . w[OC, C]^T (+ bias[OC] when bias != nullptr)
+void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C, int64_t OC);
+// dinp[N, C] = dout . w (+= when accumulate), dw[OC, C] += dout^T . inp,
+// dbias[OC] += column sums of dout (skipped when nullptr).
+void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                     int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false);
+
+// ---- layer norm ------------------------------------------------------------
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                       int64_t N, int64_t C, float eps);
+// dinp[N, C] += ..., dw, db += ...
+void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                        const float* mean, const float* rstd, int64_t N, int64_t C);
+
+// ---- GeLU (tanh approximation) -----------------------------------------------
+void gelu_forward(float* out, const float* inp, int64_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);  // dinp = dout * gelu'(inp)
+
+// ---- dropout -----------------------------------------------------------------
+// A dropout site: the mask of element (sample, index) is keep = U(key, sample,
+// index) >= p, where sample = sample_base + row / rows_per_sample is the
+// sample's position in the global batch. Masks are regenerated in backward.
+struct Dropout {
+  uint64_t key = 0;
+  float p = 0.0f;
+  int64_t sample_base = 0;
+  bool active() const { return p > 0.0f; }
+};
+
+// out[N, C] = residual + dropout(x + bias)  (Megatron's bias-dropout-add); T = tokens per sample.
+void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+                              const Dropout& d, int64_t N, int64_t T, int64_t C);
+// dx[N, C] = dropout'(dout); dbias += column sums of dx. (The residual's gradient is dout itself.)
+void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
+                               int64_t C);
+// In-place dropout of [N, C] (embedding dropout) and its backward (same mask).
+void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C);
+
+// ---- attention -----------------------------------------------------------------
+// qkv[N, H*3*D] with features ordered [head][q|k|v][D]; out[N, H*D].
+// probs[B, H, T, T]: softmax (causal); probs_dropped: after attention dropout
+// (== probs storage may be shared when dropout is off). head0 = global index of
+// local head 0 (dropout coordinates), H_total = heads in the whole model.
+struct AttentionShape {
+  int64_t B, T, H, D;
+  int64_t head0 = 0, H_total = 0;
+};
+void attention_forward(float* out, float* probs, float* probs_dropped, const float* qkv, const AttentionShape& s,
+                       const Dropout& d);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const float* probs_dropped, const AttentionShape& s, const Dropout& d);
+
+// ---- embeddings (vocab-parallel: this rank holds rows [v0, v0 + V)) -----------------
+// out[N, C] = wte[tok - v0] for tokens in the shard, 0 elsewhere.
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V, int64_t N,
+                       int64_t C);
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
+                        int64_t C);
+// out[N, C] += wpe[t] with t = row % T; dwpe[t] += dout rows.
+void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C);
+void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C);
+
+// ---- vocab-parallel cross-entropy ------------------------------------------------
+// logits[N, V] of this rank's vocabulary shard [v0, v0 + V). Steps between which
+// the caller all-reduces over the TP group: row_max (max), sum_exp and
+// target_logit (sum).
+void row_max(float* out, const float* logits, int64_t N, int64_t V);
+void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V);
+void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N, int64_t V);
+// Turns logits into d loss / d logits in place: scale * (softmax - onehot).
+void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp, const int32_t* labels,
+                                    int64_t v0, float scale, int64_t N, int64_t V);
+// Single-shard fast path: per row max, sum-exp, loss and (when grad_scale != 0)
+// the gradient in place, while the row is hot in cache. Returns the summed loss.
+double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V);
+
+}  // namespace occ::kernels

@@ -1,0 +1,121 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "core/rng.h"
+
+namespace occ {
+
+namespace {
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+int64_t ParamTensor::global_index(int64_t i, int tp_rank) const {
+  switch (split) {
+    case TpSplit::None: return i;
+    case TpSplit::Dim0: return int64_t(tp_rank) * numel + i;  // rows are contiguous
+    case TpSplit::Dim1: {
+      int64_t r = i / shape[1], c = i % shape[1];
+      return r * full_shape[1] + int64_t(tp_rank) * shape[1] + c;
+    }
+  }
+  return i;
+}
+
+int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shape, TpSplit split, InitKind init,
+                         float std, bool weight_decay) {
+  ParamTensor t;
+  t.name = name;
+  t.full_shape = full_shape;
+  t.shape = full_shape;
+  t.split = split;
+  if (split == TpSplit::Dim0) t.shape[0] /= layout_.tp_size;
+  if (split == TpSplit::Dim1) t.shape[1] /= layout_.tp_size;
+  t.numel = 1;
+  for (auto d : t.shape) t.numel *= d;
+  t.offset = total_;
+  t.init = init;
+  t.init_std = std;
+  t.weight_decay = weight_decay;
+  t.counts_in_norm = split != TpSplit::None || layout_.tp_rank == 0;
+  t.init_key = fnv1a(name);
+  total_ += t.numel;
+  tensors_.push_back(t);
+  return t.offset;
+}
+
+ParamLayout::ParamLayout(const GptConfig& cfg, const ParallelLayout& layout) : cfg_(cfg), layout_(layout) {
+  const int64_t C = cfg.hidden_size, F = cfg.ffn_hidden_size(), V = cfg.padded_vocab_size();
+  const float std = cfg.init_method_std;
+  const float out_std = std / std::sqrt(2.0f * float(cfg.num_layers));
+  const auto N = InitKind::Normal, Z = InitKind::Zeros, O = InitKind::Ones;
+  const auto none = TpSplit::None, rows = TpSplit::Dim0, cols = TpSplit::Dim1;
+
+  if (layout.first_stage()) {
+    word_embedding = add("embedding.word_embeddings.weight", {V, C}, rows, N, std, true);
+    tensors_.back().word_embedding = true;
+    position_embedding = add("embedding.position_embeddings.weight", {cfg.max_position_embeddings, C}, none, N, std,
+                             true);
+  }
+  LayerRange range = stage_layers(cfg.num_layers, layout);
+  for (int l = range.begin; l < range.end; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerParams lp;
+    lp.ln1_w = add(p + "input_layernorm.weight", {C}, none, O, 0, false);
+    lp.ln1_b = add(p + "input_layernorm.bias", {C}, none, Z, 0, false);
+    // QKV rows are ordered [head][q|k|v][head_dim] (Megatron), so a TP shard is
+    // a contiguous block of whole heads.
+    lp.qkv_w = add(p + "attention.query_key_value.weight", {3 * C, C}, rows, N, std, true);
+    lp.qkv_b = add(p + "attention.query_key_value.bias", {3 * C}, rows, Z, 0, false);
+    lp.proj_w = add(p + "attention.dense.weight", {C, C}, cols, N, out_std, true);
+    lp.proj_b = add(p + "attention.dense.bias", {C}, none, Z, 0, false);
+    lp.ln2_w = add(p + "post_attention_layernorm.weight", {C}, none, O, 0, false);
+    lp.ln2_b = add(p + "post_attention_layernorm.bias", {C}, none, Z, 0, false);
+    lp.fc_w = add(p + "mlp.dense_h_to_4h.weight", {F, C}, rows, N, std, true);
+    lp.fc_b = add(p + "mlp.dense_h_to_4h.bias", {F}, rows, Z, 0, false);
+    lp.fcproj_w = add(p + "mlp.dense_4h_to_h.weight", {C, F}, cols, N, out_std, true);
+    lp.fcproj_b = add(p + "mlp.dense_4h_to_h.bias", {C}, none, Z, 0, false);
+    layers_.push_back(lp);
+  }
+  if (layout.last_stage()) {
+    final_ln_w = add("final_layernorm.weight", {C}, none, O, 0, false);
+    final_ln_b = add("final_layernorm.bias", {C}, none, Z, 0, false);
+    if (layout.first_stage()) {
+      head_weight = word_embedding;
+    } else {
+      // The last stage's copy of the tied embedding: same init key, so both
+      // copies start identical; its gradient is synchronised, not its norm.
+      head_weight = add("lm_head.word_embeddings.weight", {V, C}, rows, N, std, true);
+      tensors_.back().word_embedding = true;
+      tensors_.back().counts_in_norm = false;
+      tensors_.back().init_key = fnv1a("embedding.word_embeddings.weight");
+    }
+  }
+}
+
+const ParamTensor& ParamLayout::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return t;
+  fail("no parameter named '{}' on this rank", name);
+}
+
+void ParamLayout::initialize(float* params, uint64_t seed) const {
+  for (const auto& t : tensors_) {
+    float* p = params + t.offset;
+    if (t.init == InitKind::Zeros) {
+      for (int64_t i = 0; i < t.numel; ++i) p[i] = 0.0f;
+    } else if (t.init == InitKind::Ones) {
+      for (int64_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
+    } else {
+      const uint64_t key = make_key(seed, t.init_key);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < t.numel; ++i) p[i] = t.init_std * normal_at(key, 0, uint64_t(t.global_index(i, layout_.tp_rank)));
+    }
+  }
+}
+
+}  // namespace occ

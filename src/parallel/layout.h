@@ -1,0 +1,44 @@
+#pragma once
+// Where this process sits in the TP x PP x DP grid (Megatron's rank layout:
+// rank = pp * DP * TP + dp * TP + tp) and which layers its stage owns.
+#include "core/error.h"
+
+namespace occ {
+
+struct ParallelLayout {
+  int tp_size = 1, pp_size = 1, dp_size = 1;
+  int tp_rank = 0, pp_rank = 0, dp_rank = 0;
+
+  int world_size() const { return tp_size * pp_size * dp_size; }
+  int global_rank() const { return pp_rank * dp_size * tp_size + dp_rank * tp_size + tp_rank; }
+  bool first_stage() const { return pp_rank == 0; }
+  bool last_stage() const { return pp_rank == pp_size - 1; }
+
+  static ParallelLayout from_rank(int rank, int world, int tp, int pp) {
+    OCC_CHECK(tp >= 1 && pp >= 1, "tensor- and pipeline-model-parallel sizes must be >= 1");
+    OCC_CHECK(world % (tp * pp) == 0,
+              "world size {} is not divisible by tensor-model-parallel-size {} x pipeline-model-parallel-size {}; "
+              "launch a multiple of {} ranks",
+              world, tp, pp, tp * pp);
+    ParallelLayout l;
+    l.tp_size = tp;
+    l.pp_size = pp;
+    l.dp_size = world / (tp * pp);
+    l.tp_rank = rank % tp;
+    l.dp_rank = (rank / tp) % l.dp_size;
+    l.pp_rank = rank / (tp * l.dp_size);
+    return l;
+  }
+};
+
+// The contiguous block of transformer layers a pipeline stage owns.
+struct LayerRange {
+  int begin = 0, end = 0;
+  int count() const { return end - begin; }
+};
+inline LayerRange stage_layers(int num_layers, const ParallelLayout& l) {
+  int per = num_layers / l.pp_size;
+  return {l.pp_rank * per, (l.pp_rank + 1) * per};
+}
+
+}  // namespace occ

@@ -1,0 +1,93 @@
+#include "train/checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/tensor_file.h"
+#include "train/checkpoint_store.h"
+
+namespace occ {
+
+namespace {
+const char* kShardFile = "model_optim_rng.bin";
+// Fields whose mismatch makes a checkpoint unusable for this model.
+const char* kShapeFields[] = {"num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
+                              "padded_vocab_size", "tensor_model_parallel_size", "pipeline_model_parallel_size"};
+
+std::string latest_shard(const std::string& root, const ParallelLayout& layout) {
+  CheckpointStore store(root);
+  auto latest = store.latest();
+  OCC_CHECK(latest.has_value(),
+            "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
+  const std::string path = shard_dir(store.iteration_dir(*latest), layout.tp_rank, layout.pp_rank) + "/" + kShardFile;
+  OCC_CHECK(std::filesystem::exists(path),
+            "checkpoint {} has no shard for tensor rank {} pipeline rank {} (missing {}); it was saved with another "
+            "parallel layout or is incomplete",
+            root, layout.tp_rank, layout.pp_rank, path);
+  return path;
+}
+}  // namespace
+
+void save_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
+                     const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos) {
+  CheckpointStore store(root);
+  const std::string staging = store.begin(pos.iteration);
+  const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
+  nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
+                         {"version", 1},
+                         {"iteration", pos.iteration},
+                         {"consumed_samples", pos.consumed_samples},
+                         {"config", opt.to_json()},
+                         {"tp_rank", layout.tp_rank},
+                         {"pp_rank", layout.pp_rank},
+                         {"lr", opt.lr_schedule().at(pos.iteration)}};
+  TensorFileWriter w(meta);
+  const float* p = stage.params().data();
+  for (const auto& t : stage.param_layout().tensors()) {
+    w.add("param/" + t.name, p + t.offset, t.shape);
+    w.add("adam_m/" + t.name, optimizer.m().data() + t.offset, t.shape);
+    w.add("adam_v/" + t.name, optimizer.v().data() + t.offset, t.shape);
+  }
+  w.write(dir + "/" + kShardFile);
+  store.commit(pos.iteration);
+  std::printf("saved checkpoint %s\n", store.iteration_dir(pos.iteration).c_str());
+}
+
+nlohmann::json read_checkpoint_config(const std::string& root) {
+  ParallelLayout first;  // rank (0, 0) always exists
+  TensorFileReader r = TensorFileReader::open(latest_shard(root, first));
+  OCC_CHECK(r.meta().value("format", "") == "optimus-cc checkpoint", "{} is not an optimus-cc checkpoint", root);
+  return r.meta()["config"];
+}
+
+CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
+                                   GptStage& stage, AdamW* optimizer) {
+  const std::string path = latest_shard(root, layout);
+  TensorFileReader r = TensorFileReader::open(path);
+  const auto& meta = r.meta();
+  OCC_CHECK(meta.value("format", "") == "optimus-cc checkpoint", "{} is not an optimus-cc checkpoint", path);
+  const nlohmann::json want = opt.to_json();
+  for (const char* field : kShapeFields) {
+    const auto& cfg = meta["config"];
+    OCC_CHECK(cfg.contains(field) && cfg[field] == want[field],
+              "checkpoint {} was saved with {} = {} but this run has {}; use the saved run's model and parallel "
+              "flags, or another --load",
+              root, field, cfg.value(field, nlohmann::json()).dump(), want[field].dump());
+  }
+  if (meta["config"].value("seed", opt.seed) != opt.seed)
+    std::printf("notice: checkpoint was trained with --seed %llu, this run uses %llu (data order and dropout change)\n",
+                (unsigned long long)meta["config"]["seed"].get<uint64_t>(), (unsigned long long)opt.seed);
+  float* p = stage.params().data();
+  for (const auto& t : stage.param_layout().tensors()) {
+    r.read("param/" + t.name, p + t.offset, t.numel);
+    if (optimizer) {
+      r.read("adam_m/" + t.name, optimizer->m().data() + t.offset, t.numel);
+      r.read("adam_v/" + t.name, optimizer->v().data() + t.offset, t.numel);
+    }
+  }
+  CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>()};
+  std::printf("loaded checkpoint %s (iteration %lld)\n", path.c_str(), (long long)pos.iteration);
+  return pos;
+}
+
+}  // namespace occ

@@ -1,0 +1,32 @@
+#pragma once
+// What a rank saves and restores: its parameter shard, Adam moments and the
+// training position, in ROOT/iter_NNNNNNN/mp_rank_TT_PPP/model_optim_rng.bin,
+// committed atomically through CheckpointStore. Dropout and data order are
+// pure functions of (seed, iteration, consumed samples), so they need no state.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/gpt.h"
+#include "train/adamw.h"
+#include "train/options.h"
+
+namespace occ {
+
+struct CheckpointPosition {
+  int64_t iteration = 0, consumed_samples = 0;
+};
+
+void save_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
+                     const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos);
+
+// The saved run's options (to_json() form) of the latest checkpoint under root.
+nlohmann::json read_checkpoint_config(const std::string& root);
+
+// Loads the latest checkpoint into stage (and optimizer unless null); refuses,
+// with a one-line error, a checkpoint of another model shape or layout.
+CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
+                                   GptStage& stage, AdamW* optimizer);
+
+}  // namespace occ

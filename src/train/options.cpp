@@ -1,0 +1,64 @@
+#include "train/options.h"
+
+#include <cmath>
+
+namespace occ {
+
+LrSchedule TrainOptions::lr_schedule() const {
+  LrSchedule s;
+  s.max_lr = lr;
+  s.min_lr = min_lr;
+  s.style = lr_decay_style;
+  s.warmup_iters = lr_warmup_iters >= 0 ? lr_warmup_iters : int64_t(std::llround(lr_warmup_fraction * double(train_iters)));
+  s.decay_iters = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
+  if (s.decay_iters <= s.warmup_iters) s.decay_iters = s.warmup_iters + 1;
+  return s;
+}
+
+void TrainOptions::validate(const ParallelLayout& layout) const {
+  model.validate(layout);
+  OCC_CHECK(micro_batch_size >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch_size);
+  OCC_CHECK(global_batch_size >= 1, "--global-batch-size must be >= 1 (got {})", global_batch_size);
+  OCC_CHECK(global_batch_size % (micro_batch_size * layout.dp_size) == 0,
+            "--global-batch-size {} is not divisible by --micro-batch-size {} x data-parallel size {}; use a multiple "
+            "of {}",
+            global_batch_size, micro_batch_size, layout.dp_size, micro_batch_size * layout.dp_size);
+  OCC_CHECK(train_iters >= 1, "--train-iters must be >= 1 (got {})", train_iters);
+  OCC_CHECK(lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1]");
+  OCC_CHECK(clip_grad >= 0, "--clip-grad must be >= 0 (0 disables clipping)");
+  OCC_CHECK(adam.beta1 >= 0 && adam.beta1 < 1 && adam.beta2 >= 0 && adam.beta2 < 1,
+            "--adam-beta1/--adam-beta2 must be in [0, 1)");
+  OCC_CHECK(adam.eps > 0, "--adam-eps must be > 0");
+  OCC_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
+  OCC_CHECK(log_interval >= 1, "--log-interval must be >= 1");
+  OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
+  OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
+  lr_schedule().validate();
+}
+
+nlohmann::json TrainOptions::to_json() const {
+  return {{"num_layers", model.num_layers},
+          {"hidden_size", model.hidden_size},
+          {"num_attention_heads", model.num_attention_heads},
+          {"seq_length", model.seq_length},
+          {"max_position_embeddings", model.max_position_embeddings},
+          {"vocab_size", model.vocab_size},
+          {"padded_vocab_size", model.padded_vocab_size()},
+          {"hidden_dropout", model.hidden_dropout},
+          {"attention_dropout", model.attention_dropout},
+          {"tensor_model_parallel_size", tensor_parallel},
+          {"pipeline_model_parallel_size", pipeline_parallel},
+          {"micro_batch_size", micro_batch_size},
+          {"global_batch_size", global_batch_size},
+          {"train_iters", train_iters},
+          {"lr", lr},
+          {"min_lr", min_lr},
+          {"lr_decay_style", lr_decay_style},
+          {"weight_decay", adam.weight_decay},
+          {"clip_grad", clip_grad},
+          {"seed", seed},
+          {"data_path", data_path},
+          {"split", split}};
+}
+
+}  // namespace occ

@@ -1,0 +1,45 @@
+#pragma once
+// Everything a training run is configured by (Megatron flag names on the
+// command line: see apps/commands/train_flags.cpp). Saved into checkpoints.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+
+namespace occ {
+
+struct TrainOptions {
+  GptConfig model;
+  int tensor_parallel = 1, pipeline_parallel = 1;
+  int micro_batch_size = 4;
+  int global_batch_size = 16;
+  int64_t train_iters = 100;
+  // Learning rate: warm-up in iterations, or as a fraction of train_iters
+  // when lr_warmup_iters < 0; decay over lr_decay_iters (default train_iters).
+  float lr = 6e-4f, min_lr = 6e-5f;
+  std::string lr_decay_style = "cosine";
+  float lr_warmup_fraction = 0.01f;
+  int64_t lr_warmup_iters = -1, lr_decay_iters = -1;
+  AdamWConfig adam;
+  float clip_grad = 1.0f;
+  uint64_t seed = 1234;
+  // Data.
+  std::string data_path, tokenizer_model, split = "949,50,1";
+  int64_t eval_interval = 100, eval_iters = 10;
+  // Logging, checkpoints.
+  int64_t log_interval = 1;
+  std::string save, load, metrics_path, trace_path;
+  int64_t save_interval = 0;
+
+  int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }
+  LrSchedule lr_schedule() const;
+  // Checks what does not depend on data or tokenizer (throws occ::Error).
+  void validate(const ParallelLayout& layout) const;
+  nlohmann::json to_json() const;  // the model shape and training settings, for checkpoints
+};
+
+}  // namespace occ
