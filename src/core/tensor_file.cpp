@@ -226,6 +226,7 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
   if (r.fd_ < 0) fail("cannot open {}: {}; check its permissions", path, errno_text());
   struct stat st {};
   if (::fstat(r.fd_, &st) != 0) fail("cannot stat {}: {}; check the file", path, errno_text());
+  OCC_CHECK(S_ISREG(st.st_mode), "{} is not a regular file; pass the path of a tensor file", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   char pre[kPreamble] = {};
   const uint64_t got = std::min<uint64_t>(size, kPreamble);

@@ -99,9 +99,9 @@ GptDataset::GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length
     }
   const int64_t L = seq_length;
   OCC_CHECK(tokens_per_epoch_ >= L + 1,
-            "{} split is empty: its {} documents of {} hold {} tokens, fewer than one sample of --seq-length + 1 = {}; "
+            "{} split is empty: documents [{}, {}) of {} hold {} tokens, fewer than one sample of --seq-length + 1 = {}; "
             "adjust --split or lower --seq-length",
-            name, docs.size(), ds.prefix(), tokens_per_epoch_, L + 1);
+            name, docs.begin, docs.end, ds.prefix(), tokens_per_epoch_, L + 1);
 
   // Fewest epochs whose concatenation yields num_samples samples: a stream of
   // T tokens holds (T - 1) / L samples since neighbours share a token.

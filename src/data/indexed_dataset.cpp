@@ -62,8 +62,8 @@ int dtype_itemsize(int code) {
     case 4: return 4;
     case 5: return 8;
     case 6: case 7:
-      fail("float dtype code {} ({}) cannot hold token ids; use an integer dtype (1,2,3,4,5,8)", code,
-           code == 6 ? "float32" : "float64");
+      // Megatron versions disagree on which of 6/7 is float32 vs float64; both are floats.
+      fail("dtype code {} is a float type, which cannot hold token ids; use an integer dtype (1,2,3,4,5,8)", code);
     default:
       fail("unknown dtype code {}; supported codes are 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 8 uint16", code);
   }

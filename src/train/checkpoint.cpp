@@ -86,7 +86,6 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
     }
   }
   CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>()};
-  std::printf("loaded checkpoint %s (iteration %lld)\n", path.c_str(), (long long)pos.iteration);
   return pos;
 }
 

@@ -114,7 +114,8 @@ void CheckpointStore::commit(int64_t iteration) const {
   // the directory entries, which a rename alone does not make durable.
   std::error_code ec;
   for (fs::recursive_directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file() || it->is_directory()) fsync_path(it->path().string());
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) || it->is_directory(type_ec)) fsync_path(it->path().string());
   }
   check_fs(ec, "list", staging);
   fsync_path(staging);

@@ -189,6 +189,7 @@ void Trainer::load_checkpoint(const std::string& root) {
   CheckpointPosition pos = occ::load_checkpoint(root, opt_, layout_, *stage_, optimizer_.get());
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
+  std::printf("loaded checkpoint %s at iteration %lld\n", root.c_str(), (long long)iteration_);
   OCC_CHECK(iteration_ <= opt_.train_iters,
             "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", root,
             iteration_, opt_.train_iters);

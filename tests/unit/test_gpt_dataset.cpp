@@ -268,3 +268,32 @@ TEST(GptDataset, SkipsEmptyDocuments) {
   for (const auto& s : all_samples(g))
     for (int32_t t : s) EXPECT_EQ(t % 2, 0);
 }
+
+// Documents of exactly seq_length tokens: sample k is document k of the stream
+// plus the first token of document k + 1, so samples reveal which document
+// follows which. Identical orders in every epoch would give each document one
+// successor only.
+TEST(GptDataset, EachEpochHasItsOwnOrder) {
+  TempDir dir;
+  std::string prefix = (dir.path / "even").string();
+  const int L = 4;
+  {
+    occ::IndexedDatasetWriter w(prefix, 4);
+    for (int d = 0; d < 10; ++d) w.add_document({d * 1000, d * 1000 + 1, d * 1000 + 2, d * 1000 + 3});
+    w.finish();
+  }
+  auto ds = occ::IndexedDataset::open(prefix);
+  occ::GptDataset g(ds, SplitRange{0, 10}, L, 45, 99);
+  ASSERT_EQ(g.num_epochs(), 5);
+  std::map<int32_t, std::set<int32_t>> successors;
+  std::map<int32_t, int> uses;
+  for (const auto& s : all_samples(g)) {
+    ASSERT_EQ(s[0] % 1000, 0);
+    successors[s[0] / 1000].insert(s[L] / 1000);
+    ++uses[s[0] / 1000];
+  }
+  for (auto& [d, n] : uses) EXPECT_TRUE(n == 5 || n == 4) << "document " << d << " used " << n << " times";
+  size_t most = 0;
+  for (auto& [d, next] : successors) most = std::max(most, next.size());
+  EXPECT_GE(most, 2u) << "every epoch used the same document order";
+}

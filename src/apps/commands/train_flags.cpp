@@ -97,9 +97,10 @@ std::vector<std::string> config_to_args(const std::string& path) {
 }  // namespace
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string config_path;
   app.add_option("--config", config_path, "JSON file of flag values (flags given on the command line win)");
+  // A flag given twice (in --config and on the command line) takes the last value.
+  for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::string> args{argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -1,6 +1,5 @@
 #include "apps/commands/commands.h"
 #include "core/error.h"
 namespace occ::cmd {
-int generate(int, char**) { fail("generate: not built yet"); }
 int bench(int, char**) { fail("bench: not built yet"); }
 }  // namespace occ::cmd

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# labels: errors
+# Each bad input: non-zero exit (not a crash), exactly one line on stderr that
+# starts with "error:" and names the problem, within a time limit.
+source "$(dirname "$0")/fixture/lib.sh"
+
+# expect_error NAME PATTERN -- COMMAND...
+expect_error() {
+  local name=$1 pattern=$2
+  shift 3
+  local out="$WORK/out" err="$WORK/err" rc
+  timeout 60 "$@" > "$out" 2> "$err"
+  rc=$?
+  local lines
+  lines=$(grep -c . "$err")
+  if [[ $rc -eq 0 ]]; then failed "$name: exit 0"; return; fi
+  if [[ $rc -eq 124 ]]; then failed "$name: timed out"; return; fi
+  if [[ $rc -ge 128 ]]; then failed "$name: crashed (signal $((rc - 128)))"; cat "$err"; return; fi
+  if [[ $lines -ne 1 ]]; then failed "$name: $lines lines on stderr"; cat "$err"; return; fi
+  if ! grep -q '^error: ' "$err"; then failed "$name: no 'error:' prefix: $(cat "$err")"; return; fi
+  if ! grep -qiE -- "$pattern" "$err"; then failed "$name: message does not match /$pattern/: $(cat "$err")"; return; fi
+  pass "$name: $(cat "$err")"
+}
+
+T=("${TINY[@]}" --train-iters 2)
+expect_error "unknown flag" "--bogus-flag" -- "$BIN" train "${T[@]}" --bogus-flag 3
+expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
+expect_error "missing data path" "data-path" -- "$BIN" train --tokenizer-model "$DATA/kjv.model" --train-iters 1
+expect_error "nonexistent dataset" "cannot open|no such" -- "$BIN" train "${T[@]}" --data-path "$WORK/nope"
+expect_error "hidden not divisible by heads" "not divisible by --num-attention-heads" -- \
+  "$BIN" train "${T[@]}" --hidden-size 30
+expect_error "seq-length above max positions" "exceeds --max-position-embeddings" -- \
+  "$BIN" train "${T[@]}" --seq-length 64
+expect_error "global batch not divisible" "global-batch-size" -- "$BIN" train "${T[@]}" --global-batch-size 5
+expect_error "bad lr decay style" "lr-decay-style" -- "$BIN" train "${T[@]}" --lr-decay-style exponential
+expect_error "bad split" "split" -- "$BIN" train "${T[@]}" --split 1,x
+expect_error "unreadable tokenizer model" "tokenizer" -- "$BIN" train "${T[@]}" --tokenizer-model "$SRC/README.md"
+echo '{"num-layers": 2,' > "$WORK/bad.json"
+expect_error "invalid --config JSON" "not valid JSON" -- "$BIN" train "${T[@]}" --config "$WORK/bad.json"
+
+: > "$WORK/empty.txt"
+expect_error "empty corpus" "no documents" -- \
+  "$BIN" preprocess --input "$WORK/empty.txt" --output-prefix "$WORK/empty" --vocab-size 100
+expect_error "preprocess without tokenizer or vocab size" "tokenizer-model|vocab-size" -- \
+  "$BIN" preprocess --input "$SRC/data/kjv.txt.zst" --output-prefix "$WORK/x"
+
+# Datasets: bad magic, truncated index.
+cp "$DATA/kjv.bin" "$WORK/bad.bin"
+printf 'XXXXXXXXX' | cat - <(tail -c +10 "$DATA/kjv.idx") > "$WORK/bad.idx"
+expect_error "dataset with bad magic" "magic" -- "$BIN" train "${T[@]}" --data-path "$WORK/bad"
+head -c 100 "$DATA/kjv.idx" > "$WORK/bad.idx"
+expect_error "truncated dataset index" "truncated" -- "$BIN" train "${T[@]}" --data-path "$WORK/bad"
+
+# Checkpoints: a good one, then corrupted and mismatched loads.
+if "$BIN" train "${T[@]}" --save "$WORK/ckpt" > "$WORK/save.log" 2>&1; then
+  expect_error "checkpoint of another model shape" "hidden_size" -- \
+    "$BIN" train "${TINY[@]}" --train-iters 4 --hidden-size 64 --load "$WORK/ckpt"
+  f=$(ls "$WORK"/ckpt/iter_*/mp_rank_00_000/model_optim_rng.bin | head -1)
+  size=$(stat -c %s "$f")
+  printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc status=none
+  expect_error "corrupted checkpoint" "corrupt|checksum" -- "$BIN" train "${TINY[@]}" --train-iters 4 --load "$WORK/ckpt"
+  expect_error "load from an empty directory" "no checkpoint" -- \
+    "$BIN" train "${TINY[@]}" --train-iters 4 --load "$WORK"
+else
+  cat "$WORK/save.log"; failed "could not save the checkpoint the load checks need"
+fi
+expect_error "generate without a checkpoint" "no checkpoint" -- \
+  "$BIN" generate --load "$WORK" --tokenizer-model "$DATA/kjv.model" --prompt hi
+finish
