@@ -4,6 +4,7 @@
 // The single-process group (SelfCommunicator) makes every collective a no-op,
 // so model code calls the same operations whatever the layout.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,11 +15,15 @@ namespace occ {
 enum class Traffic : int { PipelineForward = 0, PipelineBackward, TensorParallel, DataParallel, Embedding, Other, kCount };
 const char* traffic_name(Traffic t);  // "pp_fwd", "pp_bwd", "tp", "dp", "emb", "other"
 
+// Bytes this process sent, per class. Atomic: the data-parallel reducer
+// thread counts while the main thread sends pipeline messages.
 struct TrafficCounters {
-  std::array<uint64_t, size_t(Traffic::kCount)> bytes_sent{};
-  void add(Traffic t, uint64_t bytes) { bytes_sent[size_t(t)] += bytes; }
-  uint64_t operator[](Traffic t) const { return bytes_sent[size_t(t)]; }
-  void reset() { bytes_sent.fill(0); }
+  std::array<std::atomic<uint64_t>, size_t(Traffic::kCount)> bytes_sent{};
+  void add(Traffic t, uint64_t bytes) { bytes_sent[size_t(t)].fetch_add(bytes, std::memory_order_relaxed); }
+  uint64_t operator[](Traffic t) const { return bytes_sent[size_t(t)].load(std::memory_order_relaxed); }
+  void reset() {
+    for (auto& b : bytes_sent) b.store(0);
+  }
 };
 
 class Communicator {

@@ -164,7 +164,11 @@ void GptStage::layer_forward(int local, LayerActivations& a, float* out, const M
                               dropout(kMlpOutDropout, cfg_.hidden_dropout), N, T, C);
 }
 
-void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in) {
+void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
+                        const std::function<void(int64_t)>& grads_final) {
+  auto report = [&](int64_t offset) {
+    if (grads_final) grads_final(offset);
+  };
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
   const float* P = params_.data();
   float* G = grads_.data();
@@ -184,11 +188,15 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     std::fill(d_resid_.begin(), d_resid_.end(), 0.0f);
     k::layernorm_backward(d_resid_.data(), G + pl.final_ln_w, G + pl.final_ln_b, d_ln_.data(), acts.output.data(),
                           P + pl.final_ln_w, acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
+    report(pl.final_ln_w);
   } else {
     std::memcpy(d_resid_.data(), dx_out, sizeof(float) * size_t(N * C));
   }
 
-  for (int l = layers_.count() - 1; l >= 0; --l) layer_backward(l, acts.layers[size_t(l)], d_resid_.data(), mb);
+  for (int l = layers_.count() - 1; l >= 0; --l) {
+    layer_backward(l, acts.layers[size_t(l)], d_resid_.data(), mb);
+    report(pl.layer(l).ln1_w);
+  }
 
   if (layout_.first_stage()) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
@@ -198,6 +206,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
                        mb.T, C);
     k::position_backward(G + pl.position_embedding, d_resid_.data(), N, mb.T, C);
     k::embedding_backward(G + pl.word_embedding, d_resid_.data(), mb.inputs, v0, Vl, N, C);
+    report(0);
   } else {
     std::memcpy(dx_in, d_resid_.data(), sizeof(float) * size_t(N * C));
   }

@@ -4,6 +4,7 @@
 // LayerNorm, LM head and loss on the last. Explicit forward and backward per
 // layer (llm.c style), fp32, activations [N = micro_batch * seq, features].
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -64,7 +65,10 @@ class GptStage {
   // this stage's output (ignored on the last stage); dx_in: gradient of its
   // input, written for the previous stage (ignored on the first stage).
   // Accumulates into grads().
-  void backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in);
+  // grads_final (optional) is told, as backward proceeds, the lowest offset
+  // from which this backward's contributions to grads() are complete.
+  void backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
+                const std::function<void(int64_t)>& grads_final = nullptr);
 
   // Last stage after forward(training=false): logits of this rank's vocabulary shard.
   const float* logits(const StageActivations& acts) const { return acts.logits.data(); }

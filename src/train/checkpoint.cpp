@@ -28,10 +28,12 @@ std::string latest_shard(const std::string& root, const ParallelLayout& layout) 
 }
 }  // namespace
 
-void save_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                     const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos) {
-  CheckpointStore store(root);
-  const std::string staging = store.begin(pos.iteration);
+std::string begin_checkpoint(const std::string& root, int64_t iteration) {
+  return CheckpointStore(root).begin(iteration);
+}
+
+void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
+                            const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos) {
   const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
@@ -49,9 +51,9 @@ void save_checkpoint(const std::string& root, const TrainOptions& opt, const Par
     w.add("adam_v/" + t.name, optimizer.v().data() + t.offset, t.shape);
   }
   w.write(dir + "/" + kShardFile);
-  store.commit(pos.iteration);
-  std::printf("saved checkpoint %s\n", store.iteration_dir(pos.iteration).c_str());
 }
+
+void commit_checkpoint(const std::string& root, int64_t iteration) { CheckpointStore(root).commit(iteration); }
 
 nlohmann::json read_checkpoint_config(const std::string& root) {
   ParallelLayout first;  // rank (0, 0) always exists

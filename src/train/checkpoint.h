@@ -18,8 +18,13 @@ struct CheckpointPosition {
   int64_t iteration = 0, consumed_samples = 0;
 };
 
-void save_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                     const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos);
+// Saving is three steps so that many ranks can write one checkpoint: one rank
+// opens the staging directory, every shard owner writes its shard into it,
+// then (after a barrier) one rank commits it.
+std::string begin_checkpoint(const std::string& root, int64_t iteration);  // returns the staging dir
+void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
+                            const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos);
+void commit_checkpoint(const std::string& root, int64_t iteration);
 
 // The saved run's options (to_json() form) of the latest checkpoint under root.
 nlohmann::json read_checkpoint_config(const std::string& root);

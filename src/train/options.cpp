@@ -33,6 +33,8 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(log_interval >= 1, "--log-interval must be >= 1");
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
+  OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
+  OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
   lr_schedule().validate();
 }
 

@@ -34,6 +34,9 @@ struct TrainOptions {
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
   int64_t save_interval = 0;
+  // Distributed runs.
+  int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
+  double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
 
   int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }
   LrSchedule lr_schedule() const;

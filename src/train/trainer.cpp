@@ -2,15 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "core/tensor_file.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
+#include "parallel/pipeline_schedule.h"
 #include "train/checkpoint.h"
+#include "train/metrics.h"
 
 namespace occ {
 
@@ -21,12 +22,11 @@ std::string format_duration(double seconds) {
 }
 }  // namespace
 
-Trainer::Trainer(TrainOptions options) : opt_(std::move(options)) {
-  layout_ = ParallelLayout::from_rank(0, 1, opt_.tensor_parallel, opt_.pipeline_parallel);
+Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
+    : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
+  layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
   OCC_CHECK(!opt_.data_path.empty(), "--data-path is required (a dataset prefix written by 'optimus-cc preprocess')");
-  if (!opt_.tokenizer_model.empty()) {
-    opt_.model.vocab_size = Tokenizer::load(opt_.tokenizer_model).vocab_size();
-  }
+  if (!opt_.tokenizer_model.empty()) opt_.model.vocab_size = Tokenizer::load(opt_.tokenizer_model).vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0, "--tokenizer-model (or --vocab-size) is required to size the vocabulary");
   opt_.validate(layout_);
 
@@ -38,76 +38,168 @@ Trainer::Trainer(TrainOptions options) : opt_(std::move(options)) {
   if (opt_.eval_iters > 0 && splits[1].size() > 0)
     valid_data_ = std::make_unique<GptDataset>(*dataset_, splits[1], opt_.model.seq_length, opt_.eval_iters * gb,
                                                opt_.seed, "validation");
-
-  stage_ = std::make_unique<GptStage>(opt_.model, layout_, self_, opt_.seed);
-  optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam);
-  if (!opt_.load.empty()) load_checkpoint(opt_.load);
-  if (!opt_.metrics_path.empty()) {
+  if (is_logger() && !opt_.metrics_path.empty()) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), "a");
     OCC_CHECK(metrics_, "cannot open --metrics file {} for appending; check the path", opt_.metrics_path);
   }
-  tty_ = isatty(STDOUT_FILENO);
+  tty_ = is_logger() && isatty(STDOUT_FILENO);
 }
 
 Trainer::~Trainer() {
   if (metrics_) std::fclose(metrics_);
 }
 
-void Trainer::read_batch(const GptDataset& data, int64_t first_sample, int count) {
-  const int T = opt_.model.seq_length, V = opt_.model.vocab_size;
+void Trainer::connect(double comm_timeout_s) {
+  topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
+  stage_ = std::make_unique<GptStage>(opt_.model, layout_, *topo_->tp, opt_.seed);
+  if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
+  optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam);
+  reducer_ = std::make_unique<DataParallelReducer>(
+      *topo_->dp_async, make_buckets(stage_->param_layout(), opt_.dp_bucket_elems, [](const ParamTensor&) { return true; }),
+      stage_->grads().data());
+  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());
+}
+
+void Trainer::load() {
+  if (opt_.load.empty()) return;
+  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, optimizer_.get());
+  iteration_ = pos.iteration;
+  consumed_samples_ = pos.consumed_samples;
+  OCC_CHECK(iteration_ <= opt_.train_iters,
+            "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", opt_.load,
+            iteration_, opt_.train_iters);
+  if (is_logger()) std::printf("loaded checkpoint %s at iteration %lld\n", opt_.load.c_str(), (long long)iteration_);
+}
+
+void Trainer::read_micro_batch(const GptDataset& data, int64_t first_sample, int slot) {
+  // Only the first stage needs inputs and only the last needs labels.
+  if (!layout_.first_stage() && !layout_.last_stage()) return;
+  const int T = opt_.model.seq_length, V = opt_.model.vocab_size, B = opt_.micro_batch_size;
   tokens_.resize(size_t(T + 1));
-  inputs_.resize(size_t(count) * T);
-  labels_.resize(size_t(count) * T);
-  for (int b = 0; b < count; ++b) {
+  inputs_[size_t(slot)].resize(size_t(B) * T);
+  labels_[size_t(slot)].resize(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
     data.sample(first_sample + b, tokens_.data());
     for (int t = 0; t <= T; ++t)
       OCC_CHECK(tokens_[size_t(t)] >= 0 && tokens_[size_t(t)] < V,
                 "token id {} in {} is outside the tokenizer's vocabulary of {}; use the --tokenizer-model the data "
                 "was preprocessed with",
                 tokens_[size_t(t)], opt_.data_path, V);
-    std::copy(tokens_.begin(), tokens_.end() - 1, inputs_.begin() + b * T);
-    std::copy(tokens_.begin() + 1, tokens_.end(), labels_.begin() + b * T);
+    std::copy(tokens_.begin(), tokens_.end() - 1, inputs_[size_t(slot)].begin() + b * T);
+    std::copy(tokens_.begin() + 1, tokens_.end(), labels_[size_t(slot)].begin() + b * T);
   }
+}
+
+MicroBatch Trainer::micro_batch(int slot, int64_t sample_base, float grad_scale) const {
+  return MicroBatch{inputs_[size_t(slot)].data(), labels_[size_t(slot)].data(), opt_.micro_batch_size,
+                    opt_.model.seq_length, sample_base, iteration_, grad_scale};
+}
+
+// One iteration of non-interleaved 1F1B on this stage.
+void Trainer::run_schedule(int64_t M, double& loss_sum) {
+  PhaseTimers& timers = stage_->timers();
+  const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
+  const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
+  const int P = layout_.pp_size, s = layout_.pp_rank;
+  const int pool = int(std::min<int64_t>(P - s, M));
+  if (acts_.size() < size_t(pool)) acts_.resize(size_t(pool));
+  inputs_.resize(size_t(pool));
+  labels_.resize(size_t(pool));
+  fwd_send_.resize(size_t(M));
+  bwd_send_.resize(size_t(M));
+  x_in_.resize(NC);
+  dx_out_.resize(NC);
+  const float grad_scale = 1.0f / float(int64_t(mbs) * T * M);
+  const std::function<void(int64_t)> on_final = [this](int64_t offset) { reducer_->grads_final_from(offset); };
+
+  // Times a compute scope excluding the TP collectives inside it.
+  auto compute = [&](const char* phase, const std::string& event, auto&& body) {
+    const double t0 = now_seconds(), tp0 = timers.ms("tp_allreduce");
+    body();
+    const double t1 = now_seconds();
+    timers.add(phase, (t1 - t0) - (timers.ms("tp_allreduce") - tp0) / 1e3);
+    timers.add_event(event, t0, t1);
+  };
+
+  for (const PipelineOp& op : one_f_one_b(P, s, int(M))) {
+    const int j = op.micro_batch, slot = j % pool;
+    // Megatron sampler order: micro-batch j of DP rank d holds global-batch
+    // samples [j*mbs*DP + d*mbs, +mbs).
+    const int64_t sample_base = int64_t(j) * mbs * layout_.dp_size + int64_t(layout_.dp_rank) * mbs;
+    if (op.kind == PipelineOp::Forward) {
+      {
+        ScopedPhase t(timers, "data");
+        read_micro_batch(*train_data_, consumed_samples_ + sample_base, slot);
+      }
+      if (!layout_.first_stage()) exchange_->recv_forward(x_in_.data(), NC, j);
+      auto& out = fwd_send_[size_t(j)];
+      out.resize(layout_.last_stage() ? 0 : NC);
+      const MicroBatch mb = micro_batch(slot, sample_base, grad_scale);
+      compute("forward", fmt::format("F{}", j),
+              [&] { loss_sum += stage_->forward(acts_[size_t(slot)], mb, x_in_.data(), out.data(), true); });
+      if (!layout_.last_stage()) exchange_->send_forward(out.data(), NC, j);
+    } else {
+      if (!layout_.last_stage()) exchange_->recv_backward(dx_out_.data(), NC, j);
+      auto& out = bwd_send_[size_t(j)];
+      out.resize(layout_.first_stage() ? 0 : NC);
+      const MicroBatch mb = micro_batch(slot, sample_base, grad_scale);
+      compute("backward", fmt::format("B{}", j), [&] {
+        stage_->backward(acts_[size_t(slot)], mb, dx_out_.data(), out.data(), j == M - 1 ? on_final : nullptr);
+      });
+      if (!layout_.first_stage()) exchange_->send_backward(out.data(), NC, j);
+    }
+  }
+  exchange_->wait_sends();
 }
 
 IterationStats Trainer::train_step() {
   const double start = now_seconds();
   PhaseTimers& timers = stage_->timers();
   timers.reset();
-  const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
+  topo_->counters.reset();
+  const int T = opt_.model.seq_length;
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
-  const int64_t batch_start = consumed_samples_;
   stage_->zero_grads();
+  reducer_->begin_iteration();
+
   double loss_sum = 0.0;
-  for (int64_t j = 0; j < M; ++j) {
-    // Megatron sampler order: micro-batch j of DP rank d holds global-batch
-    // samples [j*mbs*DP + d*mbs, +mbs).
-    const int64_t sample_base = j * mbs * layout_.dp_size + int64_t(layout_.dp_rank) * mbs;
-    {
-      ScopedPhase t(timers, "data");
-      read_batch(*train_data_, batch_start + sample_base, mbs);
-    }
-    MicroBatch mb{inputs_.data(), labels_.data(), mbs, T, sample_base, iteration_, 1.0f / float(int64_t(mbs) * T * M)};
-    {
-      ScopedPhase t(timers, "forward");
-      loss_sum += stage_->forward(acts_, mb, nullptr, nullptr, true);
-    }
-    {
-      ScopedPhase t(timers, "backward");
-      stage_->backward(acts_, mb, nullptr, nullptr);
-    }
+  run_schedule(M, loss_sum);
+
+  {
+    const double t0 = now_seconds();
+    const double waited = reducer_->finish();
+    timers.add("dp_allreduce", waited);
+    timers.add("dp_busy", reducer_->busy_seconds());
+    timers.add_event("dp_allreduce wait", t0, now_seconds());
+    for (auto& e : reducer_->take_events()) timers.add_event(e.name, e.start, e.end, 1);
+  }
+  auto& grads = stage_->grads();
+  const ParamLayout& pl = stage_->param_layout();
+  if (topo_->embedding) {
+    // The two copies of the tied word embedding get the sum of both gradients.
+    ScopedPhase t(timers, "emb_allreduce");
+    const int64_t offset = layout_.first_stage() ? pl.word_embedding : pl.head_weight;
+    topo_->embedding->allreduce_sum(grads.data() + offset, size_t(pl.find(layout_.first_stage()
+                                                                               ? "embedding.word_embeddings.weight"
+                                                                               : "lm_head.word_embeddings.weight")
+                                                                       .numel),
+                                    Traffic::Embedding);
   }
   IterationStats s;
   s.iteration = iteration_ + 1;
   {
     ScopedPhase t(timers, "optimizer");
-    auto& grads = stage_->grads();
-    s.grad_norm = std::sqrt(local_grad_sq_norm(stage_->param_layout(), grads.data()));
+    double sq = local_grad_sq_norm(pl, grads.data());
+    topo_->model->allreduce_sum(&sq, 1, Traffic::Other);
+    s.grad_norm = std::sqrt(sq);
     clip_grads(grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     s.lr = opt_.lr_schedule().at(s.iteration);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
   }
-  s.loss = loss_sum / double(int64_t(mbs) * T * M);
+  // Loss of the global batch: the last stage's sums (one TP rank each), over DP.
+  double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
+  topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
+  s.loss = loss / double(int64_t(opt_.global_batch_size) * T);
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
   s.ms = (now_seconds() - start) * 1e3;
@@ -118,27 +210,40 @@ IterationStats Trainer::train_step() {
 double Trainer::evaluate() {
   OCC_CHECK(valid_data_, "no validation data: the --split gives the validation set no documents, or --eval-iters is 0");
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
+  const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
   const int64_t total = opt_.eval_iters * opt_.global_batch_size;
-  double loss_sum = 0.0;
+  const int64_t per_step = int64_t(mbs) * layout_.dp_size;
+  inputs_.resize(std::max<size_t>(inputs_.size(), 1));
+  labels_.resize(std::max<size_t>(labels_.size(), 1));
+  x_in_.resize(NC);
+  std::vector<float> out(NC);
   StageActivations acts;
+  double loss_sum = 0.0;
   // The same first eval_iters global batches every time, so points on the curve compare.
-  for (int64_t first = 0; first < total; first += mbs) {
-    read_batch(*valid_data_, first, mbs);
-    MicroBatch mb{inputs_.data(), labels_.data(), mbs, T, first, iteration_, 0.0f};
-    loss_sum += stage_->forward(acts, mb, nullptr, nullptr, false);
+  for (int64_t j = 0; j * per_step < total; ++j) {
+    const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
+    read_micro_batch(*valid_data_, base, 0);
+    if (!layout_.first_stage()) exchange_->recv_forward(x_in_.data(), NC, int(j));
+    loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in_.data(), out.data(), false);
+    if (!layout_.last_stage()) {
+      exchange_->send_forward(out.data(), NC, int(j));
+      exchange_->wait_sends();  // `out` is reused by the next micro-batch
+    }
   }
-  return loss_sum / double(total * T);
+  double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
+  topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
+  return loss / double(total * T);
 }
 
 void Trainer::log_iteration(const IterationStats& s) {
+  const nlohmann::json ranks = gather_rank_metrics(*topo_, stage_->timers());
+  if (!is_logger()) return;
   if (metrics_) {
     nlohmann::json j = {{"iter", s.iteration},     {"loss", s.loss}, {"lr", s.lr},
                         {"grad_norm", s.grad_norm}, {"ms", s.ms},     {"tokens_per_s", s.tokens_per_s},
                         {"consumed_samples", consumed_samples_}};
     if (s.val_loss) j["val_loss"] = *s.val_loss;
-    nlohmann::json timers = nlohmann::json::object();
-    for (const auto& [phase, ms] : stage_->timers().ms()) timers[phase] = ms;
-    j["timers"] = timers;
+    summarize_rank_metrics(ranks, j);
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -155,19 +260,24 @@ void Trainer::log_iteration(const IterationStats& s) {
   } else {
     std::printf("%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
   }
-  if (s.val_loss) std::printf("validation loss at iter %lld: %.4f (ppl %.2f)\n", (long long)s.iteration, *s.val_loss,
-                              std::exp(*s.val_loss));
+  if (s.val_loss)
+    std::printf("validation loss at iter %lld: %.4f (ppl %.2f)\n", (long long)s.iteration, *s.val_loss,
+                std::exp(*s.val_loss));
   std::fflush(stdout);
 }
 
 void Trainer::run() {
-  std::printf("model: %lld parameters (%d layers, hidden %d, %d heads, seq %d, vocab %d padded to %d); "
-              "%lld micro-batches of %d per iteration\n",
-              (long long)opt_.model.num_parameters(), opt_.model.num_layers, opt_.model.hidden_size,
-              opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
-              opt_.model.padded_vocab_size(), (long long)opt_.num_micro_batches(layout_.dp_size),
-              opt_.micro_batch_size);
-  if (valid_data_ && iteration_ == 0) std::printf("validation loss at start: %.4f\n", evaluate());
+  if (is_logger())
+    std::printf("model: %lld parameters (%d layers, hidden %d, %d heads, seq %d, vocab %d padded to %d); "
+                "TP %d x PP %d x DP %d; %lld micro-batches of %d per iteration\n",
+                (long long)opt_.model.num_parameters(), opt_.model.num_layers, opt_.model.hidden_size,
+                opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
+                opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
+                (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
+  if (valid_data_ && iteration_ == 0) {
+    const double v = evaluate();
+    if (is_logger()) std::printf("validation loss at start: %.4f\n", v);
+  }
   run_start_ = now_seconds();
   first_iteration_ = iteration_;
   while (iteration_ < opt_.train_iters) {
@@ -179,20 +289,24 @@ void Trainer::run() {
     if (!opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last))
       save_checkpoint();
   }
+  if (!opt_.trace_path.empty()) write_trace();
 }
 
 void Trainer::save_checkpoint() {
-  occ::save_checkpoint(opt_.save, opt_, layout_, *stage_, *optimizer_, {iteration_, consumed_samples_});
+  std::string staging;
+  if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
+  topo_->world->barrier();
+  if (layout_.dp_rank == 0) {
+    if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+    write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_, {iteration_, consumed_samples_});
+  }
+  topo_->world->barrier();
+  if (is_logger()) {
+    commit_checkpoint(opt_.save, iteration_);
+    std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
+  }
 }
 
-void Trainer::load_checkpoint(const std::string& root) {
-  CheckpointPosition pos = occ::load_checkpoint(root, opt_, layout_, *stage_, optimizer_.get());
-  iteration_ = pos.iteration;
-  consumed_samples_ = pos.consumed_samples;
-  std::printf("loaded checkpoint %s at iteration %lld\n", root.c_str(), (long long)iteration_);
-  OCC_CHECK(iteration_ <= opt_.train_iters,
-            "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", root,
-            iteration_, opt_.train_iters);
-}
+void Trainer::write_trace() { write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path); }
 
 }  // namespace occ

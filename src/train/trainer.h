@@ -1,6 +1,11 @@
 #pragma once
-// The training loop of one rank: data, micro-batches, gradient accumulation,
-// clipping, AdamW, evaluation, checkpoints, metrics and progress.
+// The training loop of one rank of a TP x PP x DP job: data, the 1F1B
+// pipeline schedule, bucketed data-parallel gradient averaging, embedding
+// synchronisation, clipping, AdamW, evaluation, checkpoints, metrics, trace.
+//
+// Construction is split so that the command line can make every rank agree on
+// errors before any collective runs: prepare() is local (validation, data,
+// tokenizer), connect() is collective (process groups, model), load() local.
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -8,10 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "model/gpt.h"
+#include "parallel/grad_sync.h"
+#include "parallel/pipeline_exchange.h"
+#include "parallel/topology.h"
 #include "train/adamw.h"
 #include "train/options.h"
 
@@ -26,30 +33,39 @@ struct IterationStats {
 
 class Trainer {
  public:
-  explicit Trainer(TrainOptions options);
+  Trainer(TrainOptions options, int world_rank, int world_size);  // local: may throw occ::Error
   ~Trainer();
+  void connect(double comm_timeout_s);                             // collective over MPI_COMM_WORLD
+  void load();                                                     // --load, if given (local)
   // Trains from the current iteration (0, or the loaded checkpoint's) to train_iters.
   void run();
-  double evaluate();  // mean validation loss per token
-  int64_t iteration() const { return iteration_; }
-  GptStage& stage() { return *stage_; }
+  double evaluate();  // mean validation loss per token (collective)
+  bool is_logger() const { return world_rank_ == 0; }
 
  private:
   IterationStats train_step();
-  void load_checkpoint(const std::string& dir);
+  void run_schedule(int64_t M, double& loss_sum);
+  void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
+  MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void save_checkpoint();
-  void read_batch(const GptDataset& data, int64_t first_sample, int count);
   void log_iteration(const IterationStats& s);
+  void write_trace();
 
   TrainOptions opt_;
+  int world_rank_ = 0, world_size_ = 1;
   ParallelLayout layout_;
-  SelfCommunicator self_;
+  std::unique_ptr<Topology> topo_;
   std::unique_ptr<IndexedDataset> dataset_;
   std::unique_ptr<GptDataset> train_data_, valid_data_;
   std::unique_ptr<GptStage> stage_;
   std::unique_ptr<AdamW> optimizer_;
-  StageActivations acts_;
-  std::vector<int32_t> tokens_, inputs_, labels_;
+  std::unique_ptr<DataParallelReducer> reducer_;
+  std::unique_ptr<PipelineExchange> exchange_;
+  std::vector<StageActivations> acts_;                       // one per in-flight micro-batch
+  std::vector<std::vector<int32_t>> inputs_, labels_;         // per slot
+  std::vector<std::vector<float>> fwd_send_, bwd_send_;       // per micro-batch (in flight until wait_sends)
+  std::vector<float> x_in_, dx_out_;
+  std::vector<int32_t> tokens_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
   double run_start_ = 0;
   int64_t first_iteration_ = 0;

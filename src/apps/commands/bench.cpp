@@ -1,5 +1,295 @@
+// `optimus-cc bench`: times full training steps (forward + backward + global
+// grad-norm clip + AdamW) of a single-process model on random tokens, and the
+// sgemm peak of the linked BLAS in the same run, so that the achieved GFLOP/s
+// can be read as a fraction of what the matrix multiplies alone could reach.
+// bench/torch_step.py runs the same presets in PyTorch; scripts/bench-core.sh
+// interleaves the two and prints the comparison.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "apps/commands/commands.h"
+#include "apps/commands/train_flags.h"
 #include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "model/gpt.h"
+
+extern "C" char* openblas_get_corename(void);
+
 namespace occ::cmd {
-int bench(int, char**) { fail("bench: not built yet"); }
+
+namespace {
+
+struct Preset {
+  int num_layers, num_attention_heads, hidden_size, vocab_size, micro_batch_size, seq_length;
+  const char* description;
+};
+
+// (a) the small model of the tests; (b) GPT-2-small-shaped layers with a small
+// vocabulary so that the transformer layers, not the LM head, dominate.
+const Preset kPresetA{4, 4, 128, 50304, 4, 64, "4 layers, 4 heads, hidden 128, vocab 50304, micro-batch 4, seq 64"};
+const Preset kPresetB{4, 12, 768, 1024, 4, 256,
+                      "GPT-2-small-shaped layers: 4 layers, 12 heads, hidden 768, vocab 1024, micro-batch 4, seq 256"};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct GemmResult {
+  int M, N, K, threads;
+  double best_ms, gflops;
+};
+
+// Best of `reps` row-major C[M,N] = A[M,K] . B[N,K]^T (the layout linear_forward
+// uses) with `threads` BLAS threads.
+GemmResult time_sgemm(int M, int N, int K, int threads, int reps) {
+  std::vector<float> a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 17) - 8) * 0.01f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 13) - 6) * 0.01f;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  auto once = [&] {
+    const double t0 = now_seconds();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+    return now_seconds() - t0;
+  };
+  once();  // warm-up: page faults, BLAS buffers, thread start
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) best = std::min(best, once());
+  omp_set_num_threads(saved);
+  openblas_set_num_threads(saved);
+  return {M, N, K, threads, best * 1e3, 2.0 * M * N * K / best * 1e-9};
+}
+
+}  // namespace
+
+int bench(int argc, char** argv) {
+  CLI::App app{"Time training steps (forward + backward + grad-norm clip + AdamW) on random tokens, and the "
+               "sgemm peak of the BLAS, in one run",
+               "bench"};
+  TrainOptions opt;
+  add_model_flags(app, opt.model);
+  add_optimizer_flags(app, opt);
+  std::string preset = "custom", json_path;
+  int steps = 5, warmup = 2, repeats = 5, peak_reps = 5;
+  bool no_peak = false;
+  opt.model.vocab_size = 50304;
+  app.add_option("--preset", preset,
+                 "a: 4 layers, 4 heads, hidden 128, vocab 50304, micro-batch 4, seq 64; "
+                 "b: 4 layers, 12 heads, hidden 768, vocab 1024, micro-batch 4, seq 256; "
+                 "custom: the model flags (flags given explicitly override a preset)")
+      ->check(CLI::IsMember({"a", "b", "custom"}))
+      ->capture_default_str();
+  app.add_option("--vocab-size", opt.model.vocab_size, "vocabulary (padded by the model)")->capture_default_str();
+  app.add_option("--micro-batch-size", opt.micro_batch_size)->capture_default_str();
+  app.add_option("--steps", steps, "timed training steps per repeat")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed training steps first")->capture_default_str();
+  app.add_option("--repeats", repeats, "timed repeats (best and median reported)")->capture_default_str();
+  app.add_option("--peak-reps", peak_reps, "sgemm repetitions per peak size (best kept)")->capture_default_str();
+  app.add_flag("--no-peak", no_peak, "skip the sgemm peak measurement");
+  app.add_option("--json", json_path, "also write every number to this JSON file");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+
+  GptConfig& m = opt.model;
+  if (preset != "custom") {
+    const Preset& p = preset == "a" ? kPresetA : kPresetB;
+    auto set = [&](const char* flag, int& field, int value) {
+      if (app.count(flag) == 0) field = value;
+    };
+    set("--num-layers", m.num_layers, p.num_layers);
+    set("--num-attention-heads", m.num_attention_heads, p.num_attention_heads);
+    set("--hidden-size", m.hidden_size, p.hidden_size);
+    set("--vocab-size", m.vocab_size, p.vocab_size);
+    set("--micro-batch-size", opt.micro_batch_size, p.micro_batch_size);
+    set("--seq-length", m.seq_length, p.seq_length);
+  }
+  if (app.count("--max-position-embeddings") == 0) m.max_position_embeddings = m.seq_length;
+  // Dropout off unless asked for: the comparison is with a dropout-free PyTorch step.
+  if (app.count("--hidden-dropout") == 0) m.hidden_dropout = 0.0f;
+  if (app.count("--attention-dropout") == 0) m.attention_dropout = 0.0f;
+  OCC_CHECK(steps >= 1 && repeats >= 1 && warmup >= 0 && peak_reps >= 1,
+            "bench: --steps and --repeats must be >= 1, --warmup >= 0, --peak-reps >= 1");
+  opt.lr_warmup_iters = 0;
+  opt.lr_decay_style = "constant";
+  opt.train_iters = warmup + int64_t(steps) * repeats;
+  opt.global_batch_size = opt.micro_batch_size;
+  ParallelLayout layout;
+  opt.validate(layout);
+
+  const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size(), L = m.num_layers,
+            C = m.hidden_size;
+  const int threads = omp_get_max_threads();
+  const int64_t tokens = int64_t(B) * T;
+  // Matmul FLOPs of one step (forward 2 per multiply-add, backward twice the forward).
+  const double flops_layers = 6.0 * 12.0 * L * double(C) * C * double(tokens);  // 12 C^2 weights per layer
+  const double flops_head = 6.0 * double(V) * C * double(tokens);
+  const double flops_attn = 12.0 * L * double(T) * T * C * B;  // full T x T, as computed
+  const double flops = flops_layers + flops_head + flops_attn;
+  const char* formula =
+      "FLOP/step = 6*(12*L*C^2)*B*T [layer matmul weights] + 6*V*C*B*T [tied LM head, padded V] "
+      "+ 12*L*B*T^2*C [attention QK^T and PV, full T x T]";
+
+  SelfCommunicator self;
+  GptStage stage(m, layout, self, opt.seed);
+  AdamW adam(stage.param_layout(), opt.adam);
+  const int64_t nparams = stage.param_layout().total();
+
+  // A few batches of random tokens, made before timing.
+  const int kBatches = 4;
+  std::vector<std::vector<int32_t>> inputs(kBatches), labels(kBatches);
+  for (int k = 0; k < kBatches; ++k) {
+    const uint64_t key = make_key(opt.seed, 0xBE7Cull, uint64_t(k));
+    inputs[k].resize(size_t(tokens));
+    labels[k].resize(size_t(tokens));
+    for (int64_t i = 0; i < tokens; ++i) {
+      inputs[k][size_t(i)] = int32_t(Philox::block(key, 0, uint64_t(i))[0] % uint32_t(m.vocab_size));
+      labels[k][size_t(i)] = int32_t(Philox::block(key, 1, uint64_t(i))[0] % uint32_t(m.vocab_size));
+    }
+  }
+
+  StageActivations acts;
+  double t_fwd = 0, t_bwd = 0, t_opt = 0;
+  std::vector<double> losses;
+  int64_t step_no = 0;
+  auto train_step = [&]() {
+    const int k = int(step_no % kBatches);
+    MicroBatch mb{inputs[k].data(), labels[k].data(), B, T, 0, step_no, 1.0f / float(tokens)};
+    const double t0 = now_seconds();
+    stage.zero_grads();
+    const double loss = stage.forward(acts, mb, nullptr, nullptr, true) / double(tokens);
+    const double t1 = now_seconds();
+    stage.backward(acts, mb, nullptr, nullptr);
+    const double t2 = now_seconds();
+    const double norm = std::sqrt(local_grad_sq_norm(stage.param_layout(), stage.grads().data()));
+    clip_grads(stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
+    adam.update(stage.params().data(), stage.grads().data(), opt.lr, step_no + 1);
+    const double t3 = now_seconds();
+    t_fwd += t1 - t0;
+    t_bwd += t2 - t1;
+    t_opt += t3 - t2;
+    losses.push_back(loss);
+    ++step_no;
+  };
+
+  std::printf("bench: preset %s: %d layers, %d heads, hidden %d, seq %d, micro-batch %d, vocab %d (padded %d), "
+              "%lld parameters, dropout %g/%g\n",
+              preset.c_str(), L, m.num_attention_heads, C, T, B, m.vocab_size, V, (long long)nparams,
+              m.hidden_dropout, m.attention_dropout);
+  std::printf("bench: %d OpenMP threads, OpenBLAS core %s; %d warm-up steps, %d repeats of %d steps\n", threads,
+              openblas_get_corename(), warmup, repeats, steps);
+  std::fflush(stdout);
+
+  for (int i = 0; i < warmup; ++i) train_step();
+  t_fwd = t_bwd = t_opt = 0;
+  std::vector<double> rep_ms;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = now_seconds();
+    for (int s = 0; s < steps; ++s) train_step();
+    rep_ms.push_back((now_seconds() - t0) * 1e3 / steps);
+  }
+  const double timed_steps = double(steps) * repeats;
+  const double best_ms = *std::min_element(rep_ms.begin(), rep_ms.end()), med_ms = median(rep_ms);
+  OCC_CHECK(std::isfinite(losses.back()), "bench: the loss became {} — the model diverged", losses.back());
+
+  // sgemm peak: model-shaped (the MLP up-projection) and large square-ish sizes.
+  std::vector<GemmResult> gemms;
+  double peak1 = 0, peakN = 0;
+  if (!no_peak) {
+    const int sizes[][3] = {{int(tokens), 4 * C, C}, {1024, 768, 768}, {2048, 2048, 2048}};
+    for (int th : threads > 1 ? std::vector<int>{1, threads} : std::vector<int>{1})
+      for (const auto& s : sizes) {
+        gemms.push_back(time_sgemm(s[0], s[1], s[2], th, peak_reps));
+        double& peak = th == 1 ? peak1 : peakN;
+        peak = std::max(peak, gemms.back().gflops);
+      }
+    if (threads == 1) peakN = peak1;
+  }
+
+  const double gflops_best = flops / (best_ms * 1e-3) * 1e-9, gflops_med = flops / (med_ms * 1e-3) * 1e-9;
+  std::printf("\n%s\n", formula);
+  std::printf("  = %.3f GFLOP/step (layers %.3f, LM head %.3f, attention %.3f)\n", flops * 1e-9, flops_layers * 1e-9,
+              flops_head * 1e-9, flops_attn * 1e-9);
+  std::printf("step: best %.3f ms, median %.3f ms over %d repeats (%s)\n", best_ms, med_ms, repeats,
+              fmt::format("{:.2f}", fmt::join(rep_ms, ", ")).c_str());
+  std::printf("      phases (mean per step): forward %.3f ms, backward %.3f ms, clip + AdamW %.3f ms\n",
+              t_fwd * 1e3 / timed_steps, t_bwd * 1e3 / timed_steps, t_opt * 1e3 / timed_steps);
+  std::printf("tokens/s: %.0f (best), %.0f (median)\n", tokens / (best_ms * 1e-3), tokens / (med_ms * 1e-3));
+  std::printf("achieved: %.2f GFLOP/s (best), %.2f (median)\n", gflops_best, gflops_med);
+  if (!no_peak) {
+    for (const auto& g : gemms)
+      std::printf("sgemm %dx%dx%d (NT), %d thread%s: best %.3f ms = %.2f GFLOP/s\n", g.M, g.N, g.K, g.threads,
+                  g.threads == 1 ? "" : "s", g.best_ms, g.gflops);
+    std::printf("sgemm peak: %.2f GFLOP/s (1 thread), %.2f GFLOP/s (%d threads)\n", peak1, peakN, threads);
+    std::printf("achieved / peak at %d thread%s: %.1f%% (best), %.1f%% (median)\n", threads, threads == 1 ? "" : "s",
+                100.0 * gflops_best / peakN, 100.0 * gflops_med / peakN);
+  }
+  std::printf("loss: first %.4f, last %.4f\n", losses.front(), losses.back());
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["engine"] = "optimus-cc";
+    j["preset"] = preset;
+    j["model"] = {{"num_layers", L},
+                  {"num_attention_heads", m.num_attention_heads},
+                  {"hidden_size", C},
+                  {"seq_length", T},
+                  {"max_position_embeddings", m.max_position_embeddings},
+                  {"vocab_size", m.vocab_size},
+                  {"padded_vocab_size", V},
+                  {"micro_batch_size", B},
+                  {"hidden_dropout", m.hidden_dropout},
+                  {"attention_dropout", m.attention_dropout},
+                  {"parameters", nparams}};
+    j["threads"] = threads;
+    j["blas_core"] = openblas_get_corename();
+    j["warmup"] = warmup;
+    j["steps"] = steps;
+    j["repeats"] = repeats;
+    j["repeat_ms"] = rep_ms;
+    j["best_ms"] = best_ms;
+    j["median_ms"] = med_ms;
+    j["phase_ms"] = {{"forward", t_fwd * 1e3 / timed_steps},
+                     {"backward", t_bwd * 1e3 / timed_steps},
+                     {"clip_adamw", t_opt * 1e3 / timed_steps}};
+    j["tokens_per_step"] = tokens;
+    j["tokens_per_s_best"] = tokens / (best_ms * 1e-3);
+    j["tokens_per_s_median"] = tokens / (med_ms * 1e-3);
+    j["flop_formula"] = formula;
+    j["flops_per_step"] = flops;
+    j["flops_breakdown"] = {{"layers", flops_layers}, {"lm_head", flops_head}, {"attention", flops_attn}};
+    j["gflops_best"] = gflops_best;
+    j["gflops_median"] = gflops_med;
+    if (!no_peak) {
+      nlohmann::json g = nlohmann::json::array();
+      for (const auto& r : gemms)
+        g.push_back({{"M", r.M}, {"N", r.N}, {"K", r.K}, {"threads", r.threads}, {"best_ms", r.best_ms},
+                     {"gflops", r.gflops}});
+      j["sgemm"] = g;
+      j["sgemm_peak_1thread_gflops"] = peak1;
+      j["sgemm_peak_gflops"] = peakN;
+      j["percent_of_peak_best"] = 100.0 * gflops_best / peakN;
+      j["percent_of_peak_median"] = 100.0 * gflops_med / peakN;
+    }
+    j["loss_first"] = losses.front();
+    j["loss_last"] = losses.back();
+    std::ofstream out(json_path);
+    OCC_CHECK(out.good(), "bench: cannot write --json file {}; check the directory", json_path);
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
 }  // namespace occ::cmd

@@ -60,7 +60,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--save-interval", o.save_interval, "save every N iterations (and at the end)");
   app.add_option("--load", o.load, "resume from this checkpoint directory");
   app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
-  app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run");
+  app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
+  app.add_option("--dp-bucket-size", o.dp_bucket_elems, "gradient elements per data-parallel all-reduce bucket")
+      ->capture_default_str();
+  app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
+      ->capture_default_str();
 }
 
 namespace {

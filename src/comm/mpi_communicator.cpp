@@ -1,0 +1,144 @@
+#include "comm/mpi_communicator.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace occ {
+
+void abort_job(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, double timeout_s, std::string name)
+    : comm_(comm), counters_(counters), timeout_s_(timeout_s), name_(std::move(name)) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, int peer) {
+  const double start = now_seconds();
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    if (polls < 32) {
+      sched_yield();
+    } else {
+      // Back off up to 200 us: cheap next to a layer's compute, and the core
+      // goes to a rank that has work.
+      const long ns = std::min<long>(200'000, 2'000L * (polls - 31));
+      timespec ts{0, ns};
+      nanosleep(&ts, nullptr);
+      if ((polls & 63) == 0 && now_seconds() - start > timeout_s_) {
+        int world_rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        abort_job(fmt::format("rank {} waited more than {:.0f} s for {} ({} group, peer {}); a peer rank has "
+                              "probably failed or stalled (raise --comm-timeout if this is legitimate)",
+                              world_rank, timeout_s_, what, name_, peer));
+      }
+    }
+  }
+}
+
+void MpiCommunicator::wait(Request& r) { wait_requests(&r.handle, 1, r.what, r.peer); }
+
+void MpiCommunicator::wait_all(std::vector<Request>& rs) {
+  for (auto& r : rs) wait(r);
+}
+
+MpiCommunicator::Request MpiCommunicator::isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic,
+                                                const char* what) {
+  Request r{MPI_REQUEST_NULL, peer, what};
+  MPI_Isend(data, int(bytes), MPI_BYTE, peer, tag, comm_, &r.handle);
+  counters_.add(traffic, bytes);
+  return r;
+}
+
+MpiCommunicator::Request MpiCommunicator::irecv(void* data, size_t bytes, int peer, int tag, const char* what) {
+  Request r{MPI_REQUEST_NULL, peer, what};
+  MPI_Irecv(data, int(bytes), MPI_BYTE, peer, tag, comm_, &r.handle);
+  return r;
+}
+
+// Ring all-reduce: reduce-scatter then all-gather over `size` chunks. Each
+// chunk's sum is computed once and then copied, so every rank ends with
+// bit-identical results (replicated parameters stay consistent).
+template <class T, class Op>
+void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op op) {
+  const int n = size_;
+  if (n == 1 || count == 0) return;
+  auto lo = [&](int c) { return count * size_t(c) / size_t(n); };
+  auto len = [&](int c) { return lo(c + 1) - lo(c); };
+  const int right = (rank_ + 1) % n, left = (rank_ - 1 + n) % n;
+  scratch_.resize((count / size_t(n) + 1) * sizeof(T));
+  T* tmp = reinterpret_cast<T*>(scratch_.data());
+  constexpr int kTag = 7001;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
+    MPI_Request reqs[2];
+    MPI_Irecv(tmp, int(len(recv_c) * sizeof(T)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + lo(send_c), int(len(send_c) * sizeof(T)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, len(send_c) * sizeof(T));
+    wait_requests(reqs, 2, "an all-reduce step", left);
+    T* dst = data + lo(recv_c);
+    const size_t m = len(recv_c);
+    for (size_t i = 0; i < m; ++i) dst[i] = op(dst[i], tmp[i]);
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_c = ((rank_ + 1 - s) % n + n) % n, recv_c = ((rank_ - s) % n + n) % n;
+    MPI_Request reqs[2];
+    MPI_Irecv(data + lo(recv_c), int(len(recv_c) * sizeof(T)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + lo(send_c), int(len(send_c) * sizeof(T)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, len(send_c) * sizeof(T));
+    wait_requests(reqs, 2, "an all-gather step", left);
+  }
+}
+
+void MpiCommunicator::allreduce_sum(float* data, size_t count, Traffic traffic) {
+  ring_allreduce(data, count, traffic, [](float a, float b) { return a + b; });
+}
+
+void MpiCommunicator::allreduce_max(float* data, size_t count, Traffic traffic) {
+  ring_allreduce(data, count, traffic, [](float a, float b) { return a > b ? a : b; });
+}
+
+void MpiCommunicator::allreduce_sum(double* data, size_t count, Traffic traffic) {
+  ring_allreduce(data, count, traffic, [](double a, double b) { return a + b; });
+}
+
+void MpiCommunicator::allgather(const float* in, float* out, size_t count, Traffic traffic) {
+  const int n = size_;
+  if (out + size_t(rank_) * count != in) std::memcpy(out + size_t(rank_) * count, in, count * sizeof(float));
+  if (n == 1) return;
+  const int right = (rank_ + 1) % n, left = (rank_ - 1 + n) % n;
+  constexpr int kTag = 7002;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
+    MPI_Request reqs[2];
+    MPI_Irecv(out + size_t(recv_c) * count, int(count * sizeof(float)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(out + size_t(send_c) * count, int(count * sizeof(float)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, count * sizeof(float));
+    wait_requests(reqs, 2, "an all-gather step", left);
+  }
+}
+
+void MpiCommunicator::barrier() {
+  double token = 0.0;
+  allreduce_sum(&token, 1, Traffic::Other);
+}
+
+}  // namespace occ

@@ -1,0 +1,63 @@
+#pragma once
+// A process group over MPI. Collectives are our own ring algorithms on
+// nonblocking point-to-point messages, so the bytes each rank puts on the
+// wire are known exactly (and counted per traffic class). Every wait polls
+// with back-off sleeps instead of spinning, so ranks waiting on the network
+// leave the cores to ranks that compute, and gives up after a timeout.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace occ {
+
+// Prints "error: <message>" and aborts every rank of the job.
+[[noreturn]] void abort_job(const std::string& message);
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of comm (freed on destruction) unless it is MPI_COMM_WORLD.
+  MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, double timeout_s, std::string name);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce_sum(float* data, size_t count, Traffic traffic) override;
+  void allreduce_max(float* data, size_t count, Traffic traffic) override;
+  void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
+  void allreduce_sum(double* data, size_t count, Traffic traffic);  // small control values
+  void barrier();
+
+  // Point to point (peer = rank in this group). Start, then wait().
+  struct Request {
+    MPI_Request handle = MPI_REQUEST_NULL;
+    int peer = -1;
+    const char* what = "";
+  };
+  Request isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic, const char* what);
+  Request irecv(void* data, size_t bytes, int peer, int tag, const char* what);
+  void wait(Request& r);
+  void wait_all(std::vector<Request>& rs);
+
+  MPI_Comm handle() const { return comm_; }
+  const std::string& name() const { return name_; }
+  TrafficCounters& counters() { return counters_; }
+
+ private:
+  template <class T, class Op>
+  void ring_allreduce(T* data, size_t count, Traffic traffic, Op op);
+  void wait_requests(MPI_Request* reqs, int n, const char* what, int peer);
+
+  MPI_Comm comm_;
+  TrafficCounters& counters_;
+  double timeout_s_;
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  std::vector<char> scratch_;
+};
+
+}  // namespace occ

@@ -1,0 +1,80 @@
+#include "parallel/grad_sync.h"
+
+#include <fmt/format.h>
+
+namespace occ {
+
+DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads)
+    : comm_(dp_async), buckets_(std::move(buckets)), grads_(grads) {
+  if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
+}
+
+DataParallelReducer::~DataParallelReducer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void DataParallelReducer::begin_iteration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_ = 0;
+  done_ = 0;
+  busy_s_ = 0;
+}
+
+void DataParallelReducer::grads_final_from(int64_t offset) {
+  if (comm_.size() == 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  bool queued = false;
+  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
+    queue_.push_back(next_++);
+    queued = true;
+  }
+  if (queued) cv_.notify_all();
+}
+
+double DataParallelReducer::finish() {
+  if (comm_.size() == 1) return 0.0;
+  grads_final_from(0);
+  const double start = now_seconds();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ == buckets_.size(); });
+  return now_seconds() - start;
+}
+
+std::vector<TraceEvent> DataParallelReducer::take_events() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(events_);
+}
+
+void DataParallelReducer::worker() {
+  const float inv = 1.0f / float(comm_.size());
+  for (;;) {
+    size_t b;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      b = queue_.front();
+      queue_.pop_front();
+    }
+    const double start = now_seconds();
+    float* g = grads_ + buckets_[b].begin;
+    const size_t n = size_t(buckets_[b].end - buckets_[b].begin);
+    comm_.allreduce_sum(g, n, Traffic::DataParallel);
+    for (size_t i = 0; i < n; ++i) g[i] *= inv;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const double end = now_seconds();
+      busy_s_ += end - start;
+      events_.push_back({fmt::format("dp_allreduce bucket {} ({} floats)", b, n), start, end, 1});
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace occ

@@ -1,0 +1,40 @@
+#pragma once
+// Activations forward and activation gradients backward between neighbouring
+// stages. With TP > 1 each TP rank sends only its 1/T slice of the [N, C]
+// tensor and the receiver all-gathers it in its TP group (Megatron's
+// scatter-gather), so inter-stage bytes are not multiplied by T.
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "core/timer.h"
+#include "parallel/layout.h"
+
+namespace occ {
+
+class PipelineExchange {
+ public:
+  PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout, PhaseTimers& timers);
+
+  // Nonblocking send of x[count] for micro-batch mb; the buffer must stay
+  // untouched until wait_sends() (or until the slot is reused: see wait_send).
+  void send_forward(const float* x, size_t count, int mb);
+  void send_backward(const float* dx, size_t count, int mb);
+  // Blocking receive (waits with back-off) into x[count], all-gathered over TP.
+  void recv_forward(float* x, size_t count, int mb);
+  void recv_backward(float* dx, size_t count, int mb);
+  void wait_sends();
+
+ private:
+  void send(const float* x, size_t count, int peer_stage, int tag, Traffic traffic, const char* what,
+            const std::string& event);
+  void recv(float* x, size_t count, int peer_stage, int tag, const char* what, const std::string& event);
+
+  MpiCommunicator& pp_;
+  MpiCommunicator& tp_;
+  ParallelLayout layout_;
+  PhaseTimers& timers_;
+  std::vector<MpiCommunicator::Request> pending_;
+};
+
+}  // namespace occ

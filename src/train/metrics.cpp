@@ -1,0 +1,121 @@
+#include "train/metrics.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "core/error.h"
+
+namespace occ {
+
+const std::vector<std::string> kReportedPhases = {"data",         "forward",       "backward",     "pp_wait",
+                                                  "tp_allreduce", "tp_allgather",  "dp_allreduce", "dp_busy",
+                                                  "emb_allreduce", "optimizer"};
+
+nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
+  const size_t P = kReportedPhases.size(), K = size_t(Traffic::kCount);
+  std::vector<double> mine(4 + P + K);
+  const ParallelLayout& l = topo.layout;
+  mine[0] = topo.world_rank();
+  mine[1] = l.tp_rank;
+  mine[2] = l.pp_rank;
+  mine[3] = l.dp_rank;
+  for (size_t i = 0; i < P; ++i) mine[4 + i] = timers.ms(kReportedPhases[i]);
+  for (size_t k = 0; k < K; ++k) mine[4 + P + k] = double(topo.counters[Traffic(k)]);
+  const int n = topo.world->size();
+  std::vector<double> all(topo.world_rank() == 0 ? mine.size() * size_t(n) : 0);
+  // Instrumentation, not training traffic: plain MPI, not counted.
+  MPI_Gather(mine.data(), int(mine.size()), MPI_DOUBLE, all.data(), int(mine.size()), MPI_DOUBLE, 0,
+             topo.world->handle());
+  nlohmann::json ranks = nlohmann::json::array();
+  for (int r = 0; r < (topo.world_rank() == 0 ? n : 0); ++r) {
+    const double* v = all.data() + size_t(r) * mine.size();
+    nlohmann::json t = nlohmann::json::object(), b = nlohmann::json::object();
+    for (size_t i = 0; i < P; ++i) t[kReportedPhases[i]] = v[4 + i];
+    for (size_t k = 0; k < K; ++k) b[traffic_name(Traffic(k))] = uint64_t(v[4 + P + k]);
+    ranks.push_back({{"rank", int(v[0])}, {"tp", int(v[1])}, {"pp", int(v[2])}, {"dp", int(v[3])},
+                     {"timers", t}, {"bytes", b}});
+  }
+  return ranks;
+}
+
+void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row) {
+  nlohmann::json timers = nlohmann::json::object(), bytes = nlohmann::json::object();
+  std::map<int, std::pair<int, nlohmann::json>> stages;  // pp -> (count, sums)
+  for (const auto& r : ranks) {
+    for (auto& [k, v] : r["timers"].items()) timers[k] = std::max(timers.value(k, 0.0), v.get<double>());
+    for (auto& [k, v] : r["bytes"].items()) bytes[k] = bytes.value(k, uint64_t(0)) + v.get<uint64_t>();
+    auto& st = stages[r["pp"].get<int>()];
+    st.first += 1;
+    if (st.second.is_null()) st.second = {{"timers", nlohmann::json::object()}, {"bytes", nlohmann::json::object()}};
+    for (auto& [k, v] : r["timers"].items())
+      st.second["timers"][k] = st.second["timers"].value(k, 0.0) + v.get<double>();
+    for (auto& [k, v] : r["bytes"].items())
+      st.second["bytes"][k] = st.second["bytes"].value(k, uint64_t(0)) + v.get<uint64_t>();
+  }
+  nlohmann::json per_stage = nlohmann::json::array();
+  for (auto& [pp, st] : stages) {
+    for (auto& [k, v] : st.second["timers"].items()) v = v.get<double>() / st.first;
+    per_stage.push_back({{"stage", pp}, {"timers", st.second["timers"]}, {"bytes", st.second["bytes"]}});
+  }
+  row["timers"] = timers;
+  row["bytes"] = bytes;
+  row["stages"] = per_stage;
+  row["ranks"] = ranks;
+}
+
+void write_chrome_trace(Topology& topo, const std::vector<TraceEvent>& events, const std::string& path) {
+  // Times are made relative to the earliest event of the whole job.
+  double t0 = events.empty() ? 1e300 : events.front().start;
+  for (const auto& e : events) t0 = std::min(t0, e.start);
+  MPI_Allreduce(MPI_IN_PLACE, &t0, 1, MPI_DOUBLE, MPI_MIN, topo.world->handle());
+  const int rank = topo.world_rank();
+  nlohmann::json mine = nlohmann::json::array();
+  for (const auto& e : events)
+    mine.push_back({{"name", e.name}, {"ph", "X"}, {"pid", rank}, {"tid", e.thread},
+                    {"ts", (e.start - t0) * 1e6}, {"dur", (e.end - e.start) * 1e6}});
+  const std::string text = mine.dump();
+  int len = int(text.size());
+  const int n = topo.world->size();
+  std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, topo.world->handle());
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < n; ++r) {
+      displs[size_t(r)] = total;
+      total += lens[size_t(r)];
+    }
+    all.resize(size_t(total));
+  }
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, topo.world->handle());
+  if (rank != 0) return;
+  nlohmann::json out = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ms"}};
+  auto& ev = out["traceEvents"];
+  const ParallelLayout& l = topo.layout;
+  for (int r = 0; r < n; ++r) {
+    const int tp = r % l.tp_size, dp = (r / l.tp_size) % l.dp_size, pp = r / (l.tp_size * l.dp_size);
+    ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                  {"args", {{"name", fmt::format("rank {} (stage {}, tp {}, dp {})", r, pp, tp, dp)}}}});
+    ev.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"args", {{"sort_index", r}}}});
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute + pipeline"}}}});
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1}, {"args", {{"name", "dp reducer"}}}});
+    for (auto& e : nlohmann::json::parse(all.substr(size_t(displs[size_t(r)]), size_t(lens[size_t(r)]))))
+      ev.push_back(std::move(e));
+  }
+  std::ofstream f(path + ".tmp");
+  OCC_CHECK(f.good(), "cannot write --trace file {}; check the path", path);
+  f << out.dump();
+  f.close();
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
+}  // namespace occ
