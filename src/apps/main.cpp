@@ -19,6 +19,7 @@ const Subcommand kSubcommands[] = {
     {"preprocess", occ::cmd::preprocess, "tokenize a corpus into a Megatron .bin/.idx dataset"},
     {"train", occ::cmd::train, "train a GPT model"},
     {"generate", occ::cmd::generate, "sample text from a checkpoint"},
+    {"export", occ::cmd::export_checkpoint, "merge a sharded checkpoint into one safetensors file (or HF GPT-2)"},
     {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},
     {"reference-dump", occ::cmd::reference_dump, "(tests) dump weights, logits and gradients for the PyTorch check"},
 };

@@ -1,6 +1,8 @@
 #pragma once
 // Wall-clock phase timers, and (optionally) the timeline of every timed
 // scope for a Chrome/Perfetto trace.
+#include <time.h>
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -11,6 +13,13 @@ namespace occ {
 inline double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// CPU time consumed by this process (all threads), in seconds.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 struct TraceEvent {
@@ -32,13 +41,22 @@ class PhaseTimers {
     auto it = ms_.find(phase);
     return it == ms_.end() ? 0.0 : it->second;
   }
-  void reset() { ms_.clear(); }
+  // Per-iteration counters and measurements that are not times.
+  void count(const std::string& name, double value) { counts_[name] += value; }
+  double count(const std::string& name) const {
+    auto it = counts_.find(name);
+    return it == counts_.end() ? 0.0 : it->second;
+  }
+  void reset() {
+    ms_.clear();
+    counts_.clear();
+  }
   void enable_trace() { tracing_ = true; }
   bool tracing() const { return tracing_; }
   std::vector<TraceEvent> take_trace() { return std::move(events_); }
 
  private:
-  std::map<std::string, double> ms_;
+  std::map<std::string, double> ms_, counts_;
   bool tracing_ = false;
   std::vector<TraceEvent> events_;
 };

@@ -18,19 +18,23 @@ DataParallelReducer::~DataParallelReducer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void DataParallelReducer::begin_iteration() {
+void DataParallelReducer::begin_iteration(bool skip_group1) {
   std::lock_guard<std::mutex> lock(mu_);
   next_ = 0;
   done_ = 0;
   busy_s_ = 0;
+  skip_group1_ = skip_group1;
+  expected_ = 0;
+  for (const auto& b : buckets_) expected_ += (skip_group1 && b.group == 1) ? 0 : 1;
 }
 
 void DataParallelReducer::grads_final_from(int64_t offset) {
   if (comm_.size() == 1) return;
   std::lock_guard<std::mutex> lock(mu_);
   bool queued = false;
-  while (next_ < buckets_.size() && buckets_[next_].begin >= offset) {
-    queue_.push_back(next_++);
+  for (; next_ < buckets_.size() && buckets_[next_].begin >= offset; ++next_) {
+    if (skip_group1_ && buckets_[next_].group == 1) continue;
+    queue_.push_back(next_);
     queued = true;
   }
   if (queued) cv_.notify_all();
@@ -41,7 +45,7 @@ double DataParallelReducer::finish() {
   grads_final_from(0);
   const double start = now_seconds();
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_ == buckets_.size(); });
+  cv_.wait(lock, [&] { return done_ == expected_; });
   return now_seconds() - start;
 }
 

@@ -18,28 +18,32 @@ namespace occ {
 
 struct GradBucket {
   int64_t begin = 0, end = 0;  // element range of the grad buffer, whole tensors
+  int group = 0;               // 1: matrices that DP PowerSGD may take instead
 };
 
-// Buckets of about bucket_elems elements, whole tensors each, over the tensors
-// for which include(tensor) is true, ordered from the end of the buffer
-// (the order in which backward finalises them).
-template <class Pred>
-std::vector<GradBucket> make_buckets(const ParamLayout& layout, int64_t bucket_elems, Pred include) {
+// Buckets of about bucket_elems elements, whole tensors of one group each,
+// ordered from the end of the buffer (the order in which backward finalises
+// them). group_of(tensor) < 0 leaves a tensor out.
+template <class GroupOf>
+std::vector<GradBucket> make_buckets(const ParamLayout& layout, int64_t bucket_elems, GroupOf group_of) {
   std::vector<GradBucket> buckets;
   const auto& ts = layout.tensors();
-  GradBucket cur{-1, -1};
+  GradBucket cur{-1, -1, 0};
   for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
-    const bool take = include(*it);
-    const bool contiguous = cur.begin == it->offset + it->numel;
-    if (!take || !contiguous || cur.end - cur.begin >= bucket_elems) {
-      if (cur.end > cur.begin) buckets.push_back(cur);
-      cur = {-1, -1};
+    const int group = group_of(*it);
+    const bool joins = cur.end >= 0 && group == cur.group && cur.begin == it->offset + it->numel &&
+                       cur.end - cur.begin < bucket_elems;
+    if (!joins && cur.end >= 0) {
+      buckets.push_back(cur);
+      cur = {-1, -1, 0};
     }
-    if (!take) continue;
-    if (cur.end < 0) cur = {it->offset, it->offset + it->numel};
-    else cur.begin = it->offset;
+    if (group < 0) continue;
+    if (cur.end < 0)
+      cur = {it->offset, it->offset + it->numel, group};
+    else
+      cur.begin = it->offset;
   }
-  if (cur.end > cur.begin) buckets.push_back(cur);
+  if (cur.end >= 0) buckets.push_back(cur);
   return buckets;
 }
 
@@ -48,7 +52,8 @@ class DataParallelReducer {
   DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads);
   ~DataParallelReducer();
 
-  void begin_iteration();
+  // skip_group1: this iteration DP PowerSGD averages the group-1 buckets.
+  void begin_iteration(bool skip_group1);
   // Gradients at offsets >= offset are final: queue the buckets now covered.
   void grads_final_from(int64_t offset);
   // Queues what is left, waits until every bucket is averaged; returns the seconds waited.
@@ -68,7 +73,8 @@ class DataParallelReducer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<size_t> queue_;
-  size_t done_ = 0;
+  size_t done_ = 0, expected_ = 0;
+  bool skip_group1_ = false;
   bool stop_ = false;
   double busy_s_ = 0;
   std::vector<TraceEvent> events_;

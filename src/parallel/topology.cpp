@@ -32,6 +32,11 @@ std::unique_ptr<Topology> Topology::create(int tp_size, int pp_size, double time
   const bool in_embedding = l.pp_size > 1 && (l.first_stage() || l.last_stage());
   MPI_Comm emb = split(in_embedding ? l.dp_rank * l.tp_size + l.tp_rank : MPI_UNDEFINED, l.pp_rank);
   if (in_embedding) t->embedding = make(emb, "embedding");
+  // FE: one group per TP rank (the prototype's single group over all TP ranks
+  // would add different vocabulary shards together when T > 1).
+  const bool holds_embedding = l.first_stage() || l.last_stage();
+  MPI_Comm fe = split(holds_embedding ? l.tp_rank : MPI_UNDEFINED, l.pp_rank * l.dp_size + l.dp_rank);
+  if (holds_embedding) t->fused_embedding = make(fe, "fused-embedding");
   return t;
 }
 

@@ -12,18 +12,25 @@ namespace occ {
 
 const std::vector<std::string> kReportedPhases = {"data",         "forward",       "backward",     "pp_wait",
                                                   "tp_allreduce", "tp_allgather",  "dp_allreduce", "dp_busy",
-                                                  "emb_allreduce", "optimizer"};
+                                                  "emb_allreduce", "optimizer",   "compress",     "decompress",
+                                                  "iteration",    "cpu",
+                                                  "peak_rss_mib"};
+
+const std::vector<std::string> kReportedCounts = {"cb_sends", "cb_compressed", "lep_samples", "lep_cosine",
+                                                  "lep_error_mean", "lep_delta_mean"};
 
 nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
-  const size_t P = kReportedPhases.size(), K = size_t(Traffic::kCount);
-  std::vector<double> mine(4 + P + K);
+  const size_t P = kReportedPhases.size(), K = size_t(Traffic::kCount), C = kReportedCounts.size();
+  std::vector<double> mine(4 + P + K + C);
   const ParallelLayout& l = topo.layout;
   mine[0] = topo.world_rank();
   mine[1] = l.tp_rank;
   mine[2] = l.pp_rank;
   mine[3] = l.dp_rank;
-  for (size_t i = 0; i < P; ++i) mine[4 + i] = timers.ms(kReportedPhases[i]);
+  for (size_t i = 0; i < P; ++i)
+    mine[4 + i] = kReportedPhases[i] == "peak_rss_mib" ? peak_rss_mib() : timers.ms(kReportedPhases[i]);
   for (size_t k = 0; k < K; ++k) mine[4 + P + k] = double(topo.counters[Traffic(k)]);
+  for (size_t c = 0; c < C; ++c) mine[4 + P + K + c] = timers.count(kReportedCounts[c]);
   const int n = topo.world->size();
   std::vector<double> all(topo.world_rank() == 0 ? mine.size() * size_t(n) : 0);
   // Instrumentation, not training traffic: plain MPI, not counted.
@@ -35,8 +42,15 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
     nlohmann::json t = nlohmann::json::object(), b = nlohmann::json::object();
     for (size_t i = 0; i < P; ++i) t[kReportedPhases[i]] = v[4 + i];
     for (size_t k = 0; k < K; ++k) b[traffic_name(Traffic(k))] = uint64_t(v[4 + P + k]);
-    ranks.push_back({{"rank", int(v[0])}, {"tp", int(v[1])}, {"pp", int(v[2])}, {"dp", int(v[3])},
-                     {"timers", t}, {"bytes", b}});
+    nlohmann::json rank = {{"rank", int(v[0])}, {"tp", int(v[1])}, {"pp", int(v[2])}, {"dp", int(v[3])},
+                           {"timers", t}, {"bytes", b}};
+    const double* counts = v + 4 + P + K;
+    if (counts[0] > 0) rank["cb"] = {{"sends", int(counts[0])}, {"compressed", int(counts[1])}};
+    if (counts[2] > 0)  // means over the micro-batches checked this iteration
+      rank["lep_check"] = {{"cosine", counts[3] / counts[2]},
+                           {"error_mean", counts[4] / counts[2]},
+                           {"delta_mean", counts[5] / counts[2]}};
+    ranks.push_back(rank);
   }
   return ranks;
 }
@@ -60,6 +74,8 @@ void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row) {
     for (auto& [k, v] : st.second["timers"].items()) v = v.get<double>() / st.first;
     per_stage.push_back({{"stage", pp}, {"timers", st.second["timers"]}, {"bytes", st.second["bytes"]}});
   }
+  for (const auto& r : ranks)
+    if (r.contains("lep_check") && r["tp"] == 0 && r["dp"] == 0) row["lep_check"] = r["lep_check"];
   row["timers"] = timers;
   row["bytes"] = bytes;
   row["stages"] = per_stage;

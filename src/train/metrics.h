@@ -11,7 +11,9 @@
 
 namespace occ {
 
-// Phases reported per rank (milliseconds) and traffic classes (bytes).
+// Phases reported per rank (milliseconds; "iteration" is the rank's wall time,
+// "cpu" the CPU time its threads used, so iteration - cpu is time spent
+// yielding the core while waiting; "peak_rss_mib" its peak resident memory).
 extern const std::vector<std::string> kReportedPhases;
 
 // Collective over the world: returns, on rank 0, one object per rank

@@ -35,6 +35,16 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
   OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
   OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
+  OCC_CHECK(cb.rank >= 1, "--inter-grad-comp-rank must be >= 1 (got {})", cb.rank);
+  OCC_CHECK(grad_comp.rank >= 1, "--grad-comp-rank must be >= 1 (got {})", grad_comp.rank);
+  OCC_CHECK(grad_comp.warmup_fraction >= 0 && grad_comp.warmup_fraction <= 1,
+            "--grad-comp-warm-up must be a fraction in [0, 1] (got {})", grad_comp.warmup_fraction);
+  OCC_CHECK(grad_comp.selective_way == -1 || (grad_comp.selective_way >= 1 && grad_comp.selective_way <= layout.pp_size),
+            "--selective-grad-comp-way must be between 1 and the pipeline size {} (got {})", layout.pp_size,
+            grad_comp.selective_way);
+  OCC_CHECK(grad_comp.selective_way == -1 || grad_comp.enabled, "--selective-grad-comp-way needs --grad-comp");
+  OCC_CHECK(!cb.epilogue_only || cb.enabled, "--inter-grad-comp-epilogue-only needs --inter-grad-comp");
+  OCC_CHECK(!check_lep || (cb.enabled && cb.lazy_error), "--check-lep needs --inter-grad-comp and --use-error-feedback");
   lr_schedule().validate();
 }
 
@@ -60,7 +70,16 @@ nlohmann::json TrainOptions::to_json() const {
           {"clip_grad", clip_grad},
           {"seed", seed},
           {"data_path", data_path},
-          {"split", split}};
+          {"split", split},
+          {"inter_grad_comp", cb.enabled},
+          {"inter_grad_comp_rank", cb.rank},
+          {"use_error_feedback", cb.lazy_error},
+          {"inter_grad_comp_epilogue_only", cb.epilogue_only},
+          {"grad_comp", grad_comp.enabled},
+          {"grad_comp_rank", grad_comp.rank},
+          {"grad_comp_warm_up", grad_comp.warmup_fraction},
+          {"selective_grad_comp_way", grad_comp.selective_way},
+          {"emb_comm_opt", emb_comm_opt}};
 }
 
 }  // namespace occ

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compress/compressed_backprop.h"
+#include "compress/dp_powersgd.h"
 #include "model/config.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
@@ -37,6 +39,12 @@ struct TrainOptions {
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
+  // Optimus-CC (see compress/).
+  CompressedBackpropConfig cb;       // CB, LEP, EC
+  GradCompressionConfig grad_comp;   // DP PowerSGD, SC
+  bool emb_comm_opt = false;         // FE
+  bool check_lep = false;            // record LEP error vs activation change (paper Fig. 11)
+  bool any_compression() const { return cb.enabled || grad_comp.enabled; }
 
   int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }
   LrSchedule lr_schedule() const;

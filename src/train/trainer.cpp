@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "compress/fused_embedding.h"
+#include "core/tensor_file.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_store.h"
 #include "train/metrics.h"
 
 namespace occ {
@@ -29,6 +33,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   if (!opt_.tokenizer_model.empty()) opt_.model.vocab_size = Tokenizer::load(opt_.tokenizer_model).vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0, "--tokenizer-model (or --vocab-size) is required to size the vocabulary");
   opt_.validate(layout_);
+  opt_.grad_comp.error_feedback = opt_.cb.lazy_error;  // one flag for LEP and DP error feedback, as the prototype
 
   dataset_ = std::make_unique<IndexedDataset>(IndexedDataset::open(opt_.data_path));
   auto splits = split_documents(dataset_->num_documents(), opt_.split);
@@ -54,15 +59,47 @@ void Trainer::connect(double comm_timeout_s) {
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, *topo_->tp, opt_.seed);
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam);
+  const ParamLayout& pl = stage_->param_layout();
+
+  // Which gradients take which path: FE's word embedding goes around the DP
+  // all-reduce; DP PowerSGD takes the matrices of compressing stages.
+  // (With DP = 1 there is no DP traffic to compress.)
+  const bool compress_stage = opt_.grad_comp.stage_compresses(layout_.pp_rank) && layout_.dp_size > 1;
+  auto fused = [&](const ParamTensor& t) { return opt_.emb_comm_opt && t.word_embedding; };
+  auto compressible = [&](const ParamTensor& t) { return compress_stage && t.shape.size() >= 2 && !fused(t); };
+  std::vector<ParamTensor> to_compress;
+  for (const auto& t : pl.tensors())
+    if (compressible(t)) to_compress.push_back(t);
+  if (compress_stage) dp_comp_ = std::make_unique<DataParallelPowerSgd>(opt_.grad_comp, to_compress, opt_.seed);
   reducer_ = std::make_unique<DataParallelReducer>(
-      *topo_->dp_async, make_buckets(stage_->param_layout(), opt_.dp_bucket_elems, [](const ParamTensor&) { return true; }),
+      *topo_->dp_async,
+      make_buckets(pl, opt_.dp_bucket_elems, [&](const ParamTensor& t) { return fused(t) ? -1 : compressible(t) ? 1 : 0; }),
       stage_->grads().data());
   exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());
+
+  if (opt_.cb.enabled) {
+    // The matrix one TP rank sends backward: its 1/T slice of [tokens, hidden].
+    const int64_t rows = int64_t(opt_.micro_batch_size) * opt_.model.seq_length / layout_.tp_size;
+    const int64_t cols = opt_.model.hidden_size;
+    OCC_CHECK(int64_t(opt_.micro_batch_size) * opt_.model.seq_length % layout_.tp_size == 0,
+              "--inter-grad-comp needs micro-batch x seq-length divisible by --tensor-model-parallel-size");
+    // Link key: the sending stage and TP rank (each link has its own warm start).
+    if (!layout_.first_stage())
+      cb_send_ = std::make_unique<CompressedBackprop>(opt_.cb, rows, cols, opt_.seed,
+                                                      uint64_t(layout_.pp_rank) * 1000 + uint64_t(layout_.tp_rank));
+    if (!layout_.last_stage())
+      cb_recv_ = std::make_unique<CompressedBackprop>(opt_.cb, rows, cols, opt_.seed, 0);
+  }
+}
+
+bool Trainer::dp_compressing() const {
+  return dp_comp_ && double(iteration_) >= double(opt_.grad_comp.warmup_fraction) * double(opt_.train_iters);
 }
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
   CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, optimizer_.get());
+  load_compression_state();
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
   OCC_CHECK(iteration_ <= opt_.train_iters,
@@ -139,52 +176,44 @@ void Trainer::run_schedule(int64_t M, double& loss_sum) {
               [&] { loss_sum += stage_->forward(acts_[size_t(slot)], mb, x_in_.data(), out.data(), true); });
       if (!layout_.last_stage()) exchange_->send_forward(out.data(), NC, j);
     } else {
-      if (!layout_.last_stage()) exchange_->recv_backward(dx_out_.data(), NC, j);
+      // CB/EC: sender and receiver derive from the schedule whether this message is compressed.
+      const bool compressed_in = CompressedBackprop::compresses(opt_.cb, P, s + 1, int(M), j);
+      const bool compressed_out = CompressedBackprop::compresses(opt_.cb, P, s, int(M), j);
+      if (!layout_.last_stage())
+        exchange_->recv_backward(dx_out_.data(), NC, j, compressed_in ? cb_recv_.get() : nullptr);
       auto& out = bwd_send_[size_t(j)];
       out.resize(layout_.first_stage() ? 0 : NC);
       const MicroBatch mb = micro_batch(slot, sample_base, grad_scale);
       compute("backward", fmt::format("B{}", j), [&] {
         stage_->backward(acts_[size_t(slot)], mb, dx_out_.data(), out.data(), j == M - 1 ? on_final : nullptr);
       });
-      if (!layout_.first_stage()) exchange_->send_backward(out.data(), NC, j);
+      if (!layout_.first_stage()) {
+        if (compressed_out && opt_.check_lep && layout_.last_stage()) check_lep(slot);
+        exchange_->send_backward(out.data(), NC, j, compressed_out ? cb_send_.get() : nullptr);
+        timers.count("cb_sends", 1);
+        timers.count("cb_compressed", compressed_out ? 1 : 0);
+      }
     }
   }
   exchange_->wait_sends();
 }
 
 IterationStats Trainer::train_step() {
-  const double start = now_seconds();
+  const double start = now_seconds(), cpu_start = process_cpu_seconds();
   PhaseTimers& timers = stage_->timers();
   timers.reset();
   topo_->counters.reset();
   const int T = opt_.model.seq_length;
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
   stage_->zero_grads();
-  reducer_->begin_iteration();
+  reducer_->begin_iteration(dp_compressing());
 
   double loss_sum = 0.0;
   run_schedule(M, loss_sum);
 
-  {
-    const double t0 = now_seconds();
-    const double waited = reducer_->finish();
-    timers.add("dp_allreduce", waited);
-    timers.add("dp_busy", reducer_->busy_seconds());
-    timers.add_event("dp_allreduce wait", t0, now_seconds());
-    for (auto& e : reducer_->take_events()) timers.add_event(e.name, e.start, e.end, 1);
-  }
-  auto& grads = stage_->grads();
+  sync_gradients();
   const ParamLayout& pl = stage_->param_layout();
-  if (topo_->embedding) {
-    // The two copies of the tied word embedding get the sum of both gradients.
-    ScopedPhase t(timers, "emb_allreduce");
-    const int64_t offset = layout_.first_stage() ? pl.word_embedding : pl.head_weight;
-    topo_->embedding->allreduce_sum(grads.data() + offset, size_t(pl.find(layout_.first_stage()
-                                                                               ? "embedding.word_embeddings.weight"
-                                                                               : "lm_head.word_embeddings.weight")
-                                                                       .numel),
-                                    Traffic::Embedding);
-  }
+  auto& grads = stage_->grads();
   IterationStats s;
   s.iteration = iteration_ + 1;
   {
@@ -203,8 +232,60 @@ IterationStats Trainer::train_step() {
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
   s.ms = (now_seconds() - start) * 1e3;
+  timers.add("cpu", process_cpu_seconds() - cpu_start);
+  timers.add("iteration", s.ms / 1e3);
   s.tokens_per_s = double(opt_.global_batch_size) * T / (s.ms / 1e3);
   return s;
+}
+
+// After the schedule: DP averaging (bucketed, already running; then PowerSGD
+// for the compressed matrices) and the tied word-embedding synchronisation.
+void Trainer::sync_gradients() {
+  PhaseTimers& timers = stage_->timers();
+  const double t0 = now_seconds();
+  timers.add("dp_allreduce", reducer_->finish());
+  timers.add("dp_busy", reducer_->busy_seconds());
+  timers.add_event("dp_allreduce wait", t0, now_seconds());
+  for (auto& e : reducer_->take_events()) timers.add_event(e.name, e.start, e.end, 1);
+  if (dp_compressing()) dp_comp_->reduce(stage_->grads().data(), *topo_->dp, timers);
+
+  const ParamLayout& pl = stage_->param_layout();
+  for (const auto& t : pl.tensors()) {
+    if (!t.word_embedding) continue;
+    float* g = stage_->grads().data() + t.offset;
+    ScopedPhase scope(timers, "emb_allreduce");
+    if (opt_.emb_comm_opt)
+      fused_embedding_sync(*topo_, g, size_t(t.numel));
+    else
+      sync_tied_embedding(*topo_, g, size_t(t.numel));
+  }
+}
+
+// --check-lep (last stage): the LEP residual left by micro-batch k-1 against
+// the change of this stage's input activations from k-1 to k (paper Fig. 11).
+void Trainer::check_lep(int slot) {
+  const std::vector<float>* e = cb_send_->residual();
+  const size_t n = e->size();
+  const float* x = acts_[size_t(slot)].layers.empty() ? acts_[size_t(slot)].output.data()
+                                                      : acts_[size_t(slot)].layers[0].input.data();
+  x += n * size_t(layout_.tp_rank);  // this TP rank's slice
+  if (lep_prev_input_.size() == n) {
+    double dot = 0, ee = 0, dd = 0, esum = 0, dsum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = double(x[i]) - lep_prev_input_[i], ei = (*e)[i];
+      dot += ei * d;
+      ee += ei * ei;
+      dd += d * d;
+      esum += ei;
+      dsum += d;
+    }
+    PhaseTimers& timers = stage_->timers();
+    timers.count("lep_samples", 1);
+    timers.count("lep_cosine", ee > 0 && dd > 0 ? dot / std::sqrt(ee * dd) : 0.0);
+    timers.count("lep_error_mean", esum / double(n));
+    timers.count("lep_delta_mean", dsum / double(n));
+  }
+  lep_prev_input_.assign(x, x + n);
 }
 
 double Trainer::evaluate() {
@@ -296,15 +377,54 @@ void Trainer::save_checkpoint() {
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
-  if (layout_.dp_rank == 0) {
-    if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  if (layout_.dp_rank == 0)
     write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_, {iteration_, consumed_samples_});
-  }
+  // Compressor state differs per DP rank (local errors), so every rank saves its own.
+  save_compression_state(staging);
   topo_->world->barrier();
   if (is_logger()) {
     commit_checkpoint(opt_.save, iteration_);
     std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
   }
+}
+
+namespace {
+std::string compression_state_file(const std::string& dir, const ParallelLayout& l) {
+  return shard_dir(dir, l.tp_rank, l.pp_rank) + fmt::format("/compress_dp_{:03d}.bin", l.dp_rank);
+}
+}  // namespace
+
+void Trainer::save_compression_state(const std::string& staging) {
+  if (!cb_send_ && !dp_comp_) return;
+  make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
+  TensorFileWriter w(nlohmann::json{{"iteration", iteration_}, {"config", opt_.to_json()}});
+  if (cb_send_) cb_send_->save_state(w);
+  if (dp_comp_) dp_comp_->save_state(w);
+  w.write(compression_state_file(staging, layout_));
+}
+
+void Trainer::load_compression_state() {
+  CheckpointStore store(opt_.load);
+  const std::string path = compression_state_file(store.iteration_dir(*store.latest()), layout_);
+  const bool saved = std::filesystem::exists(path);
+  const bool wanted = cb_send_ || dp_comp_;
+  if (!saved) {
+    if (wanted && is_logger())
+      std::printf("notice: checkpoint has no compressor state; LEP errors, DP error feedback and warm starts start "
+                  "fresh\n");
+    return;
+  }
+  if (!wanted) {
+    if (is_logger()) std::printf("notice: checkpoint holds compressor state that this uncompressed run ignores\n");
+    return;
+  }
+  TensorFileReader r = TensorFileReader::open(path);
+  bool any = false;
+  if (cb_send_) any |= cb_send_->load_state(r);
+  if (dp_comp_) any |= dp_comp_->load_state(r);
+  if (!any && is_logger()) std::printf("notice: checkpoint's compressor state does not match this run's compression; "
+                                       "starting it fresh\n");
 }
 
 void Trainer::write_trace() { write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path); }

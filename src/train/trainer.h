@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "compress/compressed_backprop.h"
+#include "compress/dp_powersgd.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "model/gpt.h"
@@ -47,7 +49,12 @@ class Trainer {
   void run_schedule(int64_t M, double& loss_sum);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
+  void sync_gradients();
+  void check_lep(int slot);
+  bool dp_compressing() const;
   void save_checkpoint();
+  void save_compression_state(const std::string& staging);
+  void load_compression_state();
   void log_iteration(const IterationStats& s);
   void write_trace();
 
@@ -61,6 +68,9 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<DataParallelReducer> reducer_;
   std::unique_ptr<PipelineExchange> exchange_;
+  std::unique_ptr<CompressedBackprop> cb_send_, cb_recv_;  // this stage's backward link out / in
+  std::unique_ptr<DataParallelPowerSgd> dp_comp_;
+  std::vector<float> lep_prev_input_;  // --check-lep: the previous micro-batch's input slice
   std::vector<StageActivations> acts_;                       // one per in-flight micro-batch
   std::vector<std::vector<int32_t>> inputs_, labels_;         // per slot
   std::vector<std::vector<float>> fwd_send_, bwd_send_;       // per micro-batch (in flight until wait_sends)

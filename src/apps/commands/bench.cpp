@@ -41,6 +41,16 @@ const Preset kPresetA{4, 4, 128, 50304, 4, 64, "4 layers, 4 heads, hidden 128, v
 const Preset kPresetB{4, 12, 768, 1024, 4, 256,
                       "GPT-2-small-shaped layers: 4 layers, 12 heads, hidden 768, vocab 1024, micro-batch 4, seq 256"};
 
+// The 1-minute load average: the machine may be shared, and a busy one slows every number here.
+double load_average() {
+  double l = -1.0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
+    std::fclose(f);
+  }
+  return l;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -81,6 +91,8 @@ int bench(int argc, char** argv) {
                "sgemm peak of the BLAS, in one run",
                "bench"};
   TrainOptions opt;
+  // Dropout off by default: the comparison is with a dropout-free PyTorch step.
+  opt.model.hidden_dropout = opt.model.attention_dropout = 0.0f;
   add_model_flags(app, opt.model);
   add_optimizer_flags(app, opt);
   std::string preset = "custom", json_path;
@@ -117,11 +129,9 @@ int bench(int argc, char** argv) {
     set("--seq-length", m.seq_length, p.seq_length);
   }
   if (app.count("--max-position-embeddings") == 0) m.max_position_embeddings = m.seq_length;
-  // Dropout off unless asked for: the comparison is with a dropout-free PyTorch step.
-  if (app.count("--hidden-dropout") == 0) m.hidden_dropout = 0.0f;
-  if (app.count("--attention-dropout") == 0) m.attention_dropout = 0.0f;
   OCC_CHECK(steps >= 1 && repeats >= 1 && warmup >= 0 && peak_reps >= 1,
             "bench: --steps and --repeats must be >= 1, --warmup >= 0, --peak-reps >= 1");
+  // The learning rate is held at --lr (no schedule): the step's cost does not depend on it.
   opt.lr_warmup_iters = 0;
   opt.lr_decay_style = "constant";
   opt.train_iters = warmup + int64_t(steps) * repeats;
@@ -192,6 +202,7 @@ int bench(int argc, char** argv) {
               openblas_get_corename(), warmup, repeats, steps);
   std::fflush(stdout);
 
+  const double load_before = load_average();
   for (int i = 0; i < warmup; ++i) train_step();
   t_fwd = t_bwd = t_opt = 0;
   std::vector<double> rep_ms;
@@ -222,8 +233,13 @@ int bench(int argc, char** argv) {
   std::printf("\n%s\n", formula);
   std::printf("  = %.3f GFLOP/step (layers %.3f, LM head %.3f, attention %.3f)\n", flops * 1e-9, flops_layers * 1e-9,
               flops_head * 1e-9, flops_attn * 1e-9);
-  std::printf("step: best %.3f ms, median %.3f ms over %d repeats (%s)\n", best_ms, med_ms, repeats,
-              fmt::format("{:.2f}", fmt::join(rep_ms, ", ")).c_str());
+  std::string reps;
+  for (double r : rep_ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.2f", reps.empty() ? "" : ", ", r);
+    reps += buf;
+  }
+  std::printf("step: best %.3f ms, median %.3f ms over %d repeats (%s)\n", best_ms, med_ms, repeats, reps.c_str());
   std::printf("      phases (mean per step): forward %.3f ms, backward %.3f ms, clip + AdamW %.3f ms\n",
               t_fwd * 1e3 / timed_steps, t_bwd * 1e3 / timed_steps, t_opt * 1e3 / timed_steps);
   std::printf("tokens/s: %.0f (best), %.0f (median)\n", tokens / (best_ms * 1e-3), tokens / (med_ms * 1e-3));
@@ -232,11 +248,16 @@ int bench(int argc, char** argv) {
     for (const auto& g : gemms)
       std::printf("sgemm %dx%dx%d (NT), %d thread%s: best %.3f ms = %.2f GFLOP/s\n", g.M, g.N, g.K, g.threads,
                   g.threads == 1 ? "" : "s", g.best_ms, g.gflops);
-    std::printf("sgemm peak: %.2f GFLOP/s (1 thread), %.2f GFLOP/s (%d threads)\n", peak1, peakN, threads);
+    if (threads == 1)
+      std::printf("sgemm peak: %.2f GFLOP/s (1 thread)\n", peak1);
+    else
+      std::printf("sgemm peak: %.2f GFLOP/s (1 thread), %.2f GFLOP/s (%d threads)\n", peak1, peakN, threads);
     std::printf("achieved / peak at %d thread%s: %.1f%% (best), %.1f%% (median)\n", threads, threads == 1 ? "" : "s",
                 100.0 * gflops_best / peakN, 100.0 * gflops_med / peakN);
   }
-  std::printf("loss: first %.4f, last %.4f\n", losses.front(), losses.back());
+  const double load_after = load_average();
+  std::printf("loss: first %.4f, last %.4f; load average %.2f before, %.2f after (%d vCPUs)\n", losses.front(),
+              losses.back(), load_before, load_after, omp_get_num_procs());
 
   if (!json_path.empty()) {
     nlohmann::json j;
@@ -285,6 +306,8 @@ int bench(int argc, char** argv) {
     }
     j["loss_first"] = losses.front();
     j["loss_last"] = losses.back();
+    j["load_average"] = {load_before, load_after};
+    j["vcpus"] = omp_get_num_procs();
     std::ofstream out(json_path);
     OCC_CHECK(out.good(), "bench: cannot write --json file {}; check the directory", json_path);
     out << j.dump(2) << "\n";

@@ -65,6 +65,21 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
       ->capture_default_str();
+  // Optimus-CC.
+  app.add_flag("--inter-grad-comp", o.cb.enabled, "CB: PowerSGD-compress activation gradients sent backward");
+  app.add_option("--inter-grad-comp-rank", o.cb.rank, "CB: PowerSGD rank")->capture_default_str();
+  app.add_flag("--use-error-feedback", o.cb.lazy_error,
+               "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP PowerSGD (with --grad-comp)");
+  app.add_flag("--inter-grad-comp-epilogue-only", o.cb.epilogue_only,
+               "EC: compress only the last P - s backward sends of stage s");
+  app.add_flag("--emb-comm-opt", o.emb_comm_opt, "FE: fused embedding gradient synchronisation");
+  app.add_flag("--grad-comp", o.grad_comp.enabled, "PowerSGD-compress data-parallel gradients of matrices");
+  app.add_option("--grad-comp-rank", o.grad_comp.rank, "DP PowerSGD rank")->capture_default_str();
+  app.add_option("--grad-comp-warm-up", o.grad_comp.warmup_fraction,
+                 "fraction of iterations that run uncompressed first")->capture_default_str();
+  app.add_option("--selective-grad-comp-way", o.grad_comp.selective_way,
+                 "SC: compress DP gradients only on pipeline stages s < K (default: all)");
+  app.add_flag("--check-lep", o.check_lep, "record LEP error vs activation change per iteration (last stage)");
 }
 
 namespace {

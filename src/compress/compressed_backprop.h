@@ -1,0 +1,50 @@
+#pragma once
+// Optimus-CC's compressed backpropagation (CB) between pipeline stages, with
+// lazy error propagation (LEP) and epilogue-only compression (EC).
+//   CB : the activation gradient a stage sends backward is PowerSGD-compressed
+//        (each TP rank its own 1/T slice: rows = tokens, cols = hidden).
+//   LEP: the sender keeps the error of the last compressed message on its link
+//        and adds it to the next one before compressing (kept across iterations).
+//   EC : stage s compresses only its last P - s backward sends of an iteration
+//        (its last steady-state send and its cool-down sends); the receiver
+//        derives the same set from the schedule.
+// Forward activations are never compressed.
+#include <memory>
+
+#include "compress/powersgd.h"
+
+namespace occ {
+
+struct CompressedBackpropConfig {
+  bool enabled = false;          // --inter-grad-comp
+  int rank = 16;                 // --inter-grad-comp-rank
+  bool lazy_error = false;       // --use-error-feedback
+  bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
+};
+
+class CompressedBackprop {
+ public:
+  // rows x cols: the matrix one TP rank sends (tokens / T x hidden).
+  CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key);
+
+  // Does stage `sender` compress its backward send of micro-batch mb (of M)?
+  // Both ends of the link call this with the sender's stage index.
+  static bool compresses(const CompressedBackpropConfig& cfg, int num_stages, int sender, int M, int mb);
+
+  int64_t wire_floats() const { return compressor_->wire_floats(); }
+  // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
+  void encode(const float* grad, float* wire) { compressor_->encode(grad, wire); }
+  // Receiver: rebuilds the gradient from a message of this link's shape.
+  void decode(const float* wire, float* out) const { compressor_->decode(wire, out); }
+  // The LEP residual after the last encode (empty without LEP).
+  const std::vector<float>* residual() const;
+
+  void save_state(TensorFileWriter& w) const { compressor_->save_state(w, "cb/"); }
+  bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, "cb/"); }
+
+ private:
+  std::unique_ptr<MatrixCompressor> compressor_;
+  const ErrorFeedback* feedback_ = nullptr;
+};
+
+}  // namespace occ

@@ -1,0 +1,28 @@
+#pragma once
+// Lossy compression of a row-major matrix into a wire buffer and back.
+// Compressors are stateful (e.g. PowerSGD's warm-started Q), and their state
+// is saved with the rank's checkpoint so a resumed run continues bit-exactly.
+#include <cstdint>
+#include <string>
+
+#include "core/tensor_file.h"
+
+namespace occ {
+
+class MatrixCompressor {
+ public:
+  virtual ~MatrixCompressor() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t cols() const = 0;
+  // Floats on the wire for one rows x cols matrix.
+  virtual int64_t wire_floats() const = 0;
+  // Encodes m[rows x cols] into wire[wire_floats()]; updates the warm start.
+  virtual void encode(const float* m, float* wire) = 0;
+  // Rebuilds the approximation of the encoded matrix into out[rows x cols].
+  virtual void decode(const float* wire, float* out) const = 0;
+  virtual void save_state(TensorFileWriter& w, const std::string& prefix) const = 0;
+  // Returns false when the file holds no state under prefix (the state stays fresh).
+  virtual bool load_state(const TensorFileReader& r, const std::string& prefix) = 0;
+};
+
+}  // namespace occ

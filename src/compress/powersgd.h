@@ -1,0 +1,73 @@
+#pragma once
+// PowerSGD (Vogels et al., NeurIPS 2019): one power-iteration step of rank r.
+//   P = M Q ; P = orthonormalise(P) ; Q = M^T P ; M_hat = P Q^T
+// Q is warm-started from the previous call and initialised from a Gaussian
+// keyed by (seed, key), so every rank that must agree on it does.
+#include <memory>
+#include <vector>
+
+#include "compress/compressor.h"
+
+namespace occ::powersgd {
+
+// Effective rank: at most min(rows, cols), so that r >= min(rows, cols) is lossless.
+inline int64_t effective_rank(int64_t rows, int64_t cols, int64_t rank) {
+  int64_t k = rank < rows ? rank : rows;
+  return k < cols ? k : cols;
+}
+// Orthonormalises the k columns of a[n x k] (row-major, n >= k) in place:
+// Householder QR (LAPACK), stable also when a is rank-deficient.
+void orthonormalize(float* a, int64_t n, int64_t k);
+// q[m x k] = orthonormalised Gaussian keyed by (seed, key).
+void init_q(float* q, int64_t m, int64_t k, uint64_t seed, uint64_t key);
+// p[n x k] = m[n x c] q[c x k]
+void left_project(const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k);
+// q[c x k] = m[n x c]^T p[n x k]
+void right_project(const float* m, const float* p, float* q, int64_t n, int64_t c, int64_t k);
+// out[n x c] = p[n x k] q[c x k]^T
+void reconstruct(const float* p, const float* q, float* out, int64_t n, int64_t c, int64_t k);
+
+}  // namespace occ::powersgd
+
+namespace occ {
+
+// PowerSGD on one point-to-point link: the sender encodes [P | Q] as one
+// message, the receiver rebuilds P Q^T.
+class PowerSgdCompressor final : public MatrixCompressor {
+ public:
+  PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key);
+  int64_t rows() const override { return n_; }
+  int64_t cols() const override { return m_; }
+  int64_t rank() const { return k_; }
+  int64_t wire_floats() const override { return k_ * (n_ + m_); }
+  void encode(const float* m, float* wire) override;
+  void decode(const float* wire, float* out) const override;
+  void save_state(TensorFileWriter& w, const std::string& prefix) const override;
+  bool load_state(const TensorFileReader& r, const std::string& prefix) override;
+  const std::vector<float>& q() const { return q_; }
+
+ private:
+  int64_t n_, m_, k_;
+  std::vector<float> q_;  // warm start [m x k]
+};
+
+// Error feedback around any compressor (BytePS style): adds the residual of
+// the previous message before encoding and keeps the new residual.
+class ErrorFeedback final : public MatrixCompressor {
+ public:
+  explicit ErrorFeedback(std::unique_ptr<MatrixCompressor> inner);
+  int64_t rows() const override { return inner_->rows(); }
+  int64_t cols() const override { return inner_->cols(); }
+  int64_t wire_floats() const override { return inner_->wire_floats(); }
+  void encode(const float* m, float* wire) override;
+  void decode(const float* wire, float* out) const override { inner_->decode(wire, out); }
+  void save_state(TensorFileWriter& w, const std::string& prefix) const override;
+  bool load_state(const TensorFileReader& r, const std::string& prefix) override;
+  const std::vector<float>& residual() const { return error_; }
+
+ private:
+  std::unique_ptr<MatrixCompressor> inner_;
+  std::vector<float> error_, corrected_, decoded_;
+};
+
+}  // namespace occ
