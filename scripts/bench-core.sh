@@ -49,12 +49,13 @@ fi
 
 # Per preset: steps per repeat, warm-up steps, repeats per run, rounds.
 # Preset a: ~0.1-0.2 s/step ours, ~0.5-1 s torch; preset b: ~1.5-4 s/step both.
+# The sgemm peak is measured in every round's optimus-cc run; the best is kept.
 if [[ $quick == 1 ]]; then
-  declare -A STEPS=([a]=3 [b]=1) WARMUP=([a]=1 [b]=1) REPS=([a]=2 [b]=1) ROUNDS=([a]=2 [b]=2)
+  declare -A STEPS=([a]=2 [b]=1) WARMUP=([a]=1 [b]=1) REPS=([a]=2 [b]=1) ROUNDS=([a]=2 [b]=2)
   peak_reps=2
 else
-  declare -A STEPS=([a]=5 [b]=2) WARMUP=([a]=2 [b]=1) REPS=([a]=2 [b]=1) ROUNDS=([a]=4 [b]=3)
-  peak_reps=4
+  declare -A STEPS=([a]=4 [b]=2) WARMUP=([a]=1 [b]=1) REPS=([a]=2 [b]=1) ROUNDS=([a]=4 [b]=3)
+  peak_reps=3
 fi
 
 raw=$(mktemp -d)
@@ -73,9 +74,7 @@ for p in $presets; do
     export OMP_NUM_THREADS=$th OPENBLAS_NUM_THREADS=$th
     for ((r = 0; r < R; r++)); do
       ours() {
-        local peak=(--no-peak)
-        [[ $r == 0 ]] && peak=(--peak-reps "$peak_reps")
-        "$bin" bench "${common[@]}" "${peak[@]}" --json "$raw/ours-$p-$th-$r.json" >"$raw/ours-$p-$th-$r.log" 2>&1 ||
+        "$bin" bench "${common[@]}" --peak-reps "$peak_reps" --json "$raw/ours-$p-$th-$r.json" >"$raw/ours-$p-$th-$r.log" 2>&1 ||
           { cat "$raw/ours-$p-$th-$r.log" >&2; exit 1; }
       }
       torch() {
@@ -109,7 +108,8 @@ rows, summary = [], []
 for (preset, th) in sorted(runs):
     e = runs[(preset, th)]
     o, t = agg(e["ours"]), agg(e["torch"])
-    peak_run = next(r for r in e["ours"] if "sgemm_peak_gflops" in r)
+    # The best peak over the rounds (a busy machine only ever lowers it).
+    peak_run = max(e["ours"], key=lambda r: r["sgemm_peak_gflops"])
     peak = peak_run["sgemm_peak_gflops"]
     gf_best = o["flops_per_step"] / (o["best_ms"] * 1e-3) * 1e-9
     gf_med = o["flops_per_step"] / (o["median_ms"] * 1e-3) * 1e-9
@@ -121,7 +121,8 @@ for (preset, th) in sorted(runs):
         "ours_gflops_best": gf_best, "ours_gflops_median": gf_med,
         "torch_gflops_best": t["flops_per_step"] / (t["best_ms"] * 1e-3) * 1e-9,
         "sgemm": peak_run["sgemm"], "sgemm_peak_gflops": peak,
-        "sgemm_peak_1thread_gflops": peak_run["sgemm_peak_1thread_gflops"],
+        "sgemm_peak_gflops_per_round": [r["sgemm_peak_gflops"] for r in e["ours"]],
+        "sgemm_peak_1thread_gflops": max(r["sgemm_peak_1thread_gflops"] for r in e["ours"]),
         "percent_of_peak_best": 100 * gf_best / peak, "percent_of_peak_median": 100 * gf_med / peak,
         "flop_formula": e["ours"][0]["flop_formula"],
         "load_average_range": [min(x for r in e["ours"] for x in r["load_average"]),
@@ -169,11 +170,13 @@ for r in rows:
     lines.append(f"- preset {r['preset']}: {m['num_layers']} layers, {m['num_attention_heads']} heads, hidden "
                  f"{m['hidden_size']}, seq {m['seq_length']}, micro-batch {m['micro_batch_size']}, vocab "
                  f"{m['padded_vocab_size']}, {m['parameters']} parameters, "
-                 f"{r['ours']['flops_per_step'] * 1e-9:.3f} GFLOP/step; sgemm (NT, GFLOP/s, {r['threads']} thread run): {g}; "
+                 f"{r['ours']['flops_per_step'] * 1e-9:.3f} GFLOP/step; sgemm (NT, GFLOP/s, best round of the "
+                 f"{r['threads']}-thread runs): {g}; "
                  f"load average {r['load_average_range'][0]:.2f}-{r['load_average_range'][1]:.2f} on {nproc} vCPUs")
 if rows:
-    lines.append(f"\n{rows[0]['flop_formula']}. Peak = best sgemm GFLOP/s measured in the same run at the same "
-                 "thread count (sizes above, best of several).")
+    lines.append(f"\n{rows[0]['flop_formula']}. Peak = best sgemm GFLOP/s at the run's thread count over the "
+                 "sizes above, measured by every optimus-cc run (best of several calls each) and the best round "
+                 "kept; % of peak = our GFLOP/s / that peak.")
 text = "\n".join(lines) + "\n"
 with open(out + ".md", "w") as fh:
     fh.write(text)

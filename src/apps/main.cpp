@@ -21,6 +21,7 @@ const Subcommand kSubcommands[] = {
     {"generate", occ::cmd::generate, "sample text from a checkpoint"},
     {"export", occ::cmd::export_checkpoint, "merge a sharded checkpoint into one safetensors file (or HF GPT-2)"},
     {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},
+    {"bench-compress", occ::cmd::bench_compress, "PowerSGD compression / decompression throughput (paper Fig. 14)"},
     {"reference-dump", occ::cmd::reference_dump, "(tests) dump weights, logits and gradients for the PyTorch check"},
 };
 

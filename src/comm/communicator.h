@@ -19,10 +19,15 @@ const char* traffic_name(Traffic t);  // "pp_fwd", "pp_bwd", "tp", "dp", "emb", 
 // thread counts while the main thread sends pipeline messages.
 struct TrafficCounters {
   std::array<std::atomic<uint64_t>, size_t(Traffic::kCount)> bytes_sent{};
+  // What compression kept off the wire: uncompressed size minus sent size.
+  std::array<std::atomic<int64_t>, size_t(Traffic::kCount)> bytes_saved{};
   void add(Traffic t, uint64_t bytes) { bytes_sent[size_t(t)].fetch_add(bytes, std::memory_order_relaxed); }
+  void add_saved(Traffic t, int64_t bytes) { bytes_saved[size_t(t)].fetch_add(bytes, std::memory_order_relaxed); }
   uint64_t operator[](Traffic t) const { return bytes_sent[size_t(t)].load(std::memory_order_relaxed); }
+  int64_t saved(Traffic t) const { return bytes_saved[size_t(t)].load(std::memory_order_relaxed); }
   void reset() {
     for (auto& b : bytes_sent) b.store(0);
+    for (auto& b : bytes_saved) b.store(0);
   }
 };
 

@@ -52,6 +52,12 @@ void DataParallelPowerSgd::reduce(float* grads, MpiCommunicator& dp, PhaseTimers
     ScopedPhase t(timers, "dp_allreduce", "dp_allreduce Q");
     dp.allreduce_sum(q_buf_.data(), q_buf_.size(), Traffic::DataParallel);
   }
+  // Saved versus a dense ring all-reduce of the same gradients (2(n-1)/n of them per rank).
+  int64_t dense = 0;
+  for (const Slot& s : slots_) dense += s.n * s.m;
+  const int64_t n = dp.size();
+  dp.counters().add_saved(Traffic::DataParallel,
+                          int64_t(4.0 * 2.0 * double(n - 1) / double(n) * double(dense - p_total_ - q_total_)));
   ScopedPhase t(timers, "decompress");
   for (float& v : q_buf_) v *= inv;
   for (size_t i = 0; i < slots_.size(); ++i) {

@@ -60,6 +60,7 @@ void PipelineExchange::send_backward(const float* dx, size_t count, int mb, Comp
   const double t0 = now_seconds();
   pending_.push_back(pp_.isend(wire.data(), wire.size() * sizeof(float), layout_.pp_rank - 1, backward_tag(mb),
                                Traffic::PipelineBackward, "compressed activation gradients"));
+  pp_.counters().add_saved(Traffic::PipelineBackward, int64_t(slice * sizeof(float)) - int64_t(wire.size() * sizeof(float)));
   timers_.add_event(fmt::format("send B{} (compressed)", mb), t0, now_seconds());
 }
 void PipelineExchange::recv_forward(float* x, size_t count, int mb) {

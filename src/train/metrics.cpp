@@ -21,7 +21,7 @@ const std::vector<std::string> kReportedCounts = {"cb_sends", "cb_compressed", "
 
 nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
   const size_t P = kReportedPhases.size(), K = size_t(Traffic::kCount), C = kReportedCounts.size();
-  std::vector<double> mine(4 + P + K + C);
+  std::vector<double> mine(4 + P + K + C + K);
   const ParallelLayout& l = topo.layout;
   mine[0] = topo.world_rank();
   mine[1] = l.tp_rank;
@@ -31,6 +31,7 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
     mine[4 + i] = kReportedPhases[i] == "peak_rss_mib" ? peak_rss_mib() : timers.ms(kReportedPhases[i]);
   for (size_t k = 0; k < K; ++k) mine[4 + P + k] = double(topo.counters[Traffic(k)]);
   for (size_t c = 0; c < C; ++c) mine[4 + P + K + c] = timers.count(kReportedCounts[c]);
+  for (size_t k = 0; k < K; ++k) mine[4 + P + K + C + k] = double(topo.counters.saved(Traffic(k)));
   const int n = topo.world->size();
   std::vector<double> all(topo.world_rank() == 0 ? mine.size() * size_t(n) : 0);
   // Instrumentation, not training traffic: plain MPI, not counted.
@@ -45,6 +46,11 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
     nlohmann::json rank = {{"rank", int(v[0])}, {"tp", int(v[1])}, {"pp", int(v[2])}, {"dp", int(v[3])},
                            {"timers", t}, {"bytes", b}};
     const double* counts = v + 4 + P + K;
+    const double* saved = v + 4 + P + K + C;
+    nlohmann::json sv = nlohmann::json::object();
+    for (size_t k = 0; k < K; ++k)
+      if (saved[k] != 0) sv[traffic_name(Traffic(k))] = int64_t(saved[k]);
+    if (!sv.empty()) rank["bytes_saved"] = sv;
     if (counts[0] > 0) rank["cb"] = {{"sends", int(counts[0])}, {"compressed", int(counts[1])}};
     if (counts[2] > 0)  // means over the micro-batches checked this iteration
       rank["lep_check"] = {{"cosine", counts[3] / counts[2]},
@@ -56,11 +62,14 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
 }
 
 void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row) {
-  nlohmann::json timers = nlohmann::json::object(), bytes = nlohmann::json::object();
+  nlohmann::json timers = nlohmann::json::object(), bytes = nlohmann::json::object(),
+                 saved = nlohmann::json::object();
   std::map<int, std::pair<int, nlohmann::json>> stages;  // pp -> (count, sums)
   for (const auto& r : ranks) {
     for (auto& [k, v] : r["timers"].items()) timers[k] = std::max(timers.value(k, 0.0), v.get<double>());
     for (auto& [k, v] : r["bytes"].items()) bytes[k] = bytes.value(k, uint64_t(0)) + v.get<uint64_t>();
+    if (r.contains("bytes_saved"))
+      for (auto& [k, v] : r["bytes_saved"].items()) saved[k] = saved.value(k, int64_t(0)) + v.get<int64_t>();
     auto& st = stages[r["pp"].get<int>()];
     st.first += 1;
     if (st.second.is_null()) st.second = {{"timers", nlohmann::json::object()}, {"bytes", nlohmann::json::object()}};
@@ -78,6 +87,7 @@ void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row) {
     if (r.contains("lep_check") && r["tp"] == 0 && r["dp"] == 0) row["lep_check"] = r["lep_check"];
   row["timers"] = timers;
   row["bytes"] = bytes;
+  if (!saved.empty()) row["bytes_saved"] = saved;
   row["stages"] = per_stage;
   row["ranks"] = ranks;
 }

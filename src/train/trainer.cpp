@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -47,7 +48,8 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     metrics_ = std::fopen(opt_.metrics_path.c_str(), "a");
     OCC_CHECK(metrics_, "cannot open --metrics file {} for appending; check the path", opt_.metrics_path);
   }
-  tty_ = is_logger() && isatty(STDOUT_FILENO);
+  // In-place progress only on a real terminal of a single process (mpirun relays output line by line).
+  tty_ = is_logger() && world_size_ == 1 && isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE");
 }
 
 Trainer::~Trainer() {
@@ -319,12 +321,15 @@ double Trainer::evaluate() {
 void Trainer::log_iteration(const IterationStats& s) {
   const nlohmann::json ranks = gather_rank_metrics(*topo_, stage_->timers());
   if (!is_logger()) return;
+  nlohmann::json j = {{"iter", s.iteration},     {"loss", s.loss}, {"lr", s.lr},
+                      {"grad_norm", s.grad_norm}, {"ms", s.ms},     {"tokens_per_s", s.tokens_per_s},
+                      {"consumed_samples", consumed_samples_}};
+  if (s.val_loss) j["val_loss"] = *s.val_loss;
+  summarize_rank_metrics(ranks, j);
+  for (auto& [k, v] : j["bytes"].items()) traffic_sent_[k] = traffic_sent_.value(k, 0.0) + v.get<double>();
+  if (j.contains("bytes_saved"))
+    for (auto& [k, v] : j["bytes_saved"].items()) traffic_saved_[k] = traffic_saved_.value(k, 0.0) + v.get<double>();
   if (metrics_) {
-    nlohmann::json j = {{"iter", s.iteration},     {"loss", s.loss}, {"lr", s.lr},
-                        {"grad_norm", s.grad_norm}, {"ms", s.ms},     {"tokens_per_s", s.tokens_per_s},
-                        {"consumed_samples", consumed_samples_}};
-    if (s.val_loss) j["val_loss"] = *s.val_loss;
-    summarize_rank_metrics(ranks, j);
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -371,6 +376,25 @@ void Trainer::run() {
       save_checkpoint();
   }
   if (!opt_.trace_path.empty()) write_trace();
+  if (is_logger() && world_size_ > 1) print_traffic_summary();
+}
+
+// Bytes all ranks sent per class over the run, and what compression saved.
+void Trainer::print_traffic_summary() const {
+  std::printf("traffic over %lld iterations (all ranks):", (long long)(iteration_ - first_iteration_));
+  double sent = 0, saved = 0;
+  for (auto& [k, v] : traffic_sent_.items()) {
+    if (v.get<double>() == 0) continue;
+    const double sv = traffic_saved_.value(k, 0.0);
+    std::printf(" %s %.1f MB", k.c_str(), v.get<double>() / 1e6);
+    if (sv != 0) std::printf(" (%.1f MB without compression)", (v.get<double>() + sv) / 1e6);
+    std::printf(",");
+    sent += v.get<double>();
+    saved += sv;
+  }
+  std::printf(" total %.1f MB", sent / 1e6);
+  if (saved != 0) std::printf("; compression kept %.1f MB (%.0f%%) off the wire", saved / 1e6, 100.0 * saved / (sent + saved));
+  std::printf("\n");
 }
 
 void Trainer::save_checkpoint() {

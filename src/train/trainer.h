@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "compress/compressed_backprop.h"
 #include "compress/dp_powersgd.h"
 #include "data/gpt_dataset.h"
@@ -57,6 +59,7 @@ class Trainer {
   void load_compression_state();
   void log_iteration(const IterationStats& s);
   void write_trace();
+  void print_traffic_summary() const;
 
   TrainOptions opt_;
   int world_rank_ = 0, world_size_ = 1;
@@ -80,6 +83,7 @@ class Trainer {
   double run_start_ = 0;
   int64_t first_iteration_ = 0;
   std::FILE* metrics_ = nullptr;
+  nlohmann::json traffic_sent_ = nlohmann::json::object(), traffic_saved_ = nlohmann::json::object();
   bool tty_ = false;
 };
 

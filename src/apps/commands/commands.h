@@ -8,6 +8,7 @@ int preprocess(int argc, char** argv);
 int train(int argc, char** argv);
 int generate(int argc, char** argv);
 int bench(int argc, char** argv);
+int bench_compress(int argc, char** argv);
 int export_checkpoint(int argc, char** argv);  // `export`: merge shards into one safetensors file
 int reference_dump(int argc, char** argv);  // test support: see tests/reference
 

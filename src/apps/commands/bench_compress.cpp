@@ -1,0 +1,90 @@
+// Compression / decompression throughput of the PowerSGD compressor (paper
+// Fig. 14): GB/s of uncompressed input, best and median over repeats.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/commands/commands.h"
+#include "apps/commands/train_flags.h"
+#include "compress/powersgd.h"
+#include "core/rng.h"
+#include "core/timer.h"
+
+namespace occ::cmd {
+
+int bench_compress(int argc, char** argv) {
+  CLI::App app{"PowerSGD compression and decompression throughput. Default shape: the paper's GPT-2.5B activation "
+               "gradient (seq 1024 x micro-batch 8 rows, hidden 1920 columns)",
+               "bench-compress"};
+  int64_t rows = 1024 * 8, cols = 1920;
+  std::string ranks_text = "8,16,24,32,40";
+  int repeats = 5;
+  std::string json_path;
+  app.add_option("--rows", rows, "matrix rows (tokens of a micro-batch / TP)")->capture_default_str();
+  app.add_option("--cols", cols, "matrix columns (hidden size)")->capture_default_str();
+  app.add_option("--ranks", ranks_text, "comma-separated PowerSGD ranks")->capture_default_str();
+  app.add_option("--repeats", repeats)->capture_default_str();
+  app.add_option("--json", json_path, "also write the results as JSON");
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  OCC_CHECK(rows >= 1 && cols >= 1 && repeats >= 1, "--rows, --cols and --repeats must be >= 1");
+  std::vector<int64_t> ranks;
+  std::stringstream ss(ranks_text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      ranks.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      fail("--ranks '{}' is not a comma-separated list of integers", ranks_text);
+    }
+    OCC_CHECK(ranks.back() >= 1, "--ranks entries must be >= 1");
+  }
+
+  // A gradient-like matrix: low-rank structure plus noise.
+  std::vector<float> m(size_t(rows * cols)), out(size_t(rows * cols));
+  const uint64_t key = make_key(42, 0xB3ull);
+  for (int64_t i = 0; i < rows * cols; ++i) m[size_t(i)] = normal_at(key, 0, uint64_t(i));
+  const double gb = double(rows) * double(cols) * 4.0 / 1e9;
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("matrix %lld x %lld (%.1f MB); GB/s of uncompressed input, best / median of %d\n", (long long)rows,
+              (long long)cols, gb * 1e3, repeats);
+  std::printf("%6s %12s %22s %22s\n", "rank", "wire ratio", "compress GB/s", "decompress GB/s");
+  for (int64_t r : ranks) {
+    PowerSgdCompressor c(rows, cols, r, 1234, 7);
+    std::vector<float> wire(size_t(c.wire_floats()));
+    std::vector<double> enc, dec;
+    c.encode(m.data(), wire.data());  // warm-up
+    for (int i = 0; i < repeats; ++i) {
+      double t0 = now_seconds();
+      c.encode(m.data(), wire.data());
+      double t1 = now_seconds();
+      c.decode(wire.data(), out.data());
+      double t2 = now_seconds();
+      enc.push_back(gb / (t1 - t0));
+      dec.push_back(gb / (t2 - t1));
+    }
+    auto best = [](std::vector<double> v) { return *std::max_element(v.begin(), v.end()); };
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double ratio = double(rows * cols) / double(c.wire_floats());
+    std::printf("%6lld %11.1fx %10.2f / %8.2f %10.2f / %8.2f\n", (long long)c.rank(), ratio, best(enc), median(enc),
+                best(dec), median(dec));
+    results.push_back({{"rank", c.rank()},
+                       {"compression_ratio", ratio},
+                       {"compress_gbps_best", best(enc)},
+                       {"compress_gbps_median", median(enc)},
+                       {"decompress_gbps_best", best(dec)},
+                       {"decompress_gbps_median", median(dec)}});
+  }
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    OCC_CHECK(f.good(), "cannot write --json file {}", json_path);
+    f << nlohmann::json{{"rows", rows}, {"cols", cols}, {"results", results}}.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace occ::cmd
