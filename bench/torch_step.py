@@ -185,12 +185,13 @@ def main(argv):
         train_step()
     for k in phase:
         phase[k] = 0.0
-    rep_ms = []
+    rep_ms, rep_cpu_ms = [], []
     for _ in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.steps):
             train_step()
         rep_ms.append((time.perf_counter() - t0) * 1e3 / args.steps)
+        rep_cpu_ms.append((time.process_time() - c0) * 1e3 / args.steps)
     n = args.steps * args.repeats
     best, med = min(rep_ms), statistics.median(rep_ms)
     if not math.isfinite(losses[-1]):
@@ -206,6 +207,8 @@ def main(argv):
           f"{fl_head * 1e-9:.3f}, attention {fl_attn * 1e-9:.3f})")
     print(f"step: best {best:.3f} ms, median {med:.3f} ms over {args.repeats} repeats "
           f"({', '.join(f'{x:.2f}' for x in rep_ms)})")
+    print(f"      process CPU time per step: best {min(rep_cpu_ms):.3f} ms, median "
+          f"{statistics.median(rep_cpu_ms):.3f} ms (all threads together)")
     print(f"      phases (mean per step): forward {phase['forward'] * 1e3 / n:.3f} ms, backward "
           f"{phase['backward'] * 1e3 / n:.3f} ms, clip + AdamW {phase['clip_adamw'] * 1e3 / n:.3f} ms")
     print(f"tokens/s: {tokens / (best * 1e-3):.0f} (best), {tokens / (med * 1e-3):.0f} (median)")
@@ -219,7 +222,7 @@ def main(argv):
                           vocab_size=args.vocab_size, padded_vocab_size=V, micro_batch_size=B,
                           parameters=nparams),
             "threads": torch.get_num_threads(), "warmup": args.warmup, "steps": args.steps,
-            "repeats": args.repeats, "repeat_ms": rep_ms, "best_ms": best, "median_ms": med,
+            "repeats": args.repeats, "repeat_ms": rep_ms, "best_ms": best, "median_ms": med, "repeat_cpu_ms": rep_cpu_ms,
             "phase_ms": {k: v * 1e3 / n for k, v in phase.items()},
             "tokens_per_step": tokens, "tokens_per_s_best": tokens / (best * 1e-3),
             "tokens_per_s_median": tokens / (med * 1e-3), "flop_formula": FORMULA,

@@ -99,8 +99,10 @@ for f in sorted(glob.glob(os.path.join(raw, "*.json"))):
 
 def agg(rs):
     reps = [x for r in rs for x in r["repeat_ms"]]
+    cpu = [x for r in rs for x in r["repeat_cpu_ms"]]
     phases = {k: statistics.mean(r["phase_ms"][k] for r in rs) for k in rs[0]["phase_ms"]}
     return {"repeat_ms": reps, "best_ms": min(reps), "median_ms": statistics.median(reps),
+            "repeat_cpu_ms": cpu, "best_cpu_ms": min(cpu), "median_cpu_ms": statistics.median(cpu),
             "phase_ms": phases, "flops_per_step": rs[0]["flops_per_step"],
             "tokens_per_step": rs[0]["tokens_per_step"], "runs": len(rs)}
 
@@ -156,14 +158,18 @@ for r in rows:
                  f"| {f(r['percent_of_peak_best'])}% / {f(r['percent_of_peak_median'])}% |")
 lines.append("")
 lines.append("Phase split (mean ms per step over the timed steps):\n")
-lines.append("| preset | threads | ours fwd / bwd / clip+AdamW | torch fwd / bwd / clip+AdamW | torch GFLOP/s (best) | repeats (ours, torch) |")
-lines.append("|---|---|---|---|---|---|")
+lines.append("| preset | threads | ours fwd / bwd / clip+AdamW | torch fwd / bwd / clip+AdamW | torch GFLOP/s (best) "
+             "| CPU ms/step, ours / torch (best) | speedup by CPU time | repeats (ours, torch) |")
+lines.append("|---|---|---|---|---|---|---|---|")
 for r in rows:
     po, pt = r["ours"]["phase_ms"], r["torch"]["phase_ms"]
     lines.append(f"| {r['preset']} | {r['threads']} | {f(po['forward'])} / {f(po['backward'])} / {f(po['clip_adamw'])} "
                  f"| {f(pt['forward'])} / {f(pt['backward'])} / {f(pt['clip_adamw'])} | {f(r['torch_gflops_best'])} "
+                 f"| {f(r['ours']['best_cpu_ms'])} / {f(r['torch']['best_cpu_ms'])} "
+                 f"| {f(r['torch']['best_cpu_ms'] / r['ours']['best_cpu_ms'], 2)}x "
                  f"| {len(r['ours']['repeat_ms'])}, {len(r['torch']['repeat_ms'])} |")
-lines.append("")
+lines.append("\nCPU ms = process CPU time (all threads) per step: with 1 thread it is the step's own work and "
+             "barely moved by other jobs on the machine; with 2 it also counts OpenMP/OpenBLAS spin-waiting.\n")
 for r in rows:
     m = r["model"]
     g = ", ".join(f"{s['M']}x{s['N']}x{s['K']}@{s['threads']}t {s['gflops']:.1f}" for s in r["sgemm"])

@@ -37,6 +37,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.grad_comp.error_feedback = opt_.cb.lazy_error;  // one flag for LEP and DP error feedback, as the prototype
 
   dataset_ = std::make_unique<IndexedDataset>(IndexedDataset::open(opt_.data_path));
+  check_token_range();
   auto splits = split_documents(dataset_->num_documents(), opt_.split);
   const int64_t gb = opt_.global_batch_size;
   train_data_ = std::make_unique<GptDataset>(*dataset_, splits[0], opt_.model.seq_length, opt_.train_iters * gb,
@@ -50,6 +51,24 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   }
   // In-place progress only on a real terminal of a single process (mpirun relays output line by line).
   tty_ = is_logger() && world_size_ == 1 && isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE");
+}
+
+// Every token id must index the embedding. Checked before training, on every
+// rank alike, so a mismatched tokenizer is reported once instead of by every
+// rank that reads the offending sample mid-run.
+void Trainer::check_token_range() const {
+  std::vector<int32_t> buf;
+  const int V = opt_.model.vocab_size;
+  for (int64_t seq = 0; seq < dataset_->num_sequences(); ++seq) {
+    const int64_t n = dataset_->sequence_length(seq);
+    buf.resize(size_t(n));
+    dataset_->read(seq, 0, n, buf.data());
+    for (int32_t t : buf)
+      OCC_CHECK(t >= 0 && t < V,
+                "token id {} in {} is outside the tokenizer's vocabulary of {}; use the --tokenizer-model the data "
+                "was preprocessed with",
+                t, opt_.data_path, V);
+  }
 }
 
 Trainer::~Trainer() {
@@ -113,17 +132,12 @@ void Trainer::load() {
 void Trainer::read_micro_batch(const GptDataset& data, int64_t first_sample, int slot) {
   // Only the first stage needs inputs and only the last needs labels.
   if (!layout_.first_stage() && !layout_.last_stage()) return;
-  const int T = opt_.model.seq_length, V = opt_.model.vocab_size, B = opt_.micro_batch_size;
+  const int T = opt_.model.seq_length, B = opt_.micro_batch_size;
   tokens_.resize(size_t(T + 1));
   inputs_[size_t(slot)].resize(size_t(B) * T);
   labels_[size_t(slot)].resize(size_t(B) * T);
   for (int b = 0; b < B; ++b) {
     data.sample(first_sample + b, tokens_.data());
-    for (int t = 0; t <= T; ++t)
-      OCC_CHECK(tokens_[size_t(t)] >= 0 && tokens_[size_t(t)] < V,
-                "token id {} in {} is outside the tokenizer's vocabulary of {}; use the --tokenizer-model the data "
-                "was preprocessed with",
-                tokens_[size_t(t)], opt_.data_path, V);
     std::copy(tokens_.begin(), tokens_.end() - 1, inputs_[size_t(slot)].begin() + b * T);
     std::copy(tokens_.begin() + 1, tokens_.end(), labels_[size_t(slot)].begin() + b * T);
   }

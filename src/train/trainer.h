@@ -47,6 +47,7 @@ class Trainer {
   bool is_logger() const { return world_rank_ == 0; }
 
  private:
+  void check_token_range() const;
   IterationStats train_step();
   void run_schedule(int64_t M, double& loss_sum);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);

@@ -46,15 +46,21 @@ run() {
 # compare REF NAME WHAT: losses within relative 1e-5; WHAT says what must show compression:
 #   cb        every stage-1 rank reports compressed backward sends (cb.compressed > 0)
 #   dp:STAGES the dp bytes of every rank on STAGES (comma list) differ from the reference's
-#   dpsame:STAGES ... equal the reference's (SC leaves those stages uncompressed)
+#   dpsame:STAGES[@RUN] ... equal the reference's, or run RUN's (SC leaves those stages
+#             uncompressed; with FE the word embedding is out of the DP all-reduce, so the
+#             uncompressed comparison is the FE-only run)
+#   At T2P2 (DP = 1) FE's group {first, last} x DP is the tied-embedding pair itself: the same
+#   bytes as the baseline, so only the losses are compared there.
 #   emb       the emb bytes differ from the reference's
 compare() {
   local ref=$1 name=$2 out
   shift 2
-  if out=$("$PY" - "$WORK/$ref.jsonl" "$WORK/$name.jsonl" $ITERS "$@" <<'EOF'
+  if out=$("$PY" - "$WORK" "$ref" "$name" $ITERS "$@" <<'EOF'
 import json, sys
-ref, got = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-iters, whats = int(sys.argv[3]), sys.argv[4:]
+work = sys.argv[1]
+load = lambda n: [json.loads(l) for l in open(f"{work}/{n}.jsonl")]  # noqa: E731
+ref, got = load(sys.argv[2]), load(sys.argv[3])
+iters, whats = int(sys.argv[4]), sys.argv[5:]
 bad = []
 if [r["iter"] for r in got] != list(range(1, iters + 1)) or len(ref) != iters:
     bad.append(f"iterations {[r['iter'] for r in got]} (reference {len(ref)})")
@@ -73,10 +79,12 @@ for what in whats:
             if what.startswith("dp:") and str(x["pp"]) in what[3:].split(",") \
                     and x["bytes"]["dp"] == rr[x["rank"]]["bytes"]["dp"]:
                 bad.append(f"iter {g['iter']} rank {x['rank']}: dp bytes {x['bytes']['dp']} as uncompressed")
-            if what.startswith("dpsame:") and str(x["pp"]) in what[7:].split(",") \
-                    and x["bytes"]["dp"] != rr[x["rank"]]["bytes"]["dp"]:
-                bad.append(f"iter {g['iter']} rank {x['rank']}: dp bytes {x['bytes']['dp']}, uncompressed "
-                           f"{rr[x['rank']]['bytes']['dp']} (stage must not compress)")
+            if what.startswith("dpsame:"):
+                stages, _, other = what[7:].partition("@")
+                want = {y["rank"]: y for y in load(other)[g["iter"] - 1]["ranks"]} if other else rr
+                if str(x["pp"]) in stages.split(",") and x["bytes"]["dp"] != want[x["rank"]]["bytes"]["dp"]:
+                    bad.append(f"iter {g['iter']} rank {x['rank']}: dp bytes {x['bytes']['dp']}, uncompressed "
+                               f"{want[x['rank']]['bytes']['dp']} (stage must not compress)")
         if what == "emb" and g["bytes"]["emb"] == r["bytes"]["emb"]:
             bad.append(f"iter {g['iter']}: emb bytes {g['bytes']['emb']} as the baseline's")
 for line in bad[:10]:
@@ -102,7 +110,7 @@ run base 1 && {
   run dp 1 "${DPC[@]}" --use-error-feedback && compare base dp dp:0,1
   run sc 1 "${DPC[@]}" --selective-grad-comp-way 1 && compare base sc dp:0 dpsame:1
   run all 1 "${CB[@]}" --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt "${DPC[@]}" \
-    --selective-grad-comp-way 1 && compare base all cb dp:0 dpsame:1 emb
+    --selective-grad-comp-way 1 && compare base all cb dp:0 dpsame:1@fe emb
 }
-run t2p2_base 2 && run t2p2_fe 2 --emb-comm-opt && compare t2p2_base t2p2_fe emb
+run t2p2_base 2 && run t2p2_fe 2 --emb-comm-opt && compare t2p2_base t2p2_fe
 finish

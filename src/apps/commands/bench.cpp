@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -49,6 +50,14 @@ double load_average() {
     std::fclose(f);
   }
   return l;
+}
+
+// CPU seconds of the whole process (all threads). With one thread it is the
+// step's own work, mostly unaffected by other jobs taking the CPU away.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -205,11 +214,12 @@ int bench(int argc, char** argv) {
   const double load_before = load_average();
   for (int i = 0; i < warmup; ++i) train_step();
   t_fwd = t_bwd = t_opt = 0;
-  std::vector<double> rep_ms;
+  std::vector<double> rep_ms, rep_cpu_ms;
   for (int r = 0; r < repeats; ++r) {
-    const double t0 = now_seconds();
+    const double t0 = now_seconds(), c0 = process_cpu_seconds();
     for (int s = 0; s < steps; ++s) train_step();
     rep_ms.push_back((now_seconds() - t0) * 1e3 / steps);
+    rep_cpu_ms.push_back((process_cpu_seconds() - c0) * 1e3 / steps);
   }
   const double timed_steps = double(steps) * repeats;
   const double best_ms = *std::min_element(rep_ms.begin(), rep_ms.end()), med_ms = median(rep_ms);
@@ -240,6 +250,8 @@ int bench(int argc, char** argv) {
     reps += buf;
   }
   std::printf("step: best %.3f ms, median %.3f ms over %d repeats (%s)\n", best_ms, med_ms, repeats, reps.c_str());
+  std::printf("      process CPU time per step: best %.3f ms, median %.3f ms (all threads together)\n",
+              *std::min_element(rep_cpu_ms.begin(), rep_cpu_ms.end()), median(rep_cpu_ms));
   std::printf("      phases (mean per step): forward %.3f ms, backward %.3f ms, clip + AdamW %.3f ms\n",
               t_fwd * 1e3 / timed_steps, t_bwd * 1e3 / timed_steps, t_opt * 1e3 / timed_steps);
   std::printf("tokens/s: %.0f (best), %.0f (median)\n", tokens / (best_ms * 1e-3), tokens / (med_ms * 1e-3));
@@ -282,6 +294,7 @@ int bench(int argc, char** argv) {
     j["repeat_ms"] = rep_ms;
     j["best_ms"] = best_ms;
     j["median_ms"] = med_ms;
+    j["repeat_cpu_ms"] = rep_cpu_ms;
     j["phase_ms"] = {{"forward", t_fwd * 1e3 / timed_steps},
                      {"backward", t_bwd * 1e3 / timed_steps},
                      {"clip_adamw", t_opt * 1e3 / timed_steps}};

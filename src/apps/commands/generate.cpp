@@ -10,25 +10,10 @@
 #include "core/rng.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint_merge.h"
 
 namespace occ::cmd {
 
-namespace {
-TrainOptions options_from_checkpoint(const nlohmann::json& c) {
-  TrainOptions o;
-  o.model.num_layers = c.at("num_layers");
-  o.model.hidden_size = c.at("hidden_size");
-  o.model.num_attention_heads = c.at("num_attention_heads");
-  o.model.seq_length = c.at("seq_length");
-  o.model.max_position_embeddings = c.at("max_position_embeddings");
-  o.model.vocab_size = c.at("vocab_size");
-  o.tensor_parallel = c.at("tensor_model_parallel_size");
-  o.pipeline_parallel = c.at("pipeline_model_parallel_size");
-  o.seed = c.at("seed");
-  return o;
-}
-}  // namespace
 
 int generate(int argc, char** argv) {
   CLI::App app{"Sample text from a trained checkpoint", "generate"};
@@ -49,27 +34,28 @@ int generate(int argc, char** argv) {
   OCC_CHECK(top_k >= 0, "--top-k must be >= 0");
 
   Tokenizer tok = Tokenizer::load(tokenizer_model);
-  TrainOptions opt = options_from_checkpoint(read_checkpoint_config(load));
-  OCC_CHECK(opt.tensor_parallel == 1 && opt.pipeline_parallel == 1,
-            "generate reads single-process checkpoints; this one was saved with tensor {} x pipeline {} parallelism",
-            opt.tensor_parallel, opt.pipeline_parallel);
-  OCC_CHECK(tok.vocab_size() == opt.model.vocab_size,
+  // Any layout: the shards are merged into the single-process model.
+  const MergedCheckpoint merged = merge_checkpoint(load);
+  GptConfig model = merged.model;
+  OCC_CHECK(tok.vocab_size() == model.vocab_size,
             "tokenizer {} has {} tokens but the checkpoint's model was trained with {}; use the run's tokenizer",
-            tokenizer_model, tok.vocab_size(), opt.model.vocab_size);
-  opt.model.hidden_dropout = opt.model.attention_dropout = 0.0f;
+            tokenizer_model, tok.vocab_size(), model.vocab_size);
+  model.hidden_dropout = model.attention_dropout = 0.0f;
   ParallelLayout layout;
   SelfCommunicator self;
-  GptStage stage(opt.model, layout, self, opt.seed);
-  load_checkpoint(load, opt, layout, stage, nullptr);
-
+  GptStage stage(model, layout, self, 0);
+  for (const auto& t : stage.param_layout().tensors()) {
+    const MergedTensor& m = merged.tensors.at(t.name);
+    std::copy(m.data.begin(), m.data.end(), stage.params().begin() + t.offset);
+  }
   std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty()) ids.push_back(tok.eod_id());
-  const int V = opt.model.vocab_size, Vp = opt.model.padded_vocab_size();
+  const int V = model.vocab_size, Vp = model.padded_vocab_size();
   StageActivations acts;
   std::vector<float> probs(static_cast<size_t>(V));
   std::vector<int> order(static_cast<size_t>(V));
   for (int step = 0; step < max_new_tokens; ++step) {
-    const size_t ctx = std::min(ids.size(), size_t(opt.model.seq_length));
+    const size_t ctx = std::min(ids.size(), size_t(model.seq_length));
     std::vector<int32_t> window(ids.end() - ptrdiff_t(ctx), ids.end());
     MicroBatch mb{window.data(), nullptr, 1, int(ctx), 0, 0, 0.0f};
     stage.forward(acts, mb, nullptr, nullptr, false);

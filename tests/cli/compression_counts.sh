@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# labels: compression
+# What each Optimus-CC technique sends, exactly: per rank and iteration, the number of
+# compressed pipeline messages ("cb" of the metrics JSONL) and the bytes of every traffic
+# class ("ranks"[i]["bytes"], summed in "bytes") equal the formulas below. fp32 = 4 bytes.
+#
+#   Notation: L layers, P stages (L/P layers each), T tensor-, D data-parallel size, C hidden,
+#   V padded vocab, s seq length, b micro-batch size, M = global batch / (b D) micro-batches,
+#   N = b s tokens per micro-batch. Stage p, tp rank t, dp rank d, world rank w.
+#   ring(n, S, r): ring all-reduce of n elements over S ranks by group rank r
+#     (comm/mpi_communicator.cpp: chunk c = [n c/S, n (c+1)/S); r sends every chunk but
+#     (r+1) mod S in the reduce-scatter and every chunk but (r+2) mod S in the all-gather):
+#     elements sent = 2n - len((r+1) mod S) - len((r+2) mod S)   (0 when S = 1).
+#
+#   CB matrix of one TP rank: n = N/T rows (tokens), m = C columns, k = min(r_cb, n, m).
+#   c_p compressed backward sends of stage p > 0 per iteration:
+#     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
+#   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
+#   pp_fwd  stage p < P-1: M * 4 n m (forward activations are never compressed).
+#   pp_bwd  stage p > 0:   c_p * 4 k (n + m)  +  (M - c_p) * 4 n m.
+#           A compressed message is smaller than an uncompressed one iff k (n + m) < n m,
+#           i.e. r < n m / (n + m); checked on the measured bytes against the baseline.
+#   bytes_saved.pp_bwd (where reported): c_p * (4 n m - 4 k (n + m)).
+#   tp      (T > 1) as tests/cli/byte_counters.sh (compression does not change it: the
+#           decoded slice is all-gathered over TP like a received one).
+#   dp      buckets = make_buckets (parallel/grad_sync.h) over the rank's ParamLayout with
+#           group(t) = -1 for the word embedding under FE (left out), 1 for the matrices DP
+#           PowerSGD takes (2+ dims, stage compresses: --grad-comp, D > 1 and p < K under SC,
+#           not FE's embedding), else 0; from the last tensor back, a tensor joins the open
+#           bucket if of the same group and the bucket holds < --dp-bucket-size elements.
+#           Iteration i (0-based) compresses iff the stage compresses and i >= warm-up * iters.
+#           Uncompressed iteration: 4 * sum over buckets of ring(n_bucket, D, d).
+#           Compressed iteration:   4 * (sum over group-0 buckets of ring(n_bucket, D, d)
+#                                        + ring(sum_i n_i k_i, D, d) + ring(sum_i m_i k_i, D, d))
+#           over the compressed matrices i viewed as n_i = shape[0] by m_i = numel / shape[0],
+#           k_i = min(r_dp, n_i, m_i) (one all-reduce of all P's, one of all Q's).
+#   emb     first and last stage (P > 1). Baseline: ring(V/T C, 2, 0 if first else 1).
+#           FE: one all-reduce over {first, last} x D ranks of the same tp rank, ordered by
+#           (stage, dp): 4 * ring(V/T C, 2 D, d if first else D + d).
+#   other   8 ring(1, T P, p T + t) (grad norm, model group) + 8 ring(1, W, w) (loss).
+#   timers  "compress" > 0 exactly on ranks that encode something in the iteration (c_p > 0
+#           or DP PowerSGD), "decompress" > 0 exactly on ranks that decode (c_{p+1} > 0 or DP
+#           PowerSGD); both 0 elsewhere.
+#
+# Runs (4 ranks each): P4 with M = 6 (baseline, CB, CB+LEP+EC), P4 with M = 2 < P - 1 (EC
+# compresses all M), T2P2 with CB (n = N/T), P2D2 with DP PowerSGD at rank 48 (k_i differ
+# across matrices; warm-up: iteration 1 uncompressed), P2D2 with FE, and P2D2 with all
+# techniques (SC K = 1, small DP buckets).
+source "$(dirname "$0")/fixture/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=/usr/bin/python3
+ITERS=2
+BASE=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
+      --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
+      --train-iters $ITERS --eval-iters 0 --seed 3)
+V=512  # the fixture tokenizer's 512 tokens, already a multiple of 128
+
+# check NAME key=value... -- flags...: 4 ranks; compares every iteration with the formulas.
+# Keys: gb T P D bucket cb (CB rank, 0: off) ec (0/1) fe (0/1) dp (DP rank, 0: off)
+#       sc (K, -1: every stage) warmup (fraction).
+check() {
+  local name=$1
+  shift
+  local params=()
+  while [[ $1 != -- ]]; do params+=("$1"); shift; done
+  shift
+  if ! timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${BASE[@]}" "$@" \
+      --metrics "$WORK/$name.jsonl" > "$WORK/$name.log" 2>&1; then
+    tail -n 20 "$WORK/$name.log"
+    failed "$name: training run failed"
+    return
+  fi
+  local out
+  if out=$("$PY" - "$WORK/$name.jsonl" L=4 C=64 V=$V maxpos=32 s=32 b=2 iters=$ITERS "${params[@]}" <<'EOF'
+import json, sys
+
+jsonl, p = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
+L, C, V, maxpos, s, b, gb, T, P, D, bucket, iters = (int(p[k]) for k in
+    ("L", "C", "V", "maxpos", "s", "b", "gb", "T", "P", "D", "bucket", "iters"))
+r_cb, ec, fe, r_dp, sc, warmup = int(p["cb"]), p["ec"] == "1", p["fe"] == "1", int(p["dp"]), int(p["sc"]), float(p["warmup"])
+W, Ls, M, N, F = T * P * D, L // P, gb // (b * D), b * s, 4 * C
+n, m = N // T, C
+k = min(r_cb, n, m)
+
+
+def ring(cnt, S, r):
+    if S == 1 or cnt == 0:
+        return 0
+    ln = lambda c: cnt * (c + 1) // S - cnt * c // S  # noqa: E731
+    return 2 * cnt - ln((r + 1) % S) - ln((r + 2) % S)
+
+
+def tensors(pp):
+    """(shape, word_embedding) of one rank's tensors in ParamLayout order (model/params.cpp)."""
+    out = []
+    if pp == 0:
+        out += [([V // T, C], True), ([maxpos, C], False)]
+    for _ in range(Ls):
+        out += [([C], False), ([C], False), ([3 * C // T, C], False), ([3 * C // T], False),
+                ([C, C // T], False), ([C], False), ([C], False), ([C], False), ([F // T, C], False),
+                ([F // T], False), ([C, F // T], False), ([C], False)]
+    if pp == P - 1:
+        out += [([C], False), ([C], False)] + ([([V // T, C], True)] if P > 1 else [])
+    return out
+
+
+def numel(shape):
+    e = 1
+    for x in shape:
+        e *= x
+    return e
+
+
+def stage_compresses_dp(pp):
+    return r_dp > 0 and D > 1 and (sc < 0 or pp < sc)
+
+
+def group(pp, t):
+    shape, word = t
+    if fe and word:
+        return -1
+    return 1 if stage_compresses_dp(pp) and len(shape) >= 2 else 0
+
+
+def make_buckets(pp):
+    """parallel/grad_sync.h make_buckets: [(elements, group)]."""
+    out, cur = [], None
+    for t in reversed(tensors(pp)):
+        g = group(pp, t)
+        if cur is not None and not (g == cur[1] and cur[0] < bucket):
+            out.append(tuple(cur))
+            cur = None
+        if g < 0:
+            continue
+        if cur is None:
+            cur = [numel(t[0]), g]
+        else:
+            cur[0] += numel(t[0])
+    if cur is not None:
+        out.append(tuple(cur))
+    return out
+
+
+def compressed_sends(pp):
+    if r_cb == 0 or pp == 0:
+        return 0
+    return min(P - pp, M) if ec else M
+
+
+def expected(it, tp, pp, dp, rank):
+    first, last = pp == 0, pp == P - 1
+    c = compressed_sends(pp)
+    e = {"pp_fwd": 0 if last else M * 4 * n * m,
+         "pp_bwd": 0 if first else c * 4 * k * (n + m) + (M - c) * 4 * n * m}
+    tpe = 0
+    if T > 1:
+        NC = N * C
+        r = lambda x: ring(x, T, tp)  # noqa: E731
+        ag = (T - 1) * (NC // T)
+        fwd = (r(NC) if first else 0) + 2 * Ls * r(NC) + (3 * r(N) if last else 0) + (0 if first else ag)
+        bwd = (r(NC) if last else 0) + 2 * Ls * r(NC) + (0 if last else ag)
+        tpe = 4 * M * (fwd + bwd)
+    e["tp"] = tpe
+    dp_on = stage_compresses_dp(pp) and (it - 1) >= warmup * iters
+    bk = make_buckets(pp)
+    if dp_on:
+        mats = [t[0] for t in tensors(pp) if group(pp, t) == 1]
+        ks = [min(r_dp, sh[0], numel(sh) // sh[0]) for sh in mats]
+        p_total = sum(sh[0] * kk for sh, kk in zip(mats, ks))
+        q_total = sum(numel(sh) // sh[0] * kk for sh, kk in zip(mats, ks))
+        e["dp"] = 4 * (sum(ring(x, D, dp) for x, g in bk if g == 0) + ring(p_total, D, dp) + ring(q_total, D, dp))
+    else:
+        e["dp"] = 4 * sum(ring(x, D, dp) for x, g in bk)
+    emb = V // T * C
+    if P > 1 and (first or last):
+        e["emb"] = 4 * (ring(emb, 2 * D, dp if first else D + dp) if fe else ring(emb, 2, 0 if first else 1))
+    else:
+        e["emb"] = 0
+    e["other"] = 8 * ring(1, T * P, pp * T + tp) + 8 * ring(1, W, rank)
+    saved = c * (4 * n * m - 4 * k * (n + m))
+    encodes = c > 0 or dp_on
+    decodes = (pp < P - 1 and compressed_sends(pp + 1) > 0) or dp_on
+    return e, c, saved, encodes, decodes
+
+
+rows = [json.loads(l) for l in open(jsonl)]
+bad = []
+if [r["iter"] for r in rows] != list(range(1, iters + 1)):
+    bad.append(f"iterations logged: {[r['iter'] for r in rows]}")
+classes = ("pp_fwd", "pp_bwd", "tp", "dp", "emb", "other")
+summary = []
+# bytes_saved is reported (by rank, when nonzero) once any rank saved something.
+has_saved = any("bytes_saved" in r for row in rows for r in row.get("ranks", []))
+for row in rows:
+    it = row["iter"]
+    ranks = row.get("ranks", [])
+    if sorted(r["rank"] for r in ranks) != list(range(W)):
+        bad.append(f"iter {it}: ranks {[r['rank'] for r in ranks]}, expected 0..{W - 1}")
+        continue
+    total = dict.fromkeys(classes, 0)
+    for r in ranks:
+        tp, pp, dp, rank = r["tp"], r["pp"], r["dp"], r["rank"]
+        where = f"iter {it} rank {rank} (tp {tp} pp {pp} dp {dp})"
+        want, c, saved, encodes, decodes = expected(it, tp, pp, dp, rank)
+        for key in classes:
+            if r["bytes"].get(key) != want[key]:
+                bad.append(f"{where}: {key} = {r['bytes'].get(key)}, expected {want[key]}")
+            total[key] += want[key]
+        cb = r.get("cb")
+        if pp == 0:
+            if cb is not None and cb.get("sends", 0) != 0:
+                bad.append(f"{where}: stage 0 reports backward sends {cb}")
+        elif cb != {"sends": M, "compressed": c}:
+            bad.append(f"{where}: cb = {cb}, expected sends {M}, compressed {c}")
+        if has_saved:
+            got = r.get("bytes_saved", {}).get("pp_bwd", 0)
+            if got != saved:
+                bad.append(f"{where}: bytes_saved.pp_bwd = {got}, expected {saved}")
+        tm = r["timers"]
+        if (tm.get("compress", 0) > 0) != encodes:
+            bad.append(f"{where}: compress timer {tm.get('compress')} ms, expected {'> 0' if encodes else '0'}")
+        if (tm.get("decompress", 0) > 0) != decodes:
+            bad.append(f"{where}: decompress timer {tm.get('decompress')} ms, expected {'> 0' if decodes else '0'}")
+        if it == 1 and tp == 0 and dp == 0 and pp > 0:
+            summary.append(f"stage {pp} compressed {c}/{M}")
+    for key in classes:
+        if row["bytes"].get(key) != total[key]:
+            bad.append(f"iter {it}: total {key} = {row['bytes'].get(key)}, expected {total[key]}")
+for line in bad[:20]:
+    print("   ", line)
+if len(bad) > 20:
+    print(f"    ... {len(bad) - 20} more")
+if not bad:
+    t = rows[-1]["bytes"]
+    print("; ".join(summary) + ("; " if summary else "") + ", ".join(f"{x} {t[x]}" for x in classes))
+sys.exit(1 if bad else 0)
+EOF
+  ); then
+    pass "$name: cb counts, bytes of every rank and class, compress/decompress timers as the formulas ($out)"
+  else
+    echo "$out"
+    failed "$name: counters differ from the formulas"
+  fi
+}
+
+# smaller NAME REF: every stage > 0 of NAME sends fewer pp_bwd bytes than in REF (rank 4 < n m / (n + m)).
+smaller() {
+  if out=$("$PY" - "$WORK/$1.jsonl" "$WORK/$2.jsonl" <<'EOF'
+import json, sys
+got, ref = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+bad = []
+for g, r in zip(got, ref):
+    rb = {x["rank"]: x["bytes"]["pp_bwd"] for x in r["ranks"]}
+    for x in g["ranks"]:
+        if x["pp"] > 0 and not x["bytes"]["pp_bwd"] < rb[x["rank"]]:
+            bad.append(f"iter {g['iter']} rank {x['rank']}: pp_bwd {x['bytes']['pp_bwd']} not < {rb[x['rank']]}")
+print("; ".join(bad[:5]) or f"total pp_bwd {got[-1]['bytes']['pp_bwd']} < {ref[-1]['bytes']['pp_bwd']}")
+sys.exit(1 if bad else 0)
+EOF
+  ); then
+    pass "$1: compressed backward traffic smaller than $2's ($out)"
+  else
+    failed "$1: compressed backward traffic not smaller than $2's: $out"
+  fi
+}
+
+OFF="cb=0 ec=0 fe=0 dp=0 sc=-1 warmup=0"
+P4=(--pipeline-model-parallel-size 4)
+P2D2=(--pipeline-model-parallel-size 2 --global-batch-size 8)
+CB4=(--inter-grad-comp --inter-grad-comp-rank 4)
+check P4_base gb=12 T=1 P=4 D=1 bucket=262144 $OFF -- "${P4[@]}" --global-batch-size 12
+check P4_cb gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 -- "${P4[@]}" --global-batch-size 12 "${CB4[@]}"
+smaller P4_cb P4_base
+check P4_cb_lep_ec gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 ec=1 -- "${P4[@]}" --global-batch-size 12 \
+  "${CB4[@]}" --use-error-feedback --inter-grad-comp-epilogue-only
+smaller P4_cb_lep_ec P4_base
+check P4_M2_ec gb=4 T=1 P=4 D=1 bucket=262144 $OFF cb=4 ec=1 -- "${P4[@]}" --global-batch-size 4 \
+  "${CB4[@]}" --inter-grad-comp-epilogue-only
+check T2P2_cb gb=8 T=2 P=2 D=1 bucket=262144 $OFF cb=4 -- --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --global-batch-size 8 "${CB4[@]}"
+check P2D2_dp48_warmup gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=48 warmup=0.5 -- "${P2D2[@]}" \
+  --dp-bucket-size 5000 --grad-comp --grad-comp-rank 48 --grad-comp-warm-up 0.5 --use-error-feedback
+check P2D2_fe gb=8 T=1 P=2 D=2 bucket=262144 $OFF fe=1 -- "${P2D2[@]}" --emb-comm-opt
+check P2D2_all gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 fe=1 dp=4 sc=1 -- "${P2D2[@]}" --dp-bucket-size 5000 \
+  "${CB4[@]}" --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt --grad-comp --grad-comp-rank 4 \
+  --selective-grad-comp-way 1
+finish

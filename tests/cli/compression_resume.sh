@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# labels: compression checkpoint
+# Compressor state (LEP residuals and warm-start Q of CB, DP PowerSGD's warm-start Q and
+# error feedback) is part of the checkpoint, so a resumed compressed run is the run that
+# would have happened. P2 D2 (4 ranks), every technique on at lossy ranks: CB rank 4 + LEP
+# + EC, FE, DP PowerSGD rank 4 + error feedback with SC K = 1, dropout 0.1.
+#   1. 2N iterations straight vs N, stop, --load, N more: the same loss (and validation
+#      loss) sequence, compared as exact repr strings, and bit-identical final checkpoints:
+#      every file of the final iteration directory, i.e. the model shards AND each rank's
+#      compress_dp_*.bin.
+#   2. A checkpoint saved without compression loads into the compressed run, and a
+#      compressed checkpoint into an uncompressed run: each prints a "notice:" line about the
+#      compressor state and trains its remaining iterations to finite losses. Also with CB +
+#      LEP alone, whose state only stage 1 holds (the logging rank 0 holds none). And a
+#      compressed checkpoint into a run at other CB / DP ranks: a notice and training, or an
+#      error that names the rank.
+source "$(dirname "$0")/fixture/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=/usr/bin/python3
+N=3
+MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
+       --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
+       --global-batch-size 8 --train-iters $((2 * N)) --eval-iters 1 --eval-interval 2 --log-interval 1
+       --hidden-dropout 0.1 --attention-dropout 0.1 --seed 77 --pipeline-model-parallel-size 2)
+COMP=(--inter-grad-comp --inter-grad-comp-rank 4 --use-error-feedback --inter-grad-comp-epilogue-only
+      --emb-comm-opt --grad-comp --grad-comp-rank 4 --selective-grad-comp-way 1)
+ITER_N=iter_$(printf %07d $N)
+ITER_2N=iter_$(printf %07d $((2 * N)))
+
+# train NAME [flags...]: 4 ranks, log in WORK/NAME.log, metrics in WORK/NAME.jsonl.
+train() {
+  local name=$1
+  shift
+  if ! timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${MODEL[@]}" "$@" --metrics "$WORK/$name.jsonl" \
+      > "$WORK/$name.log" 2>&1; then
+    tail -n 20 "$WORK/$name.log"
+    failed "$name: training run failed"
+    return 1
+  fi
+}
+
+# interrupted FROM TO: a run directory TO holding only FROM's iteration-N checkpoint.
+interrupted() {
+  mkdir -p "$WORK/$2"
+  cp -r "$WORK/$1/$ITER_N" "$WORK/$2/"
+  echo $N > "$WORK/$2/latest_checkpointed_iteration.txt"
+}
+
+loss_lines() { "$PY" -c "
+import json,sys
+for l in open(sys.argv[1]):
+    j=json.loads(l)
+    if j['iter']>$N: print(j['iter'], repr(j['loss']), repr(j.get('val_loss')))" "$1"; }
+
+# ---- 1. straight vs resumed, everything compressed ------------------------------------
+if train straight "${COMP[@]}" --save "$WORK/straight" --save-interval $N; then
+  interrupted straight resumed
+  if train resumed "${COMP[@]}" --load "$WORK/resumed" --save "$WORK/resumed" --save-interval $N; then
+    if diff <(loss_lines "$WORK/straight.jsonl") <(loss_lines "$WORK/resumed.jsonl"); then
+      pass "losses and validation losses of iterations $((N + 1))..$((2 * N)) identical (repr)"
+    else
+      failed "losses differ after resume"
+    fi
+    [[ $(loss_lines "$WORK/resumed.jsonl" | wc -l) -eq $N ]] && pass "resumed run trained $N iterations" \
+      || failed "resumed run did not train $N iterations"
+    grep -q "notice:" "$WORK/resumed.log" && failed "resume of a matching checkpoint printed a notice: \
+$(grep "notice:" "$WORK/resumed.log")" || pass "resume of a matching checkpoint printed no notice"
+    # Every file of the final checkpoint, both ways (a file only one side has fails too).
+    files=$(cd "$WORK/straight/$ITER_2N" && find . -type f | sort)
+    other=$(cd "$WORK/resumed/$ITER_2N" && find . -type f | sort)
+    ncomp=$(grep -c 'compress_dp_[0-9]*\.bin$' <<< "$files")
+    nmodel=$(grep -c 'model_optim_rng\.bin$' <<< "$files")
+    # P2 D2: every rank keeps compressor state (stage 0: DP PowerSGD; stage 1: CB's LEP).
+    if [[ $ncomp -eq 4 && $nmodel -eq 2 ]]; then
+      pass "final checkpoint holds 2 model shards and 4 compressor states (one per rank)"
+    else
+      failed "final checkpoint holds $nmodel model shards and $ncomp compressor states (expected 2 and 4): $files"
+    fi
+    if [[ "$files" != "$other" ]]; then
+      failed "final checkpoints hold different files: $(diff <(echo "$files") <(echo "$other") | tr '\n' ' ')"
+    fi
+    differ=()
+    for f in $files; do
+      cmp -s "$WORK/straight/$ITER_2N/$f" "$WORK/resumed/$ITER_2N/$f" || differ+=("$f")
+    done
+    if [[ ${#differ[@]} -eq 0 ]]; then
+      pass "final checkpoints bit-identical: $(wc -w <<< "$files") files incl. model shards and compress_dp_*.bin"
+    else
+      failed "final checkpoint files differ: ${differ[*]}"
+      # Name the tensors that differ (tensor files: JSON header, then data).
+      for f in "${differ[@]}"; do
+        "$PY" - "$WORK/straight/$ITER_2N/$f" "$WORK/resumed/$ITER_2N/$f" <<'EOF'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read()
+    if b[:8] != b"OCCTENS1":
+        return None, b
+    n = struct.unpack("<Q", b[8:16])[0]
+    h = json.loads(b[16:16 + n])
+    start = (16 + n + 63) // 64 * 64
+    return h, {t["name"]: b[start + t["offset"]:start + t["offset"] + t["bytes"]] for t in h["tensors"]}
+(ha, ta), (hb, tb) = load(sys.argv[1]), load(sys.argv[2])
+if ha is None:
+    print(f"     {sys.argv[1].split('/')[-1]}: not a tensor file")
+    sys.exit()
+names = [k for k in ta if ta[k] != tb.get(k)]
+meta = [k for k in set(ha["meta"]) | set(hb["meta"]) if ha["meta"].get(k) != hb["meta"].get(k)]
+print(f"     {'/'.join(sys.argv[1].split('/')[-2:])}: tensors differing {names[:8]}, metadata differing {meta}")
+EOF
+      done
+    fi
+  fi
+fi
+
+# ---- 2. across compression settings -----------------------------------------------------
+# An uncompressed checkpoint into the compressed run.
+if train plain --save "$WORK/plain" --save-interval $N; then
+  interrupted plain plain_to_comp
+  if train plain_to_comp "${COMP[@]}" --load "$WORK/plain_to_comp"; then
+    grep -q "^notice:.*compressor state" "$WORK/plain_to_comp.log" \
+      && pass "uncompressed checkpoint into a compressed run: $(grep "notice:" "$WORK/plain_to_comp.log" | head -1)" \
+      || failed "uncompressed checkpoint into a compressed run printed no notice"
+  fi
+fi
+# The compressed checkpoint (of the straight run) into an uncompressed run.
+if [[ -d "$WORK/straight/$ITER_N" ]]; then
+  interrupted straight comp_to_plain
+  if train comp_to_plain --load "$WORK/comp_to_plain"; then
+    grep -q "^notice:.*compressor state" "$WORK/comp_to_plain.log" \
+      && pass "compressed checkpoint into an uncompressed run: $(grep "notice:" "$WORK/comp_to_plain.log" | head -1)" \
+      || failed "compressed checkpoint into an uncompressed run printed no notice"
+  fi
+fi
+# The compressed checkpoint into the compressed run at other ranks (CB 8, DP 8): the saved
+# Q's have other shapes. Either it starts the compressor state fresh with a notice and
+# trains, or it stops with an error that names the rank (not a misleading one).
+if [[ -d "$WORK/straight/$ITER_N" ]]; then
+  interrupted straight rank_change
+  RANK8=(--inter-grad-comp --inter-grad-comp-rank 8 --use-error-feedback --inter-grad-comp-epilogue-only
+         --emb-comm-opt --grad-comp --grad-comp-rank 8 --selective-grad-comp-way 1)
+  if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${MODEL[@]}" "${RANK8[@]}" --load "$WORK/rank_change" \
+      --metrics "$WORK/rank_change.jsonl" > "$WORK/rank_change.log" 2>&1; then
+    grep -q "^notice:.*compressor state" "$WORK/rank_change.log" \
+      && pass "checkpoint of other compression ranks: $(grep "notice:" "$WORK/rank_change.log" | head -1)" \
+      || failed "checkpoint of other compression ranks loaded without a notice"
+  elif grep -Eiq "^error:.*(comp-rank|compress.*rank|powersgd.*rank)" "$WORK/rank_change.log"; then
+    pass "checkpoint of other compression ranks: $(grep "^error:" "$WORK/rank_change.log" | head -1)"
+  else
+    failed "checkpoint of other compression ranks (CB/DP rank 4 -> 8) stops with a misleading error: \
+$(grep "error:" "$WORK/rank_change.log" | head -1)"
+  fi
+fi
+# The same with CB + LEP alone (the paper's main technique): its state lives on stage 1
+# only, so a notice decided by the logging rank (stage 0) alone would be missing.
+CB_ONLY=(--inter-grad-comp --inter-grad-comp-rank 4 --use-error-feedback)
+if [[ -d "$WORK/plain/$ITER_N" ]]; then
+  interrupted plain plain_to_cb
+  if train plain_to_cb "${CB_ONLY[@]}" --load "$WORK/plain_to_cb"; then
+    grep -q "^notice:.*compressor state" "$WORK/plain_to_cb.log" \
+      && pass "uncompressed checkpoint into a CB+LEP run: $(grep "notice:" "$WORK/plain_to_cb.log" | head -1)" \
+      || failed "uncompressed checkpoint into a CB+LEP run printed no notice (stage 1's LEP state starts fresh silently)"
+  fi
+fi
+if train cb_only "${CB_ONLY[@]}" --save "$WORK/cb_only" --save-interval $N; then
+  interrupted cb_only cb_to_plain
+  if train cb_to_plain --load "$WORK/cb_to_plain"; then
+    grep -q "^notice:.*compressor state" "$WORK/cb_to_plain.log" \
+      && pass "CB+LEP checkpoint into an uncompressed run: $(grep "notice:" "$WORK/cb_to_plain.log" | head -1)" \
+      || failed "CB+LEP checkpoint into an uncompressed run printed no notice (stage 1's LEP state ignored silently)"
+  fi
+fi
+for name in plain_to_comp comp_to_plain plain_to_cb cb_to_plain; do
+  [[ -f "$WORK/$name.jsonl" ]] || continue
+  if "$PY" - "$WORK/$name.jsonl" $N <<'EOF'
+import json, math, sys
+rows, n = [json.loads(l) for l in open(sys.argv[1])], int(sys.argv[2])
+ok = [r["iter"] for r in rows] == list(range(n + 1, 2 * n + 1)) and all(math.isfinite(r["loss"]) for r in rows)
+print("    ", [(r["iter"], round(r["loss"], 4)) for r in rows])
+sys.exit(0 if ok else 1)
+EOF
+  then
+    pass "$name: trained iterations $((N + 1))..$((2 * N)) to finite losses"
+  else
+    failed "$name: did not train iterations $((N + 1))..$((2 * N))"
+  fi
+done
+finish
