@@ -125,12 +125,17 @@ for (preset, th) in sorted(runs):
         "sgemm": peak_run["sgemm"], "sgemm_peak_gflops": peak,
         "sgemm_peak_gflops_per_round": [r["sgemm_peak_gflops"] for r in e["ours"]],
         "sgemm_peak_1thread_gflops": max(r["sgemm_peak_1thread_gflops"] for r in e["ours"]),
+        "sgemm_peak_1thread_cpu_gflops": max(r["sgemm_peak_1thread_cpu_gflops"] for r in e["ours"]),
         "percent_of_peak_best": 100 * gf_best / peak, "percent_of_peak_median": 100 * gf_med / peak,
+        "ours_cpu_gflops_best": o["flops_per_step"] / (o["best_cpu_ms"] * 1e-3) * 1e-9,
         "flop_formula": e["ours"][0]["flop_formula"],
+        "percent_of_peak_cpu_1thread": None,
         "load_average_range": [min(x for r in e["ours"] for x in r["load_average"]),
                                max(x for r in e["ours"] for x in r["load_average"])],
         "raw": {"ours": e["ours"], "torch": e["torch"]},
     }
+    if th == 1:
+        row["percent_of_peak_cpu_1thread"] = 100 * row["ours_cpu_gflops_best"] / row["sgemm_peak_1thread_cpu_gflops"]
     rows.append(row)
 
 def f(x, d=1):
@@ -159,17 +164,20 @@ for r in rows:
 lines.append("")
 lines.append("Phase split (mean ms per step over the timed steps):\n")
 lines.append("| preset | threads | ours fwd / bwd / clip+AdamW | torch fwd / bwd / clip+AdamW | torch GFLOP/s (best) "
-             "| CPU ms/step, ours / torch (best) | speedup by CPU time | repeats (ours, torch) |")
-lines.append("|---|---|---|---|---|---|---|---|")
+             "| CPU ms/step, ours / torch (best) | speedup by CPU time | % of peak by CPU time | repeats (ours, torch) |")
+lines.append("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     po, pt = r["ours"]["phase_ms"], r["torch"]["phase_ms"]
     lines.append(f"| {r['preset']} | {r['threads']} | {f(po['forward'])} / {f(po['backward'])} / {f(po['clip_adamw'])} "
                  f"| {f(pt['forward'])} / {f(pt['backward'])} / {f(pt['clip_adamw'])} | {f(r['torch_gflops_best'])} "
                  f"| {f(r['ours']['best_cpu_ms'])} / {f(r['torch']['best_cpu_ms'])} "
                  f"| {f(r['torch']['best_cpu_ms'] / r['ours']['best_cpu_ms'], 2)}x "
+                 f"| {f(r['percent_of_peak_cpu_1thread']) + '%' if r['percent_of_peak_cpu_1thread'] else '-'} "
                  f"| {len(r['ours']['repeat_ms'])}, {len(r['torch']['repeat_ms'])} |")
 lines.append("\nCPU ms = process CPU time (all threads) per step: with 1 thread it is the step's own work and "
-             "barely moved by other jobs on the machine; with 2 it also counts OpenMP/OpenBLAS spin-waiting.\n")
+             "barely moved by other jobs on the machine; with 2 it also counts OpenMP/OpenBLAS spin-waiting. "
+             "% of peak by CPU time (1 thread only): FLOP / best CPU time, over the sgemm peak also timed in CPU "
+             "time.\n")
 for r in rows:
     m = r["model"]
     g = ", ".join(f"{s['M']}x{s['N']}x{s['K']}@{s['threads']}t {s['gflops']:.1f}" for s in r["sgemm"])

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
     if (std::string(argv[1]) != s.name) continue;
     try {
       return s.run(argc - 1, argv + 1);
+    } catch (const occ::UsageError& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 2;
     } catch (const occ::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;

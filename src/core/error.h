@@ -12,6 +12,11 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A malformed command line (unknown flag, missing value): exit code 2.
+struct UsageError : Error {
+  using Error::Error;
+};
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));

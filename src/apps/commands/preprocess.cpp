@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/commands/cli_util.h"
+#include "apps/commands/train_flags.h"
 #include "apps/commands/commands.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -170,7 +170,7 @@ class DocumentReader {
 }  // namespace
 
 int preprocess(int argc, char** argv) {
-  CLI::App app{"Tokenize a text corpus into a Megatron .bin/.idx dataset.", "optimus-cc preprocess"};
+  CLI::App app{"Tokenize a text corpus into a Megatron .bin/.idx dataset.", "preprocess"};
   std::string input, prefix, model_path;
   int vocab_size = 0;
   bool append_eod = true;
@@ -184,7 +184,7 @@ int preprocess(int argc, char** argv) {
   auto* vocab_opt = app.add_option("--vocab-size", vocab_size, "train a BPE tokenizer of this size on the input");
   app.add_flag("--append-eod,!--no-append-eod", append_eod,
                "append the end-of-document token to every document (default on)");
-  if (auto rc = cli::parse_or_exit(app, argc, argv)) return *rc;
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   OCC_CHECK((model_opt->count() > 0) != (vocab_opt->count() > 0),
             "pass exactly one of --tokenizer-model FILE (use a tokenizer) or --vocab-size N (train one)");

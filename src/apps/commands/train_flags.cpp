@@ -141,7 +141,10 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     std::printf("%s", app.help().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
-    fail("{} (run 'optimus-cc {} --help' for the flags)", e.what(), app.get_name());
+    std::string message = e.what();
+    for (char& c : message)
+      if (c == '\n' || c == '\r') c = ' ';
+    throw UsageError(fmt::format("{}; run 'optimus-cc {} --help' for the options", message, app.get_name()));
   }
   return -1;
 }

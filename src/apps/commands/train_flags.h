@@ -13,7 +13,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o);  // model + optimizer + da
 
 // Parses argv (after expanding --config FILE.json in place, so that later flags
 // override it). Returns -1 to go on, or the exit code (0 after --help).
-// Parse errors are thrown as one-line occ::Error.
+// Parse errors are thrown as a one-line occ::UsageError (exit code 2).
 int parse_command_line(CLI::App& app, int argc, char** argv);
 
 }  // namespace occ::cmd
