@@ -21,7 +21,8 @@ class MatrixCompressor {
   // Rebuilds the approximation of the encoded matrix into out[rows x cols].
   virtual void decode(const float* wire, float* out) const = 0;
   virtual void save_state(TensorFileWriter& w, const std::string& prefix) const = 0;
-  // Returns false when the file holds no state under prefix (the state stays fresh).
+  // Loads what the file holds under prefix that fits this compressor; returns
+  // false unless that was all of its state (the missing parts stay fresh).
   virtual bool load_state(const TensorFileReader& r, const std::string& prefix) = 0;
 };
 

@@ -83,19 +83,20 @@ void DataParallelPowerSgd::save_state(TensorFileWriter& w) const {
 }
 
 bool DataParallelPowerSgd::load_state(const TensorFileReader& r) {
-  bool any = false;
+  bool complete = true;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string name = "dp/" + tensors_[i].name;
-    if (r.has(name + "/q")) {
+    if (r.has(name + "/q") && r.shape(name + "/q") == std::vector<int64_t>{slots_[i].m, slots_[i].k})
       r.read(name + "/q", q_[i].data(), int64_t(q_[i].size()));
-      any = true;
-    }
-    if (cfg_.error_feedback && r.has(name + "/error")) {
+    else
+      complete = false;
+    if (!cfg_.error_feedback) continue;
+    if (r.has(name + "/error") && r.numel(name + "/error") == int64_t(error_[i].size()))
       r.read(name + "/error", error_[i].data(), int64_t(error_[i].size()));
-      any = true;
-    }
+    else
+      complete = false;
   }
-  return any;
+  return complete;
 }
 
 }  // namespace occ

@@ -69,7 +69,8 @@ void PowerSgdCompressor::save_state(TensorFileWriter& w, const std::string& pref
 }
 
 bool PowerSgdCompressor::load_state(const TensorFileReader& r, const std::string& prefix) {
-  if (!r.has(prefix + "q")) return false;
+  // A warm start of another shape (the rank changed) is not usable: start fresh.
+  if (!r.has(prefix + "q") || r.shape(prefix + "q") != std::vector<int64_t>{m_, k_}) return false;
   r.read(prefix + "q", q_.data(), m_ * k_);
   return true;
 }
@@ -95,12 +96,12 @@ void ErrorFeedback::save_state(TensorFileWriter& w, const std::string& prefix) c
 }
 
 bool ErrorFeedback::load_state(const TensorFileReader& r, const std::string& prefix) {
-  bool any = inner_->load_state(r, prefix);
-  if (r.has(prefix + "error")) {
+  bool complete = inner_->load_state(r, prefix);
+  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size()))
     r.read(prefix + "error", error_.data(), int64_t(error_.size()));
-    any = true;
-  }
-  return any;
+  else
+    complete = false;
+  return complete;
 }
 
 }  // namespace occ

@@ -442,27 +442,38 @@ void Trainer::save_compression_state(const std::string& staging) {
   w.write(compression_state_file(staging, layout_));
 }
 
+// Local (runs inside the command line's error agreement); the notice is
+// printed by announce_compression_state() once every rank has loaded.
 void Trainer::load_compression_state() {
   CheckpointStore store(opt_.load);
   const std::string path = compression_state_file(store.iteration_dir(*store.latest()), layout_);
   const bool saved = std::filesystem::exists(path);
   const bool wanted = cb_send_ || dp_comp_;
-  if (!saved) {
-    if (wanted && is_logger())
-      std::printf("notice: checkpoint has no compressor state; LEP errors, DP error feedback and warm starts start "
-                  "fresh\n");
-    return;
-  }
-  if (!wanted) {
-    if (is_logger()) std::printf("notice: checkpoint holds compressor state that this uncompressed run ignores\n");
-    return;
-  }
+  compression_notice_ = 0;
+  if (saved && !wanted) compression_notice_ = 1;
+  if (!saved && wanted) compression_notice_ = 2;
+  if (!saved || !wanted) return;
   TensorFileReader r = TensorFileReader::open(path);
-  bool any = false;
-  if (cb_send_) any |= cb_send_->load_state(r);
-  if (dp_comp_) any |= dp_comp_->load_state(r);
-  if (!any && is_logger()) std::printf("notice: checkpoint's compressor state does not match this run's compression; "
-                                       "starting it fresh\n");
+  bool complete = true;
+  if (cb_send_) complete &= cb_send_->load_state(r);
+  if (dp_comp_) complete &= dp_comp_->load_state(r);
+  if (!complete) compression_notice_ = 3;
+}
+
+void Trainer::announce_compression_state() {
+  if (opt_.load.empty()) return;
+  // Which situations occurred on any rank (bit per notice).
+  double flags[3] = {compression_notice_ == 1 ? 1.0 : 0.0, compression_notice_ == 2 ? 1.0 : 0.0,
+                     compression_notice_ == 3 ? 1.0 : 0.0};
+  topo_->world->allreduce_sum(flags, 3, Traffic::Other);
+  if (!is_logger()) return;
+  if (flags[0] > 0) std::printf("notice: checkpoint holds compressor state that this uncompressed run ignores\n");
+  if (flags[1] > 0)
+    std::printf("notice: checkpoint has no compressor state; LEP errors, DP error feedback and warm starts start "
+                "fresh\n");
+  if (flags[2] > 0)
+    std::printf("notice: part of the checkpoint's compressor state does not fit this run's compression (other "
+                "technique or rank); that part starts fresh\n");
 }
 
 void Trainer::write_trace() { write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path); }

@@ -41,6 +41,7 @@ class Trainer {
   ~Trainer();
   void connect(double comm_timeout_s);                             // collective over MPI_COMM_WORLD
   void load();                                                     // --load, if given (local)
+  void announce_compression_state();                               // collective: notices about --load
   // Trains from the current iteration (0, or the loaded checkpoint's) to train_iters.
   void run();
   double evaluate();  // mean validation loss per token (collective)
@@ -74,7 +75,8 @@ class Trainer {
   std::unique_ptr<PipelineExchange> exchange_;
   std::unique_ptr<CompressedBackprop> cb_send_, cb_recv_;  // this stage's backward link out / in
   std::unique_ptr<DataParallelPowerSgd> dp_comp_;
-  std::vector<float> lep_prev_input_;  // --check-lep: the previous micro-batch's input slice
+  std::vector<float> lep_prev_input_;
+  int compression_notice_ = 0;  // set by load_compression_state()  // --check-lep: the previous micro-batch's input slice
   std::vector<StageActivations> acts_;                       // one per in-flight micro-batch
   std::vector<std::vector<int32_t>> inputs_, labels_;         // per slot
   std::vector<std::vector<float>> fwd_send_, bwd_send_;       // per micro-batch (in flight until wait_sends)

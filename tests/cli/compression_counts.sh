@@ -245,6 +245,7 @@ EOF
 
 # smaller NAME REF: every stage > 0 of NAME sends fewer pp_bwd bytes than in REF (rank 4 < n m / (n + m)).
 smaller() {
+  local out
   if out=$("$PY" - "$WORK/$1.jsonl" "$WORK/$2.jsonl" <<'EOF'
 import json, sys
 got, ref = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])

@@ -143,7 +143,7 @@ if [[ -d "$WORK/straight/$ITER_N" ]]; then
     grep -q "^notice:.*compressor state" "$WORK/rank_change.log" \
       && pass "checkpoint of other compression ranks: $(grep "notice:" "$WORK/rank_change.log" | head -1)" \
       || failed "checkpoint of other compression ranks loaded without a notice"
-  elif grep -Eiq "^error:.*(comp-rank|compress.*rank|powersgd.*rank)" "$WORK/rank_change.log"; then
+  elif grep -Eiq "^error:.*(grad-comp-rank|compression rank|powersgd rank)" "$WORK/rank_change.log"; then
     pass "checkpoint of other compression ranks: $(grep "^error:" "$WORK/rank_change.log" | head -1)"
   else
     failed "checkpoint of other compression ranks (CB/DP rank 4 -> 8) stops with a misleading error: \

@@ -66,6 +66,7 @@ int train(int argc, char** argv) {
     agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
     trainer->connect(opt.comm_timeout_s);
     agree(mpi, [&] { trainer->load(); });
+    trainer->announce_compression_state();
   } catch (const ReportedFailure&) {
     return 1;
   }
