@@ -1,6 +1,8 @@
 #include "train/checkpoint_store.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <filesystem>
@@ -16,16 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed with everything in it afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/occ_ckpt_store_XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl), nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = occ::test::TempDir;
 
 template <class F>
 std::string error_of(F&& f) {
@@ -66,7 +59,7 @@ void save(const CheckpointStore& store, int64_t iteration, float value) {
 
 TEST(CheckpointStore, LayoutAndMarker) {
   TempDir dir;
-  const std::string root = dir.path + "/ckpt";  // created on the first begin()
+  const std::string root = dir.str() + "/ckpt";  // created on the first begin()
   CheckpointStore store(root);
   EXPECT_EQ(store.latest(), std::nullopt);
   EXPECT_TRUE(store.iterations().empty());
@@ -89,7 +82,7 @@ TEST(CheckpointStore, LayoutAndMarker) {
 
 TEST(CheckpointStore, MarkerMovesOnlyAtCommit) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   save(store, 100, 1.0f);
   const std::string staging = store.begin(200);
   write_shards(staging, 2.0f);
@@ -102,15 +95,15 @@ TEST(CheckpointStore, MarkerMovesOnlyAtCommit) {
 
 TEST(CheckpointStore, UncommittedStagingIsIgnoredAfterACrash) {
   TempDir dir;
-  save(CheckpointStore(dir.path), 100, 1.0f);
-  write_shards(CheckpointStore(dir.path).begin(200), 2.0f);  // "crash" before commit
+  save(CheckpointStore(dir.str()), 100, 1.0f);
+  write_shards(CheckpointStore(dir.str()).begin(200), 2.0f);  // "crash" before commit
 
-  const CheckpointStore restarted(dir.path);
+  const CheckpointStore restarted(dir.str());
   EXPECT_EQ(restarted.latest(), 100);
   EXPECT_EQ(read_value(restarted.iteration_dir(100)), 1.0f);
   EXPECT_EQ(restarted.iterations(), std::vector<int64_t>{100});
   const std::string msg = error_of([&] { restarted.iteration_dir(200); });
-  EXPECT_NE(msg.find("checkpoint " + dir.path + "/iter_0000200 does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checkpoint " + dir.str() + "/iter_0000200 does not exist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("saved: 100"), std::string::npos) << msg;
 
   // The next save of that iteration starts from an empty staging dir.
@@ -123,14 +116,14 @@ TEST(CheckpointStore, UncommittedStagingIsIgnoredAfterACrash) {
 
 TEST(CheckpointStore, ResavingTheSameIterationReplacesIt) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   save(store, 100, 1.0f);
-  fs::create_directories(dir.path + "/iter_0000100/mp_rank_07_007");  // only in the old save
+  fs::create_directories(dir.str() + "/iter_0000100/mp_rank_07_007");  // only in the old save
   save(store, 100, 5.0f);
   EXPECT_EQ(store.latest(), 100);
   EXPECT_EQ(read_value(store.iteration_dir(100)), 5.0f);
-  EXPECT_FALSE(fs::exists(dir.path + "/iter_0000100/mp_rank_07_007"));
-  for (const auto& e : fs::directory_iterator(dir.path)) {
+  EXPECT_FALSE(fs::exists(dir.str() + "/iter_0000100/mp_rank_07_007"));
+  for (const auto& e : fs::directory_iterator(dir.str())) {
     const std::string name = e.path().filename().string();
     EXPECT_TRUE(name == "iter_0000100" || name == "latest_checkpointed_iteration.txt") << name;
   }
@@ -138,34 +131,34 @@ TEST(CheckpointStore, ResavingTheSameIterationReplacesIt) {
 
 TEST(CheckpointStore, CrashMidResaveStillFindsTheOldCopy) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   save(store, 100, 1.0f);
   // The state a rename-aside re-save leaves if it dies between its renames.
-  fs::rename(dir.path + "/iter_0000100", dir.path + "/iter_0000100.old");
+  fs::rename(dir.str() + "/iter_0000100", dir.str() + "/iter_0000100.old");
   EXPECT_EQ(read_value(store.iteration_dir(100)), 1.0f);
   save(store, 100, 2.0f);
-  EXPECT_EQ(store.iteration_dir(100), dir.path + "/iter_0000100");
+  EXPECT_EQ(store.iteration_dir(100), dir.str() + "/iter_0000100");
   EXPECT_EQ(read_value(store.iteration_dir(100)), 2.0f);
-  EXPECT_FALSE(fs::exists(dir.path + "/iter_0000100.old"));
+  EXPECT_FALSE(fs::exists(dir.str() + "/iter_0000100.old"));
 }
 
 TEST(CheckpointStore, GarbageMarkerIsAClearError) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   save(store, 100, 1.0f);
   for (const std::string bad : {"", "abc", "-5", "100x", "1e3"}) {
-    std::ofstream(dir.path + "/latest_checkpointed_iteration.txt") << bad;
+    std::ofstream(dir.str() + "/latest_checkpointed_iteration.txt") << bad;
     const std::string msg = error_of([&] { store.latest(); });
     EXPECT_NE(msg.find("latest_checkpointed_iteration.txt holds '" + bad + "', not an iteration number"),
               std::string::npos) << msg;
   }
-  std::ofstream(dir.path + "/latest_checkpointed_iteration.txt") << "  100 \n";
+  std::ofstream(dir.str() + "/latest_checkpointed_iteration.txt") << "  100 \n";
   EXPECT_EQ(store.latest(), 100);
 }
 
 TEST(CheckpointStore, KeepLastNeverDeletesTheLatest) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   for (int64_t it : {100, 200, 300, 400, 500}) save(store, it, static_cast<float>(it));
   store.keep_last(2);
   EXPECT_EQ(store.iterations(), (std::vector<int64_t>{400, 500}));
@@ -179,16 +172,16 @@ TEST(CheckpointStore, KeepLastNeverDeletesTheLatest) {
   store.keep_last(5);  // fewer than 5 saved: nothing to do
   EXPECT_EQ(store.iterations().size(), 2u);
   EXPECT_NE(error_of([&] { store.keep_last(0); }).find("positive"), std::string::npos);
-  for (const auto& e : fs::directory_iterator(dir.path))
+  for (const auto& e : fs::directory_iterator(dir.str()))
     EXPECT_EQ(e.path().filename().string().find(".del"), std::string::npos);
 }
 
 TEST(CheckpointStore, MisuseIsAClearError) {
   TempDir dir;
-  CheckpointStore store(dir.path);
+  CheckpointStore store(dir.str());
   EXPECT_NE(error_of([&] { store.commit(100); }).find("call begin(100) before commit"), std::string::npos);
   EXPECT_NE(error_of([&] { store.begin(-1); }).find("non-negative"), std::string::npos);
-  EXPECT_NE(error_of([&] { make_shard_dir(dir.path + "/nope", 0, 0); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { make_shard_dir(dir.str() + "/nope", 0, 0); }).find("does not exist"), std::string::npos);
   EXPECT_NE(error_of([] { CheckpointStore(""); }).find("empty"), std::string::npos);
 }
 

@@ -2,6 +2,8 @@
 // epochs, and seed determinism.
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -19,14 +21,7 @@ using occ::SplitRange;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "occ-gpt-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = occ::test::TempDir;
 
 // Document d holds tokens d*1000 + j, j < len(d): every token names its
 // document and position, so a sample shows exactly where it was cut from.

@@ -2,6 +2,8 @@
 // error for each kind of malformed file.
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -17,15 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "occ-idx-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string prefix(const std::string& name = "ds") const { return (path / name).string(); }
-};
+using TempDir = occ::test::TempDir;
 
 std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

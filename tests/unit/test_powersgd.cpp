@@ -18,6 +18,8 @@
 #include "compress/powersgd.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <algorithm>
@@ -37,16 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/occ_powersgd_XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl), nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using TempDir = occ::test::TempDir;
 
 std::vector<float> gaussian(size_t count, uint32_t seed, float scale = 1.0f) {
   std::mt19937 gen(seed);

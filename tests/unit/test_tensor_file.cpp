@@ -1,6 +1,8 @@
 #include "core/tensor_file.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <cmath>
@@ -18,17 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed with everything in it afterwards.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/occ_tensor_file_XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl), nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
+using TempDir = occ::test::TempDir;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -199,7 +191,7 @@ TEST(TensorFile, BadMagicAndMissingFile) {
   spit(path, "PK");  // shorter than the magic and not a prefix of it
   EXPECT_NE(error_of([&] { TensorFileReader::open(path); }).find("bad magic"), std::string::npos);
   EXPECT_NE(error_of([&] { TensorFileReader::open(dir.file("absent")); }).find("does not exist"), std::string::npos);
-  EXPECT_NE(error_of([&] { TensorFileReader::open(dir.path); }).find("is not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([&] { TensorFileReader::open(dir.str()); }).find("is not a regular file"), std::string::npos);
 }
 
 TEST(TensorFile, WrongShapeDtypeOrNameIsAClearError) {

@@ -1,6 +1,8 @@
 // SentencePiece tokenizer (train, load, exact round trip) and the preprocess
 // command end to end (plain text, .jsonl.zst, error reporting).
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <zstd.h>
 
 #include <cstdint>
@@ -19,15 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "occ-tok-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using TempDir = occ::test::TempDir;
 
 // Paragraphs of pseudo-words (a fixed LCG keeps the text identical across runs).
 std::vector<std::string> make_documents(int count) {
