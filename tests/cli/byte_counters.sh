@@ -33,6 +33,7 @@
 # Layouts: T2P2D2 (every class), P2D3 with small DP buckets (uneven ring chunks across 3
 # ranks, many buckets), T4 with 30-token micro-batches (uneven cross-entropy chunks).
 source "$(dirname "$0")/fixture/lib.sh"
+export OCC_FIXTURE="$SRC/tests/cli/fixture"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=/usr/bin/python3
 ITERS=2
@@ -56,6 +57,10 @@ check() {
   if out=$("$PY" - "$WORK/$name.jsonl" "${params[@]}" <<'EOF'
 import json, sys
 
+import os
+sys.path.insert(0, os.environ["OCC_FIXTURE"])
+from traffic_model import make_buckets, numel, rank_tensors, ring  # noqa: E402
+
 jsonl, params = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
 L, C, H, V, maxpos, s, b, gb, T, P, D, bucket, iters = (int(params[k]) for k in
     ("L", "C", "H", "V", "maxpos", "s", "b", "gb", "T", "P", "D", "bucket", "iters"))
@@ -63,36 +68,13 @@ W, Ls, M, N = T * P * D, L // P, gb // (b * D), b * s
 NC, F = N * C, 4 * C
 
 
-def ring(n, S, r):
-    if S == 1 or n == 0:
-        return 0
-    ln = lambda c: n * (c + 1) // S - n * c // S  # noqa: E731
-    return 2 * n - ln((r + 1) % S) - ln((r + 2) % S)
-
-
 def param_sizes(pp):
-    """Element counts of one rank's tensors in ParamLayout order (model/params.cpp)."""
-    sizes = []
-    if pp == 0:
-        sizes += [V // T * C, maxpos * C]
-    for _ in range(Ls):
-        sizes += [C, C, 3 * C // T * C, 3 * C // T, C * (C // T), C, C, C, F // T * C, F // T, C * (F // T), C]
-    if pp == P - 1:
-        sizes += [C, C] + ([V // T * C] if P > 1 else [])
-    return sizes
+    return [numel(shape) for shape, _ in rank_tensors(L, C, V, maxpos, T, P, pp)]
 
 
 def buckets(sizes):
     """make_buckets (parallel/grad_sync.h) with every tensor included: sizes of the buckets."""
-    out, cur = [], 0
-    for n in reversed(sizes):
-        if cur >= bucket:
-            out.append(cur)
-            cur = 0
-        cur += n
-    if cur:
-        out.append(cur)
-    return out
+    return [e for e, _ in make_buckets([([n], False) for n in sizes], bucket, lambda t: 0)]
 
 
 def expected(tp, pp, dp, rank):

@@ -47,6 +47,7 @@
 # across matrices; warm-up: iteration 1 uncompressed), P2D2 with FE, and P2D2 with all
 # techniques (SC K = 1, small DP buckets).
 source "$(dirname "$0")/fixture/lib.sh"
+export OCC_FIXTURE="$SRC/tests/cli/fixture"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=/usr/bin/python3
 ITERS=2
@@ -74,6 +75,10 @@ check() {
   if out=$("$PY" - "$WORK/$name.jsonl" L=4 C=64 V=$V maxpos=32 s=32 b=2 iters=$ITERS "${params[@]}" <<'EOF'
 import json, sys
 
+import os
+sys.path.insert(0, os.environ["OCC_FIXTURE"])
+from traffic_model import make_buckets, numel, rank_tensors, ring  # noqa: E402
+
 jsonl, p = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
 L, C, V, maxpos, s, b, gb, T, P, D, bucket, iters = (int(p[k]) for k in
     ("L", "C", "V", "maxpos", "s", "b", "gb", "T", "P", "D", "bucket", "iters"))
@@ -83,32 +88,8 @@ n, m = N // T, C
 k = min(r_cb, n, m)
 
 
-def ring(cnt, S, r):
-    if S == 1 or cnt == 0:
-        return 0
-    ln = lambda c: cnt * (c + 1) // S - cnt * c // S  # noqa: E731
-    return 2 * cnt - ln((r + 1) % S) - ln((r + 2) % S)
-
-
 def tensors(pp):
-    """(shape, word_embedding) of one rank's tensors in ParamLayout order (model/params.cpp)."""
-    out = []
-    if pp == 0:
-        out += [([V // T, C], True), ([maxpos, C], False)]
-    for _ in range(Ls):
-        out += [([C], False), ([C], False), ([3 * C // T, C], False), ([3 * C // T], False),
-                ([C, C // T], False), ([C], False), ([C], False), ([C], False), ([F // T, C], False),
-                ([F // T], False), ([C, F // T], False), ([C], False)]
-    if pp == P - 1:
-        out += [([C], False), ([C], False)] + ([([V // T, C], True)] if P > 1 else [])
-    return out
-
-
-def numel(shape):
-    e = 1
-    for x in shape:
-        e *= x
-    return e
+    return rank_tensors(L, C, V, maxpos, T, P, pp)
 
 
 def stage_compresses_dp(pp):
@@ -122,23 +103,9 @@ def group(pp, t):
     return 1 if stage_compresses_dp(pp) and len(shape) >= 2 else 0
 
 
-def make_buckets(pp):
+def buckets_of(pp):
     """parallel/grad_sync.h make_buckets: [(elements, group)]."""
-    out, cur = [], None
-    for t in reversed(tensors(pp)):
-        g = group(pp, t)
-        if cur is not None and not (g == cur[1] and cur[0] < bucket):
-            out.append(tuple(cur))
-            cur = None
-        if g < 0:
-            continue
-        if cur is None:
-            cur = [numel(t[0]), g]
-        else:
-            cur[0] += numel(t[0])
-    if cur is not None:
-        out.append(tuple(cur))
-    return out
+    return make_buckets(tensors(pp), bucket, lambda t: group(pp, t))
 
 
 def compressed_sends(pp):
@@ -162,7 +129,7 @@ def expected(it, tp, pp, dp, rank):
         tpe = 4 * M * (fwd + bwd)
     e["tp"] = tpe
     dp_on = stage_compresses_dp(pp) and (it - 1) >= warmup * iters
-    bk = make_buckets(pp)
+    bk = buckets_of(pp)
     if dp_on:
         mats = [t[0] for t in tensors(pp) if group(pp, t) == 1]
         ks = [min(r_dp, sh[0], numel(sh) // sh[0]) for sh in mats]
