@@ -8,7 +8,8 @@
 #
 # usage: scripts/bench-core.sh [--quick] [--rounds R] [--presets "a b"] [--threads "1 2"]
 #                              [--bin PATH] [--out PREFIX] [--coretype NAME|auto]
-#   --quick    about 2 minutes (fewer rounds and steps); default about 5-8 minutes
+#   --quick    about 2 minutes on an idle machine (fewer rounds and steps; noisier);
+#              default about 5 minutes idle, 8 on a busy one
 #   --out      writes PREFIX.md (the table) and PREFIX.json (every number of every run);
 #              default bench-results/core (not tracked by git)
 #   --bin      the optimus-cc binary (default build/optimus-cc, built if missing;

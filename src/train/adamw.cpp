@@ -39,7 +39,7 @@ double local_grad_sq_norm(const ParamLayout& layout, const float* grads) {
     if (!t.counts_in_norm) continue;
     double s = 0.0;
     const float* g = grads + t.offset;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for simd reduction(+ : s) schedule(static)
     for (int64_t i = 0; i < t.numel; ++i) s += double(g[i]) * double(g[i]);
     total += s;
   }
