@@ -5,7 +5,7 @@
 #   baseline | DP-only PowerSGD | CB without LEP | CB+LEP | CB+LEP+EC | +FE | +SC (full Optimus-CC)
 # Writes OUT/quality.json, OUT/quality.md (final validation loss, bytes per
 # iteration per class, ms per iteration) and OUT/quality.png (validation curves).
-#   bash scripts/experiment-quality.sh [--iters N] [--quick] [--out DIR]
+#   bash scripts/experiment-quality.sh [--iters N] [--quick] [--out DIR]   (CB_RANK=r: CB rank, default 32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=300 EVAL=25 OUT=bench-results/quality
@@ -28,13 +28,13 @@ MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 
   --train-iters "$ITERS" --lr 1e-3 --min-lr 1e-4 --lr-warmup-fraction 0.05 --weight-decay 0.1 --clip-grad 1.0
   --hidden-dropout 0.1 --attention-dropout 0.1 --eval-interval "$EVAL" --eval-iters 8 --log-interval 1000
   --pipeline-model-parallel-size 2 --seed 1234)
-CB=(--inter-grad-comp --inter-grad-comp-rank 8)
+CB=(--inter-grad-comp --inter-grad-comp-rank "${CB_RANK:-32}")
 DPC=(--grad-comp --grad-comp-rank 16 --grad-comp-warm-up 0.1)
 declare -A VARIANTS=(
   [1_baseline]=""
   [2_dp_powersgd]="${DPC[*]} --use-error-feedback"
   [3_cb]="${CB[*]}"
-  [4_cb_lep]="${CB[*]} --use-error-feedback"
+  [4_cb_lep]="${CB[*]} --use-error-feedback --check-lep"
   [5_cb_lep_ec]="${CB[*]} --use-error-feedback --inter-grad-comp-epilogue-only"
   [6_cb_lep_ec_fe]="${CB[*]} --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt"
   [7_optimus_cc]="${CB[*]} --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt ${DPC[*]} --selective-grad-comp-way 1"
