@@ -59,7 +59,7 @@ import json, sys
 
 import os
 sys.path.insert(0, os.environ["OCC_FIXTURE"])
-from traffic_model import make_buckets, numel, rank_tensors, ring  # noqa: E402
+from traffic_model import CLASSES, make_buckets, metric_rows, numel, rank_tensors, ring  # noqa: E402
 
 jsonl, params = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
 L, C, H, V, maxpos, s, b, gb, T, P, D, bucket, iters = (int(params[k]) for k in
@@ -94,17 +94,11 @@ def expected(tp, pp, dp, rank):
     return e
 
 
-rows = [json.loads(l) for l in open(jsonl)]
-bad = []
-if [r["iter"] for r in rows] != list(range(1, iters + 1)):
-    bad.append(f"iterations logged: {[r['iter'] for r in rows]}")
-classes = ("pp_fwd", "pp_bwd", "tp", "dp", "emb", "other")
+rows, bad = metric_rows(jsonl, iters, W)
+classes = CLASSES
 for row in rows:
     it = row["iter"]
-    ranks = row.get("ranks", [])
-    if sorted(r["rank"] for r in ranks) != list(range(W)):
-        bad.append(f"iter {it}: ranks {[r['rank'] for r in ranks]}, expected 0..{W - 1}")
-        continue
+    ranks = row["ranks"]
     total = dict.fromkeys(classes, 0)
     stage = {p: dict.fromkeys(classes, 0) for p in range(P)}
     for r in ranks:

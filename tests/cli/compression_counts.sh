@@ -77,7 +77,7 @@ import json, sys
 
 import os
 sys.path.insert(0, os.environ["OCC_FIXTURE"])
-from traffic_model import make_buckets, numel, rank_tensors, ring  # noqa: E402
+from traffic_model import CLASSES, make_buckets, metric_rows, numel, rank_tensors, ring  # noqa: E402
 
 jsonl, p = sys.argv[1], dict(a.split("=") for a in sys.argv[2:])
 L, C, V, maxpos, s, b, gb, T, P, D, bucket, iters = (int(p[k]) for k in
@@ -150,20 +150,14 @@ def expected(it, tp, pp, dp, rank):
     return e, c, saved, encodes, decodes
 
 
-rows = [json.loads(l) for l in open(jsonl)]
-bad = []
-if [r["iter"] for r in rows] != list(range(1, iters + 1)):
-    bad.append(f"iterations logged: {[r['iter'] for r in rows]}")
-classes = ("pp_fwd", "pp_bwd", "tp", "dp", "emb", "other")
+rows, bad = metric_rows(jsonl, iters, W)
+classes = CLASSES
 summary = []
 # bytes_saved is reported (by rank, when nonzero) once any rank saved something.
 has_saved = any("bytes_saved" in r for row in rows for r in row.get("ranks", []))
 for row in rows:
     it = row["iter"]
-    ranks = row.get("ranks", [])
-    if sorted(r["rank"] for r in ranks) != list(range(W)):
-        bad.append(f"iter {it}: ranks {[r['rank'] for r in ranks]}, expected 0..{W - 1}")
-        continue
+    ranks = row["ranks"]
     total = dict.fromkeys(classes, 0)
     for r in ranks:
         tp, pp, dp, rank = r["tp"], r["pp"], r["dp"], r["rank"]
