@@ -34,8 +34,6 @@
 # ranks, many buckets), T4 with 30-token micro-batches (uneven cross-entropy chunks).
 source "$(dirname "$0")/fixture/lib.sh"
 export OCC_FIXTURE="$SRC/tests/cli/fixture"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY=/usr/bin/python3
 ITERS=2
 BASE=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
       --num-attention-heads 4 --max-position-embeddings 32 --train-iters $ITERS --eval-iters 0 --seed 3)

@@ -48,8 +48,6 @@
 # techniques (SC K = 1, small DP buckets).
 source "$(dirname "$0")/fixture/lib.sh"
 export OCC_FIXTURE="$SRC/tests/cli/fixture"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY=/usr/bin/python3
 ITERS=2
 BASE=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
       --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2

@@ -23,8 +23,6 @@
 # become a sizable fraction of an lr step. A larger eps keeps the update proportional to the
 # gradient, so only a real loss of information moves the loss.
 source "$(dirname "$0")/fixture/lib.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY=/usr/bin/python3
 ITERS=3
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
        --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2

@@ -15,8 +15,6 @@
 #      compressed checkpoint into a run at other CB / DP ranks: a notice and training, or an
 #      error that names the rank.
 source "$(dirname "$0")/fixture/lib.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-PY=/usr/bin/python3
 N=3
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64
        --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2

@@ -12,7 +12,6 @@
 #  (d) bad input seen by several ranks at once mid-run (token ids beyond --vocab-size, met by
 #      every rank that reads data, i.e. first and last stage of every DP replica): the same.
 source "$(dirname "$0")/fixture/lib.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 2 --hidden-size 32
        --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
        --global-batch-size 4 --eval-iters 0 --log-interval 1)

@@ -20,7 +20,6 @@
 # all-reduce, unsynchronised embedding) move weights by a good part of an lr step, ~1e-2.
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-PY=/usr/bin/python3
 COMPARE="$SRC/tests/cli/fixture/safetensors_compare.py"
 ITERS=3
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 64

@@ -9,7 +9,6 @@
 # the ranks share one clock here, F<mb> on stage s starts only after F<mb> on stage s-1 has
 # ended (B<mb>: after stage s+1's).
 source "$(dirname "$0")/fixture/lib.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 P=4 M=6 ITERS=2
 if ! timeout 120 mpirun -np $P --oversubscribe "$BIN" train --data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" \
     --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 \
