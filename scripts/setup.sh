@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
   libsentencepiece-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev zstd
-  libgtest-dev python3-torch python3-numpy python3-matplotlib)
+  libgtest-dev python3-torch python3-numpy python3-matplotlib
+  iproute2 util-linux)  # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

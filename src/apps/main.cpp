@@ -22,6 +22,7 @@ const Subcommand kSubcommands[] = {
     {"export", occ::cmd::export_checkpoint, "merge a sharded checkpoint into one safetensors file (or HF GPT-2)"},
     {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},
     {"bench-compress", occ::cmd::bench_compress, "PowerSGD compression / decompression throughput (paper Fig. 14)"},
+    {"plan", occ::cmd::plan, "predict iteration time of a layout + compression plan; calibrate; choose the plan"},
     {"reference-dump", occ::cmd::reference_dump, "(tests) dump weights, logits and gradients for the PyTorch check"},
 };
 

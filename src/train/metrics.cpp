@@ -12,7 +12,7 @@ namespace occ {
 
 const std::vector<std::string> kReportedPhases = {"data",         "forward",       "backward",     "pp_wait",
                                                   "tp_allreduce", "tp_allgather",  "dp_allreduce", "dp_busy",
-                                                  "emb_allreduce", "optimizer",   "compress",     "decompress",
+                                                  "emb_allreduce", "norm_allreduce", "optimizer", "compress",  "decompress",
                                                   "iteration",    "cpu",
                                                   "peak_rss_mib"};
 

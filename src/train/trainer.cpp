@@ -233,10 +233,14 @@ IterationStats Trainer::train_step() {
   IterationStats s;
   s.iteration = iteration_ + 1;
   {
-    ScopedPhase t(timers, "optimizer");
+    // Its own phase: stages that finished early wait here for the slowest one.
+    ScopedPhase t(timers, "norm_allreduce");
     double sq = local_grad_sq_norm(pl, grads.data());
     topo_->model->allreduce_sum(&sq, 1, Traffic::Other);
     s.grad_norm = std::sqrt(sq);
+  }
+  {
+    ScopedPhase t(timers, "optimizer");
     clip_grads(grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     s.lr = opt_.lr_schedule().at(s.iteration);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);

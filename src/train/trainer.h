@@ -46,6 +46,7 @@ class Trainer {
   void run();
   double evaluate();  // mean validation loss per token (collective)
   bool is_logger() const { return world_rank_ == 0; }
+  const ParallelLayout& layout() const { return layout_; }
 
  private:
   void check_token_range() const;

@@ -10,6 +10,7 @@ int generate(int argc, char** argv);
 int bench(int argc, char** argv);
 int bench_compress(int argc, char** argv);
 int export_checkpoint(int argc, char** argv);  // `export`: merge shards into one safetensors file
+int plan(int argc, char** argv);  // performance planner: see plan/
 int reference_dump(int argc, char** argv);  // test support: see tests/reference
 
 }  // namespace occ::cmd

@@ -1,6 +1,9 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "apps/commands/commands.h"
 #include "apps/commands/train_flags.h"
@@ -48,6 +51,36 @@ void agree(const MpiRuntime& mpi, F&& step) {
   }
   throw ReportedFailure{};
 }
+// Which ranks run on which host (collective). Rank 0 prints it, and warns when a
+// TP group spans hosts: its per-layer all-reduces would then cross the slow links.
+void report_placement(const MpiRuntime& mpi, int tp_size) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(mpi.rank == 0 ? size_t(mpi.size) * MPI_MAX_PROCESSOR_NAME : 0);
+  MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (mpi.rank != 0) return;
+  std::vector<std::string> host(static_cast<size_t>(mpi.size));
+  for (int r = 0; r < mpi.size; ++r) host[size_t(r)] = std::string(&all[size_t(r) * MPI_MAX_PROCESSOR_NAME]);
+  std::map<std::string, std::vector<int>> ranks_of;
+  for (int r = 0; r < mpi.size; ++r) ranks_of[host[size_t(r)]].push_back(r);
+  std::string line = fmt::format("placement: {} host{}:", ranks_of.size(), ranks_of.size() == 1 ? "" : "s");
+  for (const auto& [h, ranks] : ranks_of) {
+    line += fmt::format(" {} [", h);
+    for (size_t i = 0; i < ranks.size(); ++i) line += fmt::format("{}{}", i ? "," : "", ranks[i]);
+    line += "]";
+  }
+  std::printf("%s\n", line.c_str());
+  for (int first = 0; first < mpi.size; first += tp_size)
+    for (int r = first + 1; r < first + tp_size; ++r)
+      if (host[size_t(r)] != host[size_t(first)]) {
+        std::printf("warning: TP group of ranks %d-%d spans hosts (%s, %s): its all-reduces cross the network; "
+                    "place %d consecutive ranks per host (e.g. mpirun --map-by slot with %d slots per host)\n",
+                    first, first + tp_size - 1, host[size_t(first)].c_str(), host[size_t(r)].c_str(), tp_size,
+                    tp_size);
+        return;
+      }
+}
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -65,6 +98,7 @@ int train(int argc, char** argv) {
     if (rc >= 0) return rc;
     agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
     trainer->connect(opt.comm_timeout_s);
+    if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
     agree(mpi, [&] { trainer->load(); });
     trainer->announce_compression_state();
   } catch (const ReportedFailure&) {

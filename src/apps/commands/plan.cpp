@@ -1,0 +1,230 @@
+// `optimus-cc plan`: predicts the iteration time of a model, layout, cluster
+// and compression plan by simulating the 1F1B schedule as a dependency graph
+// (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
+// with --auto chooses the compression plan (plan/auto_plan.h).
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/commands/commands.h"
+#include "apps/commands/train_flags.h"
+#include "data/tokenizer.h"
+#include "plan/auto_plan.h"
+#include "plan/calibrate.h"
+#include "plan/schedule_sim.h"
+
+namespace occ::cmd {
+
+namespace {
+
+using namespace occ::plan;
+
+void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimResult& r, bool show_path) {
+  std::printf("compression: %s\n", compression_summary(cfg).c_str());
+  std::printf("predicted iteration: %.3f ms (%.0f tokens/s, %.1f %% of peak FLOP/s)\n", r.iteration * 1e3,
+              double(cfg.global_batch_size) * cfg.model.seq_length / r.iteration,
+              100.0 * iteration_flops(cfg) / r.iteration / (cfg.cluster.device_flops * cfg.tp * cfg.pp * cfg.dp));
+  std::printf("critical path (ms):");
+  for (Category c : all_categories())
+    if (r.critical.at(c) > 0) std::printf(" %s %.3f", category_name(c), r.critical.at(c) * 1e3);
+  std::printf("\nbusy per stage, mean (ms):");
+  for (Category c : all_categories())
+    if (r.busy_per_stage.at(c) > 0) std::printf(" %s %.3f", category_name(c), r.busy_per_stage.at(c) * 1e3);
+  std::printf("\nper stage: stage | forward ms/mb | backward ms/mb | DP bytes/rank | DP exposed ms | ready ms\n");
+  for (int s = 0; s < cfg.pp; ++s) {
+    const auto& st = model.input.stages[size_t(s)];
+    double exposed = 0;
+    for (const SimNode& n : r.nodes)
+      if (n.stage == s && n.name.find("dp wait") != std::string::npos) {
+        // The main thread's wait for the reducer: how far the DP all-reduce outlasted the schedule.
+        double sched_end = n.start;
+        for (const SimNode& m : r.nodes)
+          if (m.stage == s && m.name.find("wait sends") != std::string::npos) sched_end = m.end;
+        exposed = n.end - sched_end;
+      }
+    std::printf("  %d | %.3f | %.3f | %.4g | %.3f | %.3f\n", s, st.forward * 1e3, st.backward * 1e3,
+                model.facts[size_t(s)].dp_bytes, exposed * 1e3, r.stage_ready[size_t(s)] * 1e3);
+  }
+  std::printf("messages per TP rank: activation %.4g B, compressed gradient %.4g B; embedding gradient %.4g B\n",
+              model.pp_message_bytes, model.pp_compressed_bytes, model.embedding_bytes);
+  if (!show_path) return;
+  std::printf("critical path, %zu nodes (start ms, end ms, name):\n", r.critical_path.size());
+  for (int id : r.critical_path) {
+    const SimNode& n = r.nodes[size_t(id)];
+    std::printf("  %10.3f %10.3f  %s\n", n.start * 1e3, n.end * 1e3, n.name.c_str());
+  }
+}
+
+}  // namespace
+
+int plan(int argc, char** argv) {
+  CLI::App app{"Predict the iteration time of a model, layout, cluster and compression plan by simulating the 1F1B "
+               "schedule with its transfers and collectives; calibrate on a run's metrics; choose the compression "
+               "plan automatically. Takes every train flag (model, layout, compression; data flags are ignored).",
+               "plan"};
+  TrainOptions opt;
+  opt.model.num_layers = 52, opt.model.hidden_size = 1920, opt.model.num_attention_heads = 24;
+  opt.model.seq_length = opt.model.max_position_embeddings = 1024;
+  opt.model.vocab_size = 50257;
+  opt.micro_batch_size = 8, opt.global_batch_size = 512;
+  opt.tensor_parallel = 8, opt.pipeline_parallel = 4;
+  add_train_flags(app, opt);
+  app.add_option("--vocab-size", opt.model.vocab_size, "vocabulary (padded like train)")->capture_default_str();
+  PlanConfig cfg;
+  ClusterSpec& cl = cfg.cluster;
+  cl.nodes = 16, cl.devices_per_node = 8;
+  double tflops = 312, mem_gbs = 1555, intra_gbs = 230, inter_gbs = 25, intra_us = 5, inter_us = 5;
+  app.add_option("--nodes", cl.nodes, "nodes")->capture_default_str();
+  auto* dpn = app.add_option("--devices-per-node", cl.devices_per_node, "devices (ranks) per node")->capture_default_str();
+  app.add_option("--device-tflops", tflops, "peak TFLOP/s of one device (A100 FP16 tensor core: 312)")
+      ->capture_default_str();
+  app.add_option("--efficiency", cl.efficiency, "achieved fraction of peak in the model's compute")->capture_default_str();
+  app.add_option("--memory-bandwidth", mem_gbs, "device memory GB/s (optimizer, memory-bound kernels)")
+      ->capture_default_str();
+  app.add_option("--compress-efficiency", cl.compress_efficiency,
+                 "PowerSGD kernels' FLOP/s as a fraction of the model's achieved FLOP/s")->capture_default_str();
+  auto* intra_bw = app.add_option("--intra-node-bandwidth", intra_gbs, "GB/s per device inside a node")
+                       ->capture_default_str();
+  auto* intra_lat = app.add_option("--intra-node-latency", intra_us, "microseconds per message inside a node")
+                        ->capture_default_str();
+  auto* inter_bw = app.add_option("--inter-node-bandwidth", inter_gbs,
+                                  "GB/s per node between nodes (200 Gb/s InfiniBand = 25)")->capture_default_str();
+  auto* inter_lat = app.add_option("--inter-node-latency", inter_us, "microseconds per message between nodes")
+                        ->capture_default_str();
+  app.add_option("--bytes-per-value", cfg.bytes_per_value,
+                 "bytes per activation / gradient value on the wire (our engine: 4; Megatron fp16: 2)")
+      ->capture_default_str();
+  app.add_flag("--checkpoint-activations", cfg.recompute_activations, "backward recomputes the forward");
+  app.add_flag("--blocking-p2p", cfg.blocking_sends, "model Megatron's blocking pipeline sends instead of our nonblocking ones");
+  app.add_flag("--no-comm", cl.free_comm, "every transfer and collective is free (the compute-only bound)");
+  std::string calibrate_path, json_path, run_flags;
+  int skip = -1;
+  app.add_option("--calibrate", calibrate_path, "fit compute and link from this metrics JSONL (train --metrics)");
+  app.add_option("--calibrated-run-flags", run_flags,
+                 "the train flags of the calibration run, if its compression differs from the plan's (one string)");
+  app.add_option("--calibrate-skip", skip, "skip rows with iter <= N (default 1: each run's first iteration)");
+  bool auto_mode = false, show_path = false, ignore_unknown = false;
+  AutoLimits lim;
+  app.add_flag("--auto", auto_mode, "choose the compression plan with the lowest predicted iteration time");
+  app.add_option("--max-compressed-fraction", lim.max_compressed_fraction,
+                 "--auto: at most this fraction of DP gradient elements PowerSGD-compressed")->capture_default_str();
+  app.add_option("--min-inter-grad-comp-rank", lim.min_cb_rank, "--auto: lowest CB rank allowed")->capture_default_str();
+  app.add_option("--min-grad-comp-rank", lim.min_dp_rank, "--auto: lowest DP PowerSGD rank allowed")
+      ->capture_default_str();
+  app.add_option("--tolerance", lim.tolerance,
+                 "--auto: plans within this relative time of the fastest count as equal; the least compressing wins")
+      ->capture_default_str();
+  app.add_flag("--critical-path", show_path, "print every node of the critical path");
+  app.add_option("--json", json_path, "also write the prediction as JSON");
+  app.add_flag("--ignore-unknown-flags", ignore_unknown, "accept (and ignore) flags plan does not know");
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--ignore-unknown-flags") app.allow_extras();
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (!app.remaining().empty())
+    std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
+                app.remaining().front().c_str());
+
+  // Like train: the vocabulary is the tokenizer's when one is given.
+  if (!opt.tokenizer_model.empty() && !app.count("--vocab-size"))
+    opt.model.vocab_size = Tokenizer::load(opt.tokenizer_model).vocab_size();
+  cfg.model = opt.model;
+  if (cfg.model.max_position_embeddings < cfg.model.seq_length) cfg.model.max_position_embeddings = cfg.model.seq_length;
+  cfg.micro_batch_size = opt.micro_batch_size, cfg.global_batch_size = opt.global_batch_size;
+  cfg.tp = opt.tensor_parallel, cfg.pp = opt.pipeline_parallel;
+  cfg.cb = opt.cb;
+  cfg.grad_comp = opt.grad_comp;
+  cfg.grad_comp.error_feedback = opt.cb.lazy_error;  // one flag for both, as train
+  cfg.emb_comm_opt = opt.emb_comm_opt;
+  cfg.dp_bucket_elems = opt.dp_bucket_elems;
+  cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
+  cl.intra = {intra_gbs * 1e9, intra_us * 1e-6};
+  cl.inter = {inter_gbs * 1e9, inter_us * 1e-6};
+
+  std::unique_ptr<Calibration> cal;
+  if (!calibrate_path.empty()) {
+    // The run's layout decides T, P, D; by default one TP group per node.
+    int T, P, D;
+    metrics_layout(calibrate_path, T, P, D);
+    if (app.count("--tensor-model-parallel-size") && T != cfg.tp)
+      throw UsageError(fmt::format("--tensor-model-parallel-size {} disagrees with the calibration run's {}; drop the "
+                                   "flag or use matching metrics", cfg.tp, T));
+    if (app.count("--pipeline-model-parallel-size") && P != cfg.pp)
+      throw UsageError(fmt::format("--pipeline-model-parallel-size {} disagrees with the calibration run's {}; drop "
+                                   "the flag or use matching metrics", cfg.pp, P));
+    cfg.tp = T, cfg.pp = P;
+    if (!dpn->count()) cl.devices_per_node = T;
+    cl.nodes = T * P * D / cl.devices_per_node;
+    if (cl.nodes * cl.devices_per_node != T * P * D)
+      throw UsageError(fmt::format("--devices-per-node {} does not divide the calibration run's {} ranks",
+                                   cl.devices_per_node, T * P * D));
+    cfg.dp = D;
+    PlanConfig run = cfg;  // the calibration run's own compression settings
+    if (!run_flags.empty()) {
+      CLI::App parse_run{"calibration run flags", "plan"};
+      TrainOptions o = opt;  // model and batch as the plan's unless the string says otherwise
+      o.cb = {}, o.grad_comp = {}, o.emb_comm_opt = false;
+      add_train_flags(parse_run, o);
+      parse_run.add_option("--vocab-size", o.model.vocab_size);
+      parse_run.allow_extras();
+      try {
+        parse_run.parse(run_flags, false);
+      } catch (const CLI::ParseError& e) {
+        throw UsageError(fmt::format("--calibrated-run-flags: {}; give the run's train flags as one string", e.what()));
+      }
+      run.cb = o.cb, run.grad_comp = o.grad_comp, run.emb_comm_opt = o.emb_comm_opt;
+      run.grad_comp.error_feedback = o.cb.lazy_error;
+    }
+    cal = std::make_unique<Calibration>(
+        calibrate(calibrate_path, run, inter_bw->count() || inter_lat->count(), intra_bw->count() || intra_lat->count(),
+                  skip));
+    cl.inter = cal->inter, cl.intra = cal->intra;
+    for (const auto& line : cal->report) std::printf("%s\n", line.c_str());
+  } else {
+    const int world = cl.nodes * cl.devices_per_node;
+    if (world % (cfg.tp * cfg.pp) != 0)
+      throw UsageError(fmt::format("{} nodes x {} devices = {} ranks is not divisible by tensor {} x pipeline {}; "
+                                   "change --nodes or the layout", cl.nodes, cl.devices_per_node, world, cfg.tp, cfg.pp));
+    cfg.dp = world / (cfg.tp * cfg.pp);
+  }
+  cfg.validate();
+  const Measured* measured = cal ? &cal->measured : nullptr;
+
+  std::printf("model: %d layers, hidden %d, %d heads, seq %d, vocab %d; micro-batch %d, global batch %d (%d "
+              "micro-batches per DP rank)\n",
+              cfg.model.num_layers, cfg.model.hidden_size, cfg.model.num_attention_heads, cfg.model.seq_length,
+              cfg.model.padded_vocab_size(), cfg.micro_batch_size, cfg.global_batch_size, cfg.micro_batches());
+  std::printf("cluster: %d nodes x %d devices; layout T%d P%d D%d; links: intra %.3g GB/s %.3g us, inter %.3g GB/s "
+              "%.3g us%s\n",
+              cl.nodes, cl.devices_per_node, cfg.tp, cfg.pp, cfg.dp, cl.intra.bandwidth / 1e9, cl.intra.latency * 1e6,
+              cl.inter.bandwidth / 1e9, cl.inter.latency * 1e6, cl.free_comm ? " (--no-comm: all free)" : "");
+
+  PlanConfig shown = cfg;
+  if (auto_mode) {
+    const AutoResult a = auto_plan(cfg, lim, measured);
+    std::printf("auto: %d plans evaluated; baseline %.3f ms, fastest %.3f ms (%s)\n", a.evaluated,
+                a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str());
+    std::printf("chosen: %.3f ms, %.3fx over baseline: %s (the least compressing plan within %.1f %% of the fastest; "
+                "%.1f %% of DP gradient elements compressed, %.1f %% of backward messages)\n",
+                a.chosen.seconds * 1e3, a.baseline.seconds / a.chosen.seconds, compression_summary(a.chosen.cfg).c_str(),
+                lim.tolerance * 100, a.chosen.compressed_fraction * 100, a.chosen.cb_fraction * 100);
+    std::printf("train flags: %s\n", compression_flags(a.chosen.cfg).c_str());
+    std::printf("why (critical path, baseline -> chosen):\n");
+    for (const auto& line : a.explanation) std::printf("  %s\n", line.c_str());
+    shown = a.chosen.cfg;
+  }
+  const CostModel model = build_cost_model(shown, measured);
+  const SimResult r = simulate(model.input);
+  std::printf("compute: %s\n", model.compute_source.c_str());
+  print_prediction(shown, model, r, show_path);
+  if (!json_path.empty()) {
+    nlohmann::json j = {{"iteration_ms", r.iteration * 1e3}, {"compression", compression_summary(shown)},
+                        {"train_flags", compression_flags(shown)}};
+    for (Category c : all_categories()) j["critical_ms"][category_name(c)] = r.critical.at(c) * 1e3;
+    if (cal) j["calibrated_ms"] = cal->measured_ms;
+    std::ofstream(json_path) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace occ::cmd

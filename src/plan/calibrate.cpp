@@ -1,0 +1,197 @@
+#include "plan/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace occ::plan {
+
+namespace {
+
+std::vector<nlohmann::json> read_rows(const std::string& path) {
+  std::ifstream in(path);
+  if (!in.good()) throw UsageError(fmt::format("cannot open --calibrate file {}; check the path", path));
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--calibrate file {} line {} is not JSON; give the JSONL that train --metrics "
+                                   "wrote", path, n));
+    }
+    if (!j.contains("ranks") || !j["ranks"].is_array() || j["ranks"].empty() || !j.contains("ms"))
+      throw UsageError(fmt::format("--calibrate file {} line {} has no per-rank metrics ('ranks', 'ms'); "
+                                   "use the metrics of a train run with --metrics", path, n));
+    rows.push_back(std::move(j));
+  }
+  if (rows.empty()) throw UsageError(fmt::format("--calibrate file {} holds no metrics rows; run train with --metrics", path));
+  return rows;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double timer(const nlohmann::json& rank, const char* name) {
+  return rank["timers"].contains(name) ? rank["timers"][name].get<double>() / 1e3 : 0.0;
+}
+
+}  // namespace
+
+void metrics_layout(const std::string& path, int& tp, int& pp, int& dp) {
+  const auto rows = read_rows(path);
+  tp = pp = dp = 1;
+  for (const auto& r : rows.back()["ranks"]) {
+    tp = std::max(tp, r["tp"].get<int>() + 1);
+    pp = std::max(pp, r["pp"].get<int>() + 1);
+    dp = std::max(dp, r["dp"].get<int>() + 1);
+  }
+}
+
+Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool inter_from_flags, bool intra_from_flags,
+                      int skip) {
+  const auto all = read_rows(path);
+  Calibration c;
+  metrics_layout(path, c.tp, c.pp, c.dp);
+  PlanConfig cfg = cfg_in;
+  cfg.tp = c.tp, cfg.pp = c.pp, cfg.dp = c.dp;
+  cfg.validate();
+  // Warm-up: the first iteration of every run in the file (rows restart at iter 1).
+  if (skip < 0) skip = 1;
+  std::vector<nlohmann::json> rows;
+  for (const auto& r : all)
+    if (r.value("iter", int64_t(skip + 1)) > skip) rows.push_back(r);
+  if (rows.empty()) rows = all;
+  c.rows_used = int(rows.size());
+  const int T = c.tp, P = c.pp, D = c.dp, M = cfg.micro_batches();
+  for (const auto& r : rows)
+    OCC_CHECK(int(r["ranks"].size()) == T * P * D, "--calibrate file {}: rows disagree on the number of ranks", path);
+
+  // The model's own view of the calibrated run (FLOPs, buckets, TP counts).
+  const CostModel model = build_cost_model(cfg);
+  std::vector<double> ms;
+  for (const auto& r : rows) ms.push_back(r["ms"].get<double>());
+  c.measured_ms = median(ms);
+
+  // Per stage: means over the stage's ranks, medians over rows.
+  c.measured.stages.resize(size_t(P));
+  double flops = 0, seconds = 0, opt_per_elem = 1e300;
+  for (int s = 0; s < P; ++s) {
+    std::vector<double> f, b, tp, opt;
+    for (const auto& row : rows) {
+      double fs = 0, bs = 0, ts = 0, os = 1e300;
+      int n = 0;
+      for (const auto& r : row["ranks"]) {
+        if (r["pp"].get<int>() != s) continue;
+        fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward"), ts += timer(r, "tp_allreduce");
+        os = std::min(os, timer(r, "optimizer"));  // the least waiting rank: the optimizer alone
+        ++n;
+      }
+      f.push_back(fs / n / M), b.push_back(bs / n / M), tp.push_back(ts / n / M), opt.push_back(os);
+    }
+    StageMeasure& m = c.measured.stages[size_t(s)];
+    m.forward = median(f), m.backward = median(b);
+    // Split the TP all-reduce time like the model's counts (forward : backward).
+    const bool first = s == 0, last = s == P - 1;
+    const int Ls = cfg.model.num_layers / P;
+    const double nf = 2 * Ls + (first ? 1 : 0), nb = 2 * Ls + (last ? 1 : 0);
+    m.tp_forward = median(tp) * nf / (nf + nb), m.tp_backward = median(tp) * nb / (nf + nb);
+    flops += model.facts[size_t(s)].forward_flops + model.facts[size_t(s)].backward_flops;
+    seconds += m.forward + m.backward;
+    opt_per_elem = std::min(opt_per_elem, median(opt) / double(std::max<int64_t>(model.facts[size_t(s)].params, 1)));
+  }
+  for (int s = 0; s < P; ++s)
+    c.measured.stages[size_t(s)].optimizer = opt_per_elem * double(model.facts[size_t(s)].params);
+  c.measured.achieved_flops = flops / seconds;
+  c.report.push_back(fmt::format("calibrated on {} rows of {} (T{} P{} D{}, {} micro-batches): median {:.1f} ms/iter",
+                                 c.rows_used, path, T, P, D, M, c.measured_ms));
+  for (int s = 0; s < P; ++s) {
+    const StageMeasure& m = c.measured.stages[size_t(s)];
+    c.report.push_back(fmt::format("  stage {}: forward {:.3f} ms, backward {:.3f} ms per micro-batch (+ TP all-reduce "
+                                   "{:.3f} / {:.3f} ms), optimizer {:.3f} ms",
+                                   s, m.forward * 1e3, m.backward * 1e3, m.tp_forward * 1e3, m.tp_backward * 1e3,
+                                   m.optimizer * 1e3));
+  }
+  c.report.push_back(fmt::format("  achieved compute rate {:.3g} FLOP/s per rank (model FLOPs / measured compute)",
+                                 c.measured.achieved_flops));
+
+  // Inter-node link: stage s's DP reducer ran `steps` ring steps carrying
+  // `bytes`; its least-waiting rank's busy time = steps * latency + bytes / bw.
+  c.inter = cfg.cluster.inter;
+  c.inter_source = "flags (--inter-node-bandwidth / --inter-node-latency)";
+  if (!inter_from_flags && D > 1) {
+    std::vector<double> steps, bytes, busy;
+    for (int s = 0; s < P; ++s) {
+      const auto& st = model.input.stages[size_t(s)];
+      double b = 0;
+      for (const auto& bk : st.buckets) b += bk.bytes * 2.0 * (D - 1) / D;
+      std::vector<double> t;
+      for (const auto& row : rows) {
+        double least = 1e300;
+        for (const auto& r : row["ranks"])
+          if (r["pp"].get<int>() == s) least = std::min(least, timer(r, "dp_busy"));
+        t.push_back(least);
+      }
+      if (st.buckets.empty()) continue;
+      steps.push_back(double(st.buckets.size()) * 2.0 * (D - 1));
+      bytes.push_back(b * node_sharing(cfg, rank_of(cfg, s, 0, 0), s));  // the node's NIC carries all of them
+      busy.push_back(median(t));
+    }
+    // Least squares for (latency, 1 / bandwidth); positive solutions only.
+    double saa = 0, sab = 0, sbb = 0, sat = 0, sbt = 0, sb = 0, st = 0;
+    for (size_t i = 0; i < busy.size(); ++i) {
+      saa += steps[i] * steps[i], sab += steps[i] * bytes[i], sbb += bytes[i] * bytes[i];
+      sat += steps[i] * busy[i], sbt += bytes[i] * busy[i], sb += bytes[i], st += busy[i];
+    }
+    const double det = saa * sbb - sab * sab;
+    const double lat = det != 0 ? (sat * sbb - sab * sbt) / det : -1, inv_bw = det != 0 ? (saa * sbt - sab * sat) / det : -1;
+    const bool conditioned = busy.size() >= 2 && std::abs(det) > 1e-6 * saa * sbb;
+    if (conditioned && lat > 0 && inv_bw > 0) {
+      c.inter = {1.0 / inv_bw, lat};
+      c.inter_source = fmt::format("fitted: DP reducer busy time vs bytes and ring steps on {} stages", busy.size());
+    } else if (sb > 0 && st > 0) {
+      c.inter = {sb / st, 0.0};
+      c.inter_source = "fitted bandwidth only (DP reducer busy time / bytes; latency not identifiable from these "
+                       "stages, set to 0)";
+    }
+  } else if (!inter_from_flags) {
+    c.inter_source = "flags (DP = 1: no DP all-reduce to fit the link from)";
+  }
+  c.report.push_back(fmt::format("  inter-node link: {:.3g} B/s, latency {:.3g} s — {}", c.inter.bandwidth,
+                                 c.inter.latency, c.inter_source));
+
+  // Intra-node link (only the TP all-gather after receives uses it).
+  c.intra = cfg.cluster.intra;
+  c.intra_source = "flags (--intra-node-bandwidth / --intra-node-latency)";
+  if (!intra_from_flags && T > 1) {
+    double tp_s = 0, tp_bytes = 0;
+    for (int s = 0; s < P; ++s) {
+      const StageMeasure& m = c.measured.stages[size_t(s)];
+      const bool first = s == 0, last = s == P - 1;
+      const int Ls = cfg.model.num_layers / P;
+      tp_s += (m.tp_forward + m.tp_backward);
+      tp_bytes += (4 * Ls + (first ? 1 : 0) + (last ? 1 : 0)) * 2.0 * (T - 1) / T * double(cfg.tokens()) *
+                  cfg.model.hidden_size * cfg.bytes_per_value;
+    }
+    if (tp_s > 0) {
+      c.intra = {tp_bytes / tp_s, 0.0};
+      c.intra_source = "fitted bandwidth only (TP all-reduce time / bytes)";
+    }
+  }
+  if (T > 1)
+    c.report.push_back(fmt::format("  intra-node link: {:.3g} B/s, latency {:.3g} s — {}", c.intra.bandwidth,
+                                   c.intra.latency, c.intra_source));
+  return c;
+}
+
+}  // namespace occ::plan

@@ -1,0 +1,249 @@
+#include "plan/model_cost.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "compress/powersgd.h"
+#include "core/error.h"
+#include "model/params.h"
+#include "parallel/grad_sync.h"
+
+namespace occ::plan {
+
+void PlanConfig::validate() const {
+  auto usage = [](bool ok, const std::string& msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  const auto& m = model;
+  usage(tp >= 1 && pp >= 1 && dp >= 1, "layout sizes must be >= 1; check --tensor-model-parallel-size and "
+                                       "--pipeline-model-parallel-size");
+  usage(m.num_layers >= 1 && m.hidden_size >= 1 && m.num_attention_heads >= 1 && m.seq_length >= 1,
+        "--num-layers, --hidden-size, --num-attention-heads and --seq-length must be >= 1");
+  usage(m.vocab_size >= 1, "--vocab-size must be >= 1");
+  usage(m.num_layers % pp == 0, fmt::format("--num-layers {} is not divisible by --pipeline-model-parallel-size {}; "
+                                            "choose a divisor", m.num_layers, pp));
+  usage(m.hidden_size % m.num_attention_heads == 0,
+        fmt::format("--hidden-size {} is not divisible by --num-attention-heads {}", m.hidden_size,
+                    m.num_attention_heads));
+  usage(m.num_attention_heads % tp == 0, fmt::format("--num-attention-heads {} is not divisible by "
+                                                     "--tensor-model-parallel-size {}", m.num_attention_heads, tp));
+  usage(m.padded_vocab_size() % tp == 0, fmt::format("padded vocabulary {} is not divisible by "
+                                                     "--tensor-model-parallel-size {}; change "
+                                                     "--make-vocab-size-divisible-by", m.padded_vocab_size(), tp));
+  usage(micro_batch_size >= 1 && global_batch_size % (micro_batch_size * dp) == 0 && micro_batches() >= 1,
+        fmt::format("--global-batch-size {} is not a multiple of --micro-batch-size {} x data-parallel size {}",
+                    global_batch_size, micro_batch_size, dp));
+  usage(!cb.enabled || cb.rank >= 1, "--inter-grad-comp-rank must be >= 1");
+  usage(!grad_comp.enabled || grad_comp.rank >= 1, "--grad-comp-rank must be >= 1");
+  usage(grad_comp.selective_way == -1 || (grad_comp.selective_way >= 1 && grad_comp.selective_way <= pp),
+        fmt::format("--selective-grad-comp-way must be between 1 and the pipeline size {} (or -1: all stages)", pp));
+  usage(bytes_per_value == 2 || bytes_per_value == 4, "--bytes-per-value must be 2 (fp16) or 4 (fp32)");
+  usage(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
+  const ClusterSpec& c = cluster;
+  usage(c.nodes >= 1 && c.devices_per_node >= 1, "--nodes and --devices-per-node must be >= 1");
+  usage(c.device_flops > 0 && c.efficiency > 0 && c.efficiency <= 1,
+        "--device-tflops must be > 0 and --efficiency in (0, 1]");
+  usage(c.memory_bandwidth > 0 && c.compress_efficiency > 0, "--memory-bandwidth and --compress-efficiency must be > 0");
+  usage(c.intra.bandwidth > 0 && c.inter.bandwidth > 0 && c.intra.latency >= 0 && c.inter.latency >= 0,
+        "link bandwidths must be > 0 and latencies >= 0 (--intra-node-bandwidth, --inter-node-bandwidth, ...)");
+}
+
+namespace {
+
+struct Placement {
+  const PlanConfig& cfg;
+  int rank(int pp, int dp, int tp) const { return rank_of(cfg, pp, dp, tp); }
+  int node(int r) const { return cfg.cluster.node_of(r); }
+  int sharing(int r, int stage) const { return node_sharing(cfg, r, stage); }
+  bool same_node(const std::vector<int>& ranks) const {
+    for (int r : ranks)
+      if (node(r) != node(ranks.front())) return false;
+    return true;
+  }
+  LinkSpec link(const std::vector<int>& ranks) const {
+    return same_node(ranks) ? cfg.cluster.intra : cfg.cluster.inter;
+  }
+  int link_sharing(const std::vector<int>& ranks, int stage) const {
+    return same_node(ranks) ? 1 : sharing(ranks.front(), stage);
+  }
+};
+
+double layer_forward_flops(const PlanConfig& c) {
+  const double N = double(c.tokens()), C = c.model.hidden_size, s = c.model.seq_length;
+  return 24.0 * N * C * C + 4.0 * N * s * C;
+}
+
+}  // namespace
+
+int node_sharing(const PlanConfig& cfg, int rank, int stage) {
+  const int n = cfg.cluster.node_of(rank), per = cfg.cluster.devices_per_node, block = cfg.dp * cfg.tp;
+  int count = 0;
+  for (int q = n * per; q < (n + 1) * per; ++q) count += q / block == stage ? 1 : 0;
+  return std::max(count, 1);
+}
+
+double iteration_flops(const PlanConfig& c) {
+  const double N = double(c.tokens()), C = c.model.hidden_size, V = c.model.padded_vocab_size();
+  const double fwd = c.model.num_layers * layer_forward_flops(c) + 2.0 * N * C * V;
+  return fwd * (c.recompute_activations ? 4.0 : 3.0) * c.micro_batches() * c.dp;
+}
+
+CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
+  PlanConfig cfg = cfg0;
+  if (cfg.cluster.free_comm) {
+    const LinkSpec free{std::numeric_limits<double>::infinity(), 0.0};
+    cfg.cluster.intra = cfg.cluster.inter = free;
+  }
+  const Placement place{cfg};
+  const int T = cfg.tp, P = cfg.pp, D = cfg.dp, bpv = cfg.bytes_per_value;
+  const double N = double(cfg.tokens()), C = cfg.model.hidden_size, V = cfg.model.padded_vocab_size();
+  const int Ls = cfg.model.num_layers / P;
+  const bool use_stage_measures = measured && int(measured->stages.size()) == P;
+  const double rate = measured && measured->achieved_flops > 0 ? measured->achieved_flops : cfg.cluster.achieved_flops();
+  const double ce = measured && measured->compress_efficiency > 0 ? measured->compress_efficiency
+                                                                  : cfg.cluster.compress_efficiency;
+  // A memory-bound or compute-bound kernel, whichever is slower.
+  auto kernel = [&](double flops, double bytes) {
+    return std::max(flops / (rate * ce), bytes / cfg.cluster.memory_bandwidth);
+  };
+
+  CostModel out;
+  out.compute_source = use_stage_measures ? "calibrated per-stage times"
+                       : measured         ? fmt::format("calibrated {:.3g} FLOP/s", rate)
+                                          : fmt::format("{:.3g} FLOP/s peak x {:.2f}", cfg.cluster.device_flops,
+                                                        cfg.cluster.efficiency);
+  SimInput& in = out.input;
+  in.micro_batches = cfg.micro_batches();
+  in.cb = cfg.cb;
+  in.blocking_sends = cfg.blocking_sends;
+  // Point-to-point messages (Megatron scatter-gather: each TP rank sends 1/T).
+  const int64_t rows = cfg.tokens() / T, cols = cfg.model.hidden_size;
+  const int64_t k_cb = powersgd::effective_rank(rows, cols, cfg.cb.rank);
+  out.pp_message_bytes = double(rows) * double(cols) * bpv;
+  out.pp_compressed_bytes = double(k_cb * (rows + cols)) * bpv;
+  const double rc = double(rows) * double(cols), kc = double(k_cb);
+  const double lep = cfg.cb.lazy_error ? 1.0 : 0.0;
+  const double compress_s = kernel(4 * rc * kc + 4 * double(rows) * kc * kc + lep * 2 * rc * kc, rc * bpv * (2 + 4 * lep));
+  const double decompress_s = kernel(2 * rc * kc, rc * bpv);
+
+  for (int s = 0; s < P; ++s) {
+    StageTimes st;
+    StageFacts f;
+    const bool first = s == 0, last = s == P - 1;
+    // Compute and the TP collectives inside it.
+    f.forward_flops = (Ls * layer_forward_flops(cfg) + (last ? 2.0 * N * C * V : 0.0)) / T;
+    f.backward_flops = 2.0 * f.forward_flops + (cfg.recompute_activations ? f.forward_flops : 0.0);
+    std::vector<int> tp_group;
+    for (int t = 0; t < T; ++t) tp_group.push_back(place.rank(s, 0, t));
+    const LinkSpec tp_link = place.link(tp_group);
+    const double big = ring_allreduce_seconds(N * C * bpv, T, tp_link), small = ring_allreduce_seconds(N * 4, T, tp_link);
+    const double tp_f = (2 * Ls + (first ? 1 : 0)) * big + (last ? 3 : 0) * small;
+    const double tp_b = (2 * Ls + (last ? 1 : 0)) * big + (cfg.recompute_activations ? tp_f : 0.0);
+    if (use_stage_measures) {
+      const StageMeasure& m = measured->stages[size_t(s)];
+      st.forward = m.forward + (T > 1 ? m.tp_forward : 0.0);
+      st.backward = m.backward + (T > 1 ? m.tp_backward : 0.0);
+    } else {
+      st.forward = f.forward_flops / rate + tp_f;
+      st.backward = f.backward_flops / rate + tp_b;
+    }
+    // Pipeline links.
+    if (!last) {
+      const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s + 1, 0, 0)};
+      st.send_forward = transfer_seconds(out.pp_message_bytes, place.link(ends), place.link_sharing(ends, s));
+    }
+    if (!first) {
+      const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s - 1, 0, 0)};
+      const LinkSpec l = place.link(ends);
+      const int sh = place.link_sharing(ends, s);
+      st.send_backward = transfer_seconds(out.pp_message_bytes, l, sh);
+      st.send_backward_compressed = transfer_seconds(out.pp_compressed_bytes, l, sh);
+      st.compress = compress_s;
+    }
+    if (!last) st.decompress = decompress_s;
+    st.gather = ring_allgather_seconds(N * C * bpv, T, tp_link);
+
+    // Data parallel: the engine's own bucketing of this stage's shard.
+    ParallelLayout pl_layout;
+    pl_layout.tp_size = T, pl_layout.pp_size = P, pl_layout.dp_size = D, pl_layout.pp_rank = s;
+    const ParamLayout pl(cfg.model, pl_layout);
+    f.params = pl.total();
+    const bool compress_stage = cfg.grad_comp.stage_compresses(s) && D > 1;
+    auto fused = [&](const ParamTensor& t) { return cfg.emb_comm_opt && t.word_embedding; };
+    auto compressible = [&](const ParamTensor& t) { return compress_stage && t.shape.size() >= 2 && !fused(t); };
+    std::vector<int> dp_group;
+    for (int d = 0; d < D; ++d) dp_group.push_back(place.rank(s, d, 0));
+    const LinkSpec dp_link = place.link(dp_group);
+    const int dp_sharing = place.link_sharing(dp_group, s);
+    const double ring = D > 1 ? 2.0 * (D - 1) / D : 0.0;
+    // Backward finalises gradients from the end of the buffer; the matrices'
+    // shares of the backward FLOPs say how far it has got (embeddings: last).
+    auto work = [&](const ParamTensor& t) {
+      return t.shape.size() >= 2 && !(first && (t.word_embedding || t.offset == pl.position_embedding)) ? double(t.numel)
+                                                                                                        : 0.0;
+    };
+    double total_work = 0;
+    for (const auto& t : pl.tensors()) total_work += work(t);
+    if (D > 1) {
+      const auto buckets = make_buckets(pl, cfg.dp_bucket_elems, [&](const ParamTensor& t) {
+        return fused(t) ? -1 : compressible(t) ? 1 : 0;
+      });
+      for (const GradBucket& b : buckets) {
+        const double elems = double(b.end - b.begin);
+        f.dp_dense_bytes += ring * elems * bpv;
+        if (b.group == 1 && compress_stage) continue;
+        double done = 0;
+        for (const auto& t : pl.tensors())
+          if (t.offset >= b.begin) done += work(t);
+        st.buckets.push_back({total_work > 0 ? done / total_work : 1.0,
+                              ring_allreduce_seconds(elems * bpv, D, dp_link, dp_sharing), elems * bpv});
+        f.dp_bytes += ring * elems * bpv;
+      }
+      f.buckets = int(st.buckets.size());
+    }
+    if (compress_stage) {
+      double c1 = 0, c2 = 0, dec = 0, mem = 0, pf = 0, qf = 0;
+      for (const auto& t : pl.tensors()) {
+        if (!compressible(t)) continue;
+        const double n = double(t.shape[0]), m = double(t.numel) / n;
+        const double k = double(powersgd::effective_rank(int64_t(n), int64_t(m), cfg.grad_comp.rank));
+        c1 += 2 * n * m * k, c2 += 4 * n * k * k + 2 * n * m * k, dec += 2 * n * m * k, mem += n * m * bpv;
+        pf += n * k, qf += m * k;
+        f.compressed_params += t.numel;
+      }
+      const double ef = cfg.grad_comp.error_feedback ? 2.0 : 0.0;
+      st.dp_compression = {
+          {"dp compress (P = M Q)", Category::Compress, kernel(c1, mem * (1 + ef))},
+          {"dp all-reduce P", Category::DataParallel, ring_allreduce_seconds(pf * bpv, D, dp_link, dp_sharing)},
+          {"dp compress (Q = M^T P)", Category::Compress, kernel(c2, mem)},
+          {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * bpv, D, dp_link, dp_sharing)},
+          {"dp decompress", Category::Decompress, kernel(dec, mem * (2 + ef))}};
+      f.dp_bytes += ring * (pf + qf) * bpv;
+    }
+    st.optimizer = use_stage_measures ? measured->stages[size_t(s)].optimizer
+                                      : double(f.params) * 36.0 / cfg.cluster.memory_bandwidth;
+    in.stages.push_back(st);
+    out.facts.push_back(f);
+  }
+
+  // Tied word embedding: baseline {first, last} pair; FE {first, last} x DP.
+  out.embedding_bytes = V / T * C * bpv;
+  std::vector<int> emb_group;
+  const bool fe = cfg.emb_comm_opt;
+  for (int d = 0; d < (fe ? D : 1); ++d) {
+    emb_group.push_back(place.rank(0, d, 0));
+    if (P > 1) emb_group.push_back(place.rank(P - 1, d, 0));
+  }
+  in.embedding_sync_on = emb_group.size() > 1;
+  in.embedding_sync = ring_allreduce_seconds(out.embedding_bytes, int(emb_group.size()), place.link(emb_group),
+                                             place.link_sharing(emb_group, 0));
+  std::vector<int> model_group, world;
+  for (int s = 0; s < P; ++s)
+    for (int t = 0; t < T; ++t) model_group.push_back(place.rank(s, 0, t));
+  for (int r = 0; r < T * P * D; ++r) world.push_back(r);
+  in.grad_norm_sync = ring_allreduce_seconds(8, int(model_group.size()), place.link(model_group));
+  in.loss_sync = ring_allreduce_seconds(8, int(world.size()), place.link(world));
+  return out;
+}
+
+}  // namespace occ::plan

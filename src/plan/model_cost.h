@@ -1,0 +1,79 @@
+#pragma once
+// From a model, a layout, a cluster and a compression plan to the durations
+// the schedule simulator needs: FLOPs per micro-batch per stage (Megatron's
+// count: 24·N·C² + 4·N·s·C per layer forward, 2·N·C·V for the LM head,
+// backward twice the forward, plus one more forward with activation
+// recomputation), message and bucket sizes taken from the engine's own
+// parameter layout and bucketing (model/params.h, parallel/grad_sync.h), and
+// PowerSGD kernel costs as a roofline of FLOPs and memory traffic.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compress/compressed_backprop.h"
+#include "compress/dp_powersgd.h"
+#include "model/config.h"
+#include "plan/cluster.h"
+#include "plan/schedule_sim.h"
+
+namespace occ::plan {
+
+struct PlanConfig {
+  GptConfig model;
+  int micro_batch_size = 8, global_batch_size = 512;
+  int tp = 1, pp = 1, dp = 1;
+  CompressedBackpropConfig cb;
+  GradCompressionConfig grad_comp;
+  bool emb_comm_opt = false;
+  int64_t dp_bucket_elems = 1 << 18;
+  int bytes_per_value = 4;         // on the wire and in the all-reduces (our engine: fp32)
+  bool recompute_activations = false;
+  bool blocking_sends = false;     // Megatron's blocking p2p (ours are nonblocking)
+  ClusterSpec cluster;
+
+  int micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
+  int64_t tokens() const { return int64_t(micro_batch_size) * model.seq_length; }
+  // Throws occ::UsageError naming the first inconsistency.
+  void validate() const;
+};
+
+// Measured per-stage costs that replace the model's estimates (calibration).
+struct StageMeasure {
+  double forward = 0, backward = 0;  // compute seconds per micro-batch (TP collectives excluded)
+  double tp_forward = 0, tp_backward = 0;  // TP all-reduce seconds per micro-batch
+  double optimizer = 0;              // seconds per iteration
+};
+struct Measured {
+  std::vector<StageMeasure> stages;  // used only when the plan has the calibrated shape and layout
+  double achieved_flops = 0;         // model FLOP/s, for compression kernels (and other shapes)
+  double compress_efficiency = 0;    // > 0: fitted from a compressed run
+};
+
+struct StageFacts {
+  double forward_flops = 0, backward_flops = 0;  // per micro-batch, per rank
+  int64_t params = 0;                            // elements of one rank's shard
+  int64_t compressed_params = 0;                 // of them, DP PowerSGD-compressed (SC-selected stages)
+  double dp_bytes = 0;                           // per rank per iteration on the DP wire (ring)
+  double dp_dense_bytes = 0;                     // the same without DP compression
+  int buckets = 0;
+};
+
+struct CostModel {
+  SimInput input;
+  std::vector<StageFacts> facts;
+  double pp_message_bytes = 0, pp_compressed_bytes = 0;  // per TP rank
+  double embedding_bytes = 0;                            // word-embedding gradient per rank
+  std::string compute_source;                            // "model FLOPs" or "calibrated ..."
+};
+
+CostModel build_cost_model(const PlanConfig& cfg, const Measured* measured = nullptr);
+
+// Ranks of `stage` on the node of `rank`: they share that node's NIC when
+// they all talk across nodes at once (DP all-reduces, pipeline sends).
+int node_sharing(const PlanConfig& cfg, int rank, int stage);
+inline int rank_of(const PlanConfig& cfg, int pp, int dp, int tp) { return pp * cfg.dp * cfg.tp + dp * cfg.tp + tp; }
+
+// The full-model forward+backward FLOPs of one iteration (all micro-batches, all ranks).
+double iteration_flops(const PlanConfig& cfg);
+
+}  // namespace occ::plan

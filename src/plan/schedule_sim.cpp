@@ -1,0 +1,191 @@
+#include "plan/schedule_sim.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace occ::plan {
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Compute: return "compute";
+    case Category::PipelineComm: return "pp_comm";
+    case Category::TpGather: return "tp_allgather";
+    case Category::Compress: return "compress";
+    case Category::Decompress: return "decompress";
+    case Category::DataParallel: return "dp_comm";
+    case Category::Embedding: return "emb_sync";
+    case Category::Optimizer: return "optimizer";
+    case Category::Sync: return "sync";
+  }
+  return "?";
+}
+
+const std::vector<Category>& all_categories() {
+  static const std::vector<Category> all = {Category::Compute,    Category::PipelineComm, Category::TpGather,
+                                            Category::Compress,   Category::Decompress,   Category::DataParallel,
+                                            Category::Embedding,  Category::Optimizer,    Category::Sync};
+  return all;
+}
+
+double SimResult::critical_seconds_matching(const std::string& pattern) const {
+  double sum = 0;
+  for (size_t i = 0; i < critical_path.size(); ++i) {
+    const SimNode& n = nodes[size_t(critical_path[i])];
+    const double join = i + 1 < critical_path.size() ? nodes[size_t(critical_path[i + 1])].start : n.end;
+    if (n.name.find(pattern) != std::string::npos) sum += std::min(join, n.end) - n.start;
+  }
+  return sum;
+}
+
+namespace {
+
+// A dependency: a node (its end, or a point inside it) or nothing (time 0).
+struct Dep {
+  int node = -1;
+  double time = 0.0;
+};
+
+class Graph {
+ public:
+  std::vector<SimNode> nodes;
+  Dep end_of(int id) const { return id < 0 ? Dep{} : Dep{id, nodes[size_t(id)].end}; }
+  // Starts when the latest dependency is met; the latest one becomes its predecessor.
+  int add(std::string name, Category c, int stage, std::initializer_list<Dep> deps, double seconds) {
+    Dep latest;
+    for (const Dep& d : deps)
+      if (d.node >= 0 && (latest.node < 0 || d.time > latest.time)) latest = d;
+    nodes.push_back({std::move(name), c, stage, latest.time, latest.time + seconds, latest.node});
+    return int(nodes.size()) - 1;
+  }
+};
+
+}  // namespace
+
+SimResult simulate(const SimInput& in) {
+  const int P = int(in.stages.size()), M = in.micro_batches;
+  OCC_CHECK(P >= 1 && M >= 1, "simulation needs at least one stage and one micro-batch");
+  Graph g;
+  std::vector<std::vector<PipelineOp>> ops(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) ops[size_t(s)] = one_f_one_b(P, s, M);
+  std::vector<size_t> next(size_t(P), 0);
+  std::vector<int> thread(size_t(P), -1), last_backward(size_t(P), -1);
+  std::vector<int> link_fwd(size_t(P), -1), link_bwd(size_t(P), -1);  // last transfer on s->s+1 / s->s-1
+  std::vector<std::vector<int>> fwd_msg(size_t(P), std::vector<int>(size_t(M), -1)), bwd_msg = fwd_msg;
+  std::vector<std::vector<int>> sends(static_cast<size_t>(P));
+
+  // Runs each stage's program as far as its messages allow; 1F1B never deadlocks.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      const StageTimes& st = in.stages[size_t(s)];
+      int& th = thread[size_t(s)];
+      while (next[size_t(s)] < ops[size_t(s)].size()) {
+        const PipelineOp op = ops[size_t(s)][next[size_t(s)]];
+        const int j = op.micro_batch;
+        if (op.kind == PipelineOp::Forward) {
+          if (s > 0 && fwd_msg[size_t(s - 1)][size_t(j)] < 0) break;
+          if (s > 0) {
+            const int msg = fwd_msg[size_t(s - 1)][size_t(j)];
+            th = g.add(fmt::format("s{} recv F{} gather", s, j), Category::TpGather, s, {g.end_of(th), g.end_of(msg)},
+                       st.gather);
+          }
+          th = g.add(fmt::format("s{} F{}", s, j), Category::Compute, s, {g.end_of(th)}, st.forward);
+          if (s + 1 < P) {
+            const int x = g.add(fmt::format("s{} send F{} to s{}", s, j, s + 1), Category::PipelineComm, s,
+                                {g.end_of(th), g.end_of(link_fwd[size_t(s)])}, st.send_forward);
+            link_fwd[size_t(s)] = fwd_msg[size_t(s)][size_t(j)] = x;
+            sends[size_t(s)].push_back(x);
+            if (in.blocking_sends) th = x;
+          }
+        } else {
+          if (s + 1 < P && bwd_msg[size_t(s + 1)][size_t(j)] < 0) break;
+          if (s + 1 < P) {
+            const int msg = bwd_msg[size_t(s + 1)][size_t(j)];
+            if (CompressedBackprop::compresses(in.cb, P, s + 1, M, j))
+              th = g.add(fmt::format("s{} decompress B{}", s, j), Category::Decompress, s,
+                         {g.end_of(th), g.end_of(msg)}, st.decompress);
+            th = g.add(fmt::format("s{} recv B{} gather", s, j), Category::TpGather, s, {g.end_of(th), g.end_of(msg)},
+                       st.gather);
+          }
+          th = g.add(fmt::format("s{} B{}", s, j), Category::Compute, s, {g.end_of(th)}, st.backward);
+          if (j == M - 1) last_backward[size_t(s)] = th;
+          if (s > 0) {
+            const bool compressed = CompressedBackprop::compresses(in.cb, P, s, M, j);
+            if (compressed)
+              th = g.add(fmt::format("s{} compress B{}", s, j), Category::Compress, s, {g.end_of(th)}, st.compress);
+            const int x = g.add(fmt::format("s{} send B{} to s{}{}", s, j, s - 1, compressed ? " (compressed)" : ""),
+                                Category::PipelineComm, s, {g.end_of(th), g.end_of(link_bwd[size_t(s)])},
+                                compressed ? st.send_backward_compressed : st.send_backward);
+            link_bwd[size_t(s)] = bwd_msg[size_t(s)][size_t(j)] = x;
+            sends[size_t(s)].push_back(x);
+            if (in.blocking_sends) th = x;
+          }
+        }
+        ++next[size_t(s)];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    OCC_CHECK(next[size_t(s)] == ops[size_t(s)].size(), "internal: the simulated pipeline stalled at stage {}", s);
+
+  for (int s = 0; s < P; ++s) {
+    const StageTimes& st = in.stages[size_t(s)];
+    int& th = thread[size_t(s)];
+    // wait_sends(): every nonblocking send of the schedule has left.
+    int latest_send = -1;
+    for (int x : sends[size_t(s)])
+      if (latest_send < 0 || g.nodes[size_t(x)].end > g.nodes[size_t(latest_send)].end) latest_send = x;
+    th = g.add(fmt::format("s{} wait sends", s), Category::Sync, s, {g.end_of(th), g.end_of(latest_send)}, 0.0);
+    // The reducer thread: bucket b starts when the last backward has finalised it.
+    int reducer = -1;
+    const int lb = last_backward[size_t(s)];
+    const SimNode last = g.nodes[size_t(lb)];
+    for (size_t b = 0; b < st.buckets.size(); ++b) {
+      const Dep ready{lb, last.start + st.buckets[b].ready_fraction * (last.end - last.start)};
+      reducer = g.add(fmt::format("s{} dp all-reduce bucket {}", s, b), Category::DataParallel, s,
+                      {ready, g.end_of(reducer)}, st.buckets[b].seconds);
+    }
+    th = g.add(fmt::format("s{} dp wait", s), Category::Sync, s, {g.end_of(th), g.end_of(reducer)}, 0.0);
+    for (const Phase& ph : st.dp_compression)
+      th = g.add(fmt::format("s{} {}", s, ph.name), ph.category, s, {g.end_of(th)}, ph.seconds);
+  }
+  if (in.embedding_sync_on) {
+    const int e = g.add("embedding all-reduce (first + last stage)", Category::Embedding, 0,
+                        {g.end_of(thread[0]), g.end_of(thread[size_t(P - 1)])}, in.embedding_sync);
+    thread[0] = thread[size_t(P - 1)] = e;
+  }
+  SimResult r;
+  for (int s = 0; s < P; ++s) r.stage_ready.push_back(thread[size_t(s)] < 0 ? 0.0 : g.nodes[size_t(thread[size_t(s)])].end);
+  int latest = -1;
+  for (int s = 0; s < P; ++s)
+    if (latest < 0 || g.nodes[size_t(thread[size_t(s)])].end > g.nodes[size_t(latest)].end) latest = thread[size_t(s)];
+  const int norm = g.add("grad-norm all-reduce (all stages)", Category::Sync, -1, {g.end_of(latest)}, in.grad_norm_sync);
+  int final_opt = -1;
+  for (int s = 0; s < P; ++s) {
+    const int o = g.add(fmt::format("s{} optimizer", s), Category::Optimizer, s, {g.end_of(norm)},
+                        in.stages[size_t(s)].optimizer);
+    if (final_opt < 0 || g.nodes[size_t(o)].end > g.nodes[size_t(final_opt)].end) final_opt = o;
+  }
+  const int end = g.add("loss all-reduce (world)", Category::Sync, -1, {g.end_of(final_opt)}, in.loss_sync);
+
+  r.iteration = g.nodes[size_t(end)].end;
+  for (int id = end; id >= 0; id = g.nodes[size_t(id)].pred) r.critical_path.push_back(id);
+  std::reverse(r.critical_path.begin(), r.critical_path.end());
+  for (Category c : all_categories()) r.critical[c] = 0, r.busy_per_stage[c] = 0;
+  for (size_t i = 0; i < r.critical_path.size(); ++i) {
+    const SimNode& n = g.nodes[size_t(r.critical_path[i])];
+    const double join = i + 1 < r.critical_path.size() ? g.nodes[size_t(r.critical_path[i + 1])].start : n.end;
+    r.critical[n.category] += std::min(join, n.end) - n.start;  // a bucket may start inside a backward
+  }
+  for (const SimNode& n : g.nodes) r.busy_per_stage[n.category] += (n.end - n.start) / double(P);
+  r.nodes = std::move(g.nodes);
+  return r;
+}
+
+}  // namespace occ::plan

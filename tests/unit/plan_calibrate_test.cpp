@@ -1,0 +1,114 @@
+// Calibration recovers known compute times and link parameters from metrics
+// rows written the way train --metrics writes them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/auto_plan.h"
+#include "plan/calibrate.h"
+#include "temp_dir.h"
+
+using namespace occ::plan;
+
+namespace {
+
+PlanConfig small() {
+  PlanConfig c;
+  c.model.num_layers = 4, c.model.hidden_size = 128, c.model.num_attention_heads = 4;
+  c.model.seq_length = c.model.max_position_embeddings = 128, c.model.vocab_size = 4096;
+  c.micro_batch_size = 4, c.global_batch_size = 32;
+  c.tp = 1, c.pp = 2, c.dp = 2;
+  c.cluster.nodes = 4, c.cluster.devices_per_node = 1;
+  return c;
+}
+
+// Rows of a T1 P2 D2 run: stage s forward fwd[s] ms and backward bwd[s] ms per
+// micro-batch; the DP reducer busy for steps * lat + bytes / bw on one rank of
+// each stage and longer (waiting) on the other.
+void write_rows(const std::string& path, const PlanConfig& c, double lat, double bw) {
+  const CostModel m = build_cost_model(c);
+  const double fwd[2] = {2.0, 3.0}, bwd[2] = {4.0, 6.5};
+  std::ofstream f(path);
+  for (int it = 1; it <= 6; ++it) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < 4; ++r) {
+      const int s = r / 2, d = r % 2;
+      const auto& st = m.input.stages[size_t(s)];
+      double bytes = 0;
+      for (const auto& b : st.buckets) bytes += b.bytes;  // ring factor 2(D-1)/D = 1
+      const double busy = double(st.buckets.size()) * 2 * lat + bytes / bw;
+      nlohmann::json t = {{"forward", fwd[s] * 4}, {"backward", bwd[s] * 4}, {"data", 0.0},
+                          {"dp_busy", (busy * 1e3) * (d == 0 ? 1.0 : 3.0)}, {"tp_allreduce", 0.0},
+                          {"optimizer", 1.0 + d}};
+      ranks.push_back({{"rank", r}, {"tp", 0}, {"pp", s}, {"dp", d}, {"timers", t},
+                       {"bytes", {{"dp", uint64_t(bytes)}}}});
+    }
+    f << nlohmann::json{{"iter", it}, {"ms", 100.0 + it}, {"ranks", ranks}}.dump() << "\n";
+  }
+}
+
+}  // namespace
+
+TEST(PlanCalibrate, RecoversStageTimesAndLink) {
+  occ::test::TempDir dir("plan");
+  const PlanConfig c = small();
+  write_rows(dir / "m.jsonl", c, 40e-6, 2e9);
+  const Calibration cal = calibrate(dir / "m.jsonl", c, false, false);
+  EXPECT_EQ(cal.pp, 2);
+  EXPECT_EQ(cal.dp, 2);
+  EXPECT_EQ(cal.rows_used, 5);  // the first iteration is warm-up
+  EXPECT_DOUBLE_EQ(cal.measured_ms, 104.0);
+  EXPECT_NEAR(cal.measured.stages[0].forward, 2e-3, 1e-12);
+  EXPECT_NEAR(cal.measured.stages[1].backward, 6.5e-3, 1e-12);
+  EXPECT_NEAR(cal.inter.latency, 40e-6, 1e-9);
+  EXPECT_NEAR(cal.inter.bandwidth, 2e9, 1e3);
+  EXPECT_NE(cal.inter_source.find("fitted"), std::string::npos);
+  // The least-waiting rank's optimizer time, per element, scaled per stage.
+  const CostModel m = build_cost_model(c);
+  const double per = std::min(1e-3 / double(m.facts[0].params), 1e-3 / double(m.facts[1].params));
+  EXPECT_NEAR(cal.measured.stages[1].optimizer, per * double(m.facts[1].params), 1e-12);
+}
+
+TEST(PlanCalibrate, CalibratedTimesDriveTheSimulation) {
+  occ::test::TempDir dir("plan");
+  PlanConfig c = small();
+  write_rows(dir / "m.jsonl", c, 40e-6, 2e9);
+  const Calibration cal = calibrate(dir / "m.jsonl", c, false, false);
+  c.cluster.free_comm = true;
+  const CostModel m = build_cost_model(c, &cal.measured);
+  EXPECT_NEAR(m.input.stages[0].forward, 2e-3, 1e-12);
+  EXPECT_NEAR(m.input.stages[1].backward, 6.5e-3, 1e-12);
+  // Free communication, P2 M4, the slower last stage never waits:
+  // s0 F0, then s1 runs 4 x (3 + 6.5) ms, then s0's last backward.
+  const SimResult r = simulate(m.input);
+  const double opt = std::max(cal.measured.stages[0].optimizer, cal.measured.stages[1].optimizer);
+  EXPECT_NEAR(r.iteration, 2e-3 + 4 * 9.5e-3 + 4e-3 + opt, 1e-9);
+}
+
+TEST(PlanCalibrate, BadFilesAreUsageErrors) {
+  occ::test::TempDir dir("plan");
+  EXPECT_THROW(calibrate(dir / "missing.jsonl", small(), false, false), occ::UsageError);
+  std::ofstream(dir / "bad.jsonl") << "{\"iter\": 1, \"ms\": 3}\n";
+  EXPECT_THROW(calibrate(dir / "bad.jsonl", small(), false, false), occ::UsageError);
+}
+
+TEST(PlanAuto, RespectsLimitsAndNeverLosesToBaseline) {
+  PlanConfig c;  // GPT-2.5B, T8 P4 D4 on 16 x 8 A100 (the defaults)
+  c.model.num_layers = 52, c.model.hidden_size = 1920, c.model.num_attention_heads = 24;
+  c.model.seq_length = c.model.max_position_embeddings = 1024, c.model.vocab_size = 50257;
+  c.tp = 8, c.pp = 4, c.dp = 4, c.bytes_per_value = 2, c.recompute_activations = true;
+  c.cluster.nodes = 16, c.cluster.devices_per_node = 8;
+  AutoLimits lim;
+  const AutoResult a = auto_plan(c, lim, nullptr);
+  EXPECT_LE(a.chosen.seconds, a.baseline.seconds);
+  EXPECT_LE(a.chosen.seconds, a.fastest.seconds * (1 + lim.tolerance));
+  lim.max_compressed_fraction = 0.0;
+  const AutoResult none = auto_plan(c, lim, nullptr);
+  EXPECT_FALSE(none.chosen.cfg.grad_comp.enabled);
+  lim.max_compressed_fraction = 1.0;
+  lim.min_cb_rank = 32;
+  const AutoResult high = auto_plan(c, lim, nullptr);
+  EXPECT_TRUE(!high.chosen.cfg.cb.enabled || high.chosen.cfg.cb.rank >= 32);
+}

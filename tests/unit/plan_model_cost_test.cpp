@@ -1,0 +1,106 @@
+// The cost model against the engine's own counts and the FLOP formula.
+#include <gtest/gtest.h>
+
+#include "compress/powersgd.h"
+#include "plan/model_cost.h"
+
+using namespace occ::plan;
+
+namespace {
+
+// The model of scripts/bench-layouts.sh: 4 layers, hidden 128, vocab 4096, P2 D2.
+PlanConfig small(int T = 1, int P = 2, int D = 2) {
+  PlanConfig c;
+  c.model.num_layers = 4, c.model.hidden_size = 128, c.model.num_attention_heads = 4;
+  c.model.seq_length = c.model.max_position_embeddings = 128, c.model.vocab_size = 4096;
+  c.micro_batch_size = 4, c.global_batch_size = 32;
+  c.tp = T, c.pp = P, c.dp = D;
+  c.cluster.nodes = P * D, c.cluster.devices_per_node = T;
+  return c;
+}
+
+}  // namespace
+
+TEST(PlanModelCost, IterationFlopsMatchMegatronFormula) {
+  const PlanConfig c = small();
+  const double L = 4, C = 128, V = 4096, B = 32, S = 128;
+  EXPECT_DOUBLE_EQ(iteration_flops(c), 72 * L * C * C * B * S + 6 * V * C * B * S + 12 * L * B * S * S * C);
+}
+
+TEST(PlanModelCost, DataParallelBytesEqualTheEngineCounters) {
+  // Measured per rank in a T1 P2 D2 run of this model (train --metrics):
+  // stage 0 sends 3,748,864 DP bytes, stage 1 3,684,352; emb all-reduce 2,097,152.
+  const CostModel m = build_cost_model(small());
+  EXPECT_DOUBLE_EQ(m.facts[0].dp_bytes, 3748864);
+  EXPECT_DOUBLE_EQ(m.facts[1].dp_bytes, 3684352);
+  EXPECT_DOUBLE_EQ(m.embedding_bytes, 4096.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(m.pp_message_bytes, 4.0 * 128 * 128 * 4);
+}
+
+TEST(PlanModelCost, FusedEmbeddingTakesTheWordEmbeddingOutOfTheBuckets) {
+  PlanConfig c = small();
+  c.emb_comm_opt = true;
+  const CostModel m = build_cost_model(c);
+  EXPECT_DOUBLE_EQ(m.facts[0].dp_bytes, 3748864 - 4096.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(m.facts[1].dp_bytes, 3684352 - 4096.0 * 128 * 4);
+  // One all-reduce over 2 x DP = 4 ranks instead of 2.
+  const double lat = c.cluster.inter.latency, bw = c.cluster.inter.bandwidth, E = 4096.0 * 128 * 4;
+  EXPECT_NEAR(m.input.embedding_sync, 6 * lat + 1.5 * E / bw, 1e-12);
+  EXPECT_NEAR(build_cost_model(small()).input.embedding_sync, 2 * lat + E / bw, 1e-12);
+}
+
+TEST(PlanModelCost, CompressedMessagesAndSelectiveStages) {
+  PlanConfig c = small(1, 4, 2);
+  c.global_batch_size = 64;
+  c.cb = {true, 16, true, true};
+  c.grad_comp.enabled = true;
+  c.grad_comp.rank = 8;
+  c.grad_comp.selective_way = 2;
+  const CostModel m = build_cost_model(c);
+  EXPECT_DOUBLE_EQ(m.pp_compressed_bytes, 16.0 * (512 + 128) * 4);
+  EXPECT_GT(m.facts[0].compressed_params, 0);
+  EXPECT_GT(m.facts[1].compressed_params, 0);
+  EXPECT_EQ(m.facts[2].compressed_params, 0);
+  EXPECT_EQ(m.facts[3].compressed_params, 0);
+  EXPECT_FALSE(m.input.stages[1].dp_compression.empty());
+  EXPECT_TRUE(m.input.stages[2].dp_compression.empty());
+  EXPECT_LT(m.facts[1].dp_bytes, m.facts[1].dp_dense_bytes);
+  EXPECT_DOUBLE_EQ(m.facts[2].dp_bytes, m.facts[2].dp_dense_bytes);
+}
+
+TEST(PlanModelCost, TensorParallelRanksShareTheNodeLink) {
+  // T8 on 8-device nodes: the 8 DP all-reduces of a stage share one NIC, so a
+  // bucket of b bytes per rank takes as long as 8b through the link.
+  PlanConfig c = small(8, 2, 2);
+  c.model.num_attention_heads = 8;
+  c.cluster.devices_per_node = 8;
+  const CostModel m = build_cost_model(c);
+  const auto& b = m.input.stages[1].buckets.front();
+  const LinkSpec l = c.cluster.inter;
+  EXPECT_NEAR(b.seconds, 2 * l.latency + b.bytes * 8 / l.bandwidth, 1e-12);
+  // Pipeline sends: each TP rank sends 1/8 of the activation, 8 at once.
+  EXPECT_NEAR(m.input.stages[0].send_forward, l.latency + 4.0 * 128 * 128 * 4 / l.bandwidth, 1e-12);
+}
+
+TEST(PlanModelCost, ComputeTimesFollowFlopsAndRate) {
+  PlanConfig c = small(1, 1, 1);
+  c.cluster.device_flops = 1e9, c.cluster.efficiency = 1.0, c.cluster.free_comm = true;
+  const CostModel m = build_cost_model(c);
+  const double N = 512, C = 128, V = 4096;
+  const double fwd = 4 * (24 * N * C * C + 4 * N * 128 * C) + 2 * N * C * V;
+  EXPECT_NEAR(m.input.stages[0].forward, fwd / 1e9, 1e-12);
+  EXPECT_NEAR(m.input.stages[0].backward, 2 * fwd / 1e9, 1e-12);
+  c.recompute_activations = true;
+  EXPECT_NEAR(build_cost_model(c).input.stages[0].backward, 3 * fwd / 1e9, 1e-12);
+}
+
+TEST(PlanModelCost, ValidationNamesTheFlag) {
+  PlanConfig c = small();
+  c.model.num_layers = 5;
+  try {
+    c.validate();
+    FAIL() << "expected a usage error";
+  } catch (const occ::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--pipeline-model-parallel-size"), std::string::npos);
+  }
+}

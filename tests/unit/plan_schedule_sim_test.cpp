@@ -1,0 +1,139 @@
+// The schedule simulator on pipelines computable by hand.
+#include <gtest/gtest.h>
+
+#include "plan/schedule_sim.h"
+
+using namespace occ::plan;
+
+namespace {
+
+SimInput uniform(int P, int M, double tf, double tb, double delay = 0.0) {
+  SimInput in;
+  in.micro_batches = M;
+  in.stages.resize(size_t(P));
+  for (int s = 0; s < P; ++s) {
+    auto& st = in.stages[size_t(s)];
+    st.forward = tf, st.backward = tb;
+    if (s + 1 < P) st.send_forward = delay;
+    if (s > 0) st.send_backward = st.send_backward_compressed = delay;
+  }
+  return in;
+}
+
+double critical_sum(const SimResult& r) {
+  double sum = 0;
+  for (auto& [c, v] : r.critical) sum += v;
+  return sum;
+}
+
+}  // namespace
+
+TEST(PlanScheduleSim, FreeCommunicationMakespanIsMPlusPMinusOneCycles) {
+  const double tf = 1.0, tb = 2.0;
+  for (int P : {1, 2, 3, 4, 8})
+    for (int M : {1, 2, 3, 8, 16}) {
+      const SimResult r = simulate(uniform(P, M, tf, tb));
+      EXPECT_DOUBLE_EQ(r.iteration, (M + P - 1) * (tf + tb)) << "P=" << P << " M=" << M;
+      EXPECT_NEAR(critical_sum(r), r.iteration, 1e-9);
+      EXPECT_DOUBLE_EQ(r.critical.at(Category::Compute), r.iteration);
+    }
+}
+
+TEST(PlanScheduleSim, LinkDelayAddsTwoDelaysPerStageBoundaryForOneMicroBatch) {
+  // One micro-batch crosses every boundary forward and back: P(tf + tb) + 2(P - 1) d.
+  const double tf = 1.0, tb = 2.0, d = 0.25;
+  for (int P : {2, 4, 8}) {
+    const SimResult r = simulate(uniform(P, 1, tf, tb, d));
+    EXPECT_DOUBLE_EQ(r.iteration, P * (tf + tb) + 2 * (P - 1) * d) << "P=" << P;
+    EXPECT_NEAR(r.critical.at(Category::PipelineComm), 2 * (P - 1) * d, 1e-12);
+  }
+}
+
+TEST(PlanScheduleSim, LinkDelayOnTwoStagesTwoMicroBatches) {
+  // By hand: s0 F0 [0,1] F1 [1,2]; s1 F0 [1+d, 2+d] B0 [.., 4+d]; s0 B0 [4+2d, 6+2d];
+  // s1 F1 [4+d, 5+d] (F1 arrived at 2+d) B1 [.., 7+d]; s0 B1 [7+2d, 9+2d] = 3(tf+tb) + 2d.
+  const double d = 0.25;
+  EXPECT_DOUBLE_EQ(simulate(uniform(2, 2, 1.0, 2.0, d)).iteration, 9.0 + 2 * d);
+}
+
+TEST(PlanScheduleSim, DataParallelAllReduceInsideCooldownDoesNotLengthenIteration) {
+  // Free communication: stage s's last backward ends s * tb before stage 0's,
+  // so an all-reduce of up to s * tb starting there is hidden.
+  const int P = 4, M = 8;
+  const double tf = 1.0, tb = 2.0, makespan = (M + P - 1) * (tf + tb);
+  SimInput in = uniform(P, M, tf, tb);
+  in.stages[3].buckets = {{1.0, 3 * tb}};
+  in.stages[2].buckets = {{1.0, 1.5 * tb}};
+  in.stages[1].buckets = {{0.5, 0.5 * tb}, {1.0, 0.5 * tb}};
+  EXPECT_DOUBLE_EQ(simulate(in).iteration, makespan);
+  // Longer than the cool-down left to it: the excess shows.
+  in.stages[3].buckets = {{1.0, 3 * tb + 0.5}};
+  const SimResult r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.iteration, makespan + 0.5);
+  EXPECT_NEAR(r.critical.at(Category::DataParallel), 3 * tb + 0.5, 1e-12);
+  // On stage 0 (finishes last) every second counts; a bucket ready halfway
+  // through the last backward overlaps its second half.
+  in = uniform(P, M, tf, tb);
+  in.stages[0].buckets = {{0.5, 3.0}};
+  EXPECT_DOUBLE_EQ(simulate(in).iteration, makespan + 3.0 - 0.5 * tb);
+  // Buckets are serial on the reducer thread.
+  in.stages[0].buckets = {{1.0, 1.0}, {1.0, 2.0}};
+  EXPECT_DOUBLE_EQ(simulate(in).iteration, makespan + 3.0);
+}
+
+TEST(PlanScheduleSim, EmbeddingSyncWaitsForFirstAndLastStage) {
+  const int P = 3, M = 4;
+  SimInput in = uniform(P, M, 1.0, 2.0);
+  in.embedding_sync_on = true;
+  in.embedding_sync = 0.75;
+  in.grad_norm_sync = 0.125;
+  for (auto& st : in.stages) st.optimizer = 0.5;
+  const SimResult r = simulate(in);
+  EXPECT_DOUBLE_EQ(r.iteration, (M + P - 1) * 3.0 + 0.75 + 0.125 + 0.5);
+  EXPECT_DOUBLE_EQ(r.critical.at(Category::Embedding), 0.75);
+  EXPECT_DOUBLE_EQ(r.critical.at(Category::Optimizer), 0.5);
+}
+
+TEST(PlanScheduleSim, EpilogueOnlyCompressesTheLastPMinusSSendsOfStageS) {
+  const int P = 4, M = 8;
+  SimInput in = uniform(P, M, 1.0, 2.0);
+  for (auto& st : in.stages) st.compress = 0.01, st.decompress = 0.02;
+  in.cb.enabled = true;
+  in.cb.epilogue_only = true;
+  const SimResult r = simulate(in);
+  int compressed = 0, decompressed = 0;
+  for (const auto& n : r.nodes) {
+    compressed += n.category == Category::Compress;
+    decompressed += n.category == Category::Decompress;
+  }
+  EXPECT_EQ(compressed, (P - 1) + (P - 2) + (P - 3));  // stage s: P - s sends, s >= 1
+  EXPECT_EQ(decompressed, compressed);
+  in.cb.epilogue_only = false;
+  int all = 0;
+  for (const auto& n : simulate(in).nodes) all += n.category == Category::Compress;
+  EXPECT_EQ(all, (P - 1) * M);
+}
+
+TEST(PlanScheduleSim, CompressedBackwardSendShortensTheCriticalPath) {
+  // One micro-batch: the backward crosses P - 1 links; compressing them
+  // replaces d by the compressed transfer plus encode and decode.
+  const int P = 4;
+  SimInput in = uniform(P, 1, 1.0, 2.0, 1.0);
+  for (auto& st : in.stages) st.send_backward_compressed = 0.1, st.compress = 0.05, st.decompress = 0.05;
+  in.cb.enabled = true;
+  EXPECT_DOUBLE_EQ(simulate(in).iteration, P * 3.0 + (P - 1) * 1.0 + (P - 1) * (0.1 + 0.05 + 0.05));
+}
+
+TEST(PlanScheduleSim, BlockingSendsPutEveryTransferOnTheSenderThread) {
+  // Megatron-style blocking sends, P = 2, M = 1: the same chain as nonblocking
+  // (the sender has nothing else to do) ...
+  EXPECT_DOUBLE_EQ(simulate([] { auto in = uniform(2, 1, 1.0, 2.0, 0.5); in.blocking_sends = true; return in; }())
+                       .iteration,
+                   2 * 3.0 + 2 * 0.5);
+  // ... but with M = 2 stage 0 waits for F0's transfer before F1: s0 F0 [0,1],
+  // send [1,1.5], F1 [1.5,2.5], send [2.5,3]; s1 F0 [1.5,2.5] B0 [2.5,4.5] send
+  // [4.5,5]; F1 [5,6] B1 [6,8] send [8,8.5]; s0 B0 [5,7], B1 [8.5,10.5].
+  SimInput in = uniform(2, 2, 1.0, 2.0, 0.5);
+  in.blocking_sends = true;
+  EXPECT_DOUBLE_EQ(simulate(in).iteration, 10.5);
+}
