@@ -24,11 +24,11 @@
 # re-applies the shaping flags given and leaves it up.
 # RATE is tc's syntax (200mbit, 1gbit; 0 = unshaped), DELAY too (0.2ms; 0 = none added:
 # veth + TCP already cost tens of microseconds, more than InfiniBand's ~2 us; latency needs
-# netem, which some kernels lack). Defaults: 2 nodes, 2 ranks per node, 200mbit, no added
+# netem, which some kernels lack). Defaults: 2 nodes, 2 ranks per node, 300mbit, no added
 # latency (see README "Measure it yourself").
 set -euo pipefail
 
-NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=200mbit LATENCY=0
+NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=300mbit LATENCY=0
 SUBNET_PREFIX=10.213.0  # private subnet of the bridge; node k is .(k+1)
 MPI_EXTRA=()
 
@@ -216,11 +216,14 @@ cluster_run() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local rc=0 before
   before=$(link_stats 2> /dev/null || true)
+  # The TCP progress thread moves a message's bytes while its ranks compute, as NCCL's
+  # kernels and the NICs do on a GPU cluster (without it a nonblocking send larger than
+  # the eager limit waits for the sender's next MPI call).
   # mpirun itself runs on node 0 (its own netns and hostname); ranks 0..R-1 are local to it.
   ip netns exec "$(node_ns 0)" unshare --uts -- sh -c 'hostname "$1"; shift; exec "$@"' sh "$(node_host 0)" \
     mpirun -np "$np" --hostfile "$STATE/hostfile" --map-by slot --bind-to none \
     --mca plm_rsh_agent "$STATE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-    --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET_PREFIX.0/24" \
+    --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET_PREFIX.0/24" --mca btl_tcp_progress_thread "${OCC_TCP_PROGRESS_THREAD:-1}" \
     --mca oob_tcp_if_include "$SUBNET_PREFIX.0/24" "${env_args[@]}" "${MPI_EXTRA[@]}" \
     "${PROGRAM[@]}" || rc=$?
   # What each node's link carried during this job (counters minus their values before it).

@@ -65,7 +65,7 @@ for f in "$DIR"/*.jsonl; do
   # shellcheck disable=SC2046
   "$BIN" plan --ignore-unknown-flags --calibrate "$DIR/baseline.jsonl" --calibrated-run-flags "$(cat "$DIR/baseline.flags")" \
     $(cat "$DIR/$v.flags") "${extra[@]}" "${EXTRA[@]}" --json "$OUT/$v.json" > "$OUT/$v.txt"
-  [[ $v == baseline ]] && { echo "== calibration (baseline)"; grep -E "^(calibrated|  stage|  achieved|  inter|  intra)" "$OUT/$v.txt"; }
+  [[ $v == baseline ]] && { echo "== calibration (baseline)"; grep -E "^(calibrated|  stage|  achieved|  inter|  main|  intra)" "$OUT/$v.txt"; }
 done
 /usr/bin/python3 - "$DIR" "$OUT" <<'PY'
 import json, os, re, statistics, sys

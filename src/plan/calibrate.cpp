@@ -170,6 +170,31 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
   c.report.push_back(fmt::format("  inter-node link: {:.3g} B/s, latency {:.3g} s — {}", c.inter.bandwidth,
                                  c.inter.latency, c.inter_source));
 
+  // Main-thread message latency: the intercept above is the DP reducer
+  // thread's cost per ring step (its wake-up and hand-shake with the peer
+  // reducer, under CPU contention), not a property of a single message. The
+  // grad-norm all-reduce moves 8 bytes, so the least-waiting rank's time in it
+  // over its ring steps is the per-message cost of the main thread; nonblocking
+  // pipeline sends (progressed in the background) and the loss all-reduce use it.
+  if (!inter_from_flags && D * P > 1 && c.inter.latency > 0) {
+    const int group = T * P;  // the model group: one rank per (stage, TP rank)
+    std::vector<double> t;
+    for (const auto& row : rows) {
+      double least = 1e300;
+      bool any = false;
+      for (const auto& r : row["ranks"])
+        if (r["timers"].contains("norm_allreduce")) least = std::min(least, timer(r, "norm_allreduce")), any = true;
+      if (any) t.push_back(least);
+    }
+    if (group > 1 && !t.empty()) {
+      const double per_step = median(t) / (2.0 * (group - 1));
+      c.inter.p2p_latency = std::min(per_step, c.inter.latency);
+      c.report.push_back(fmt::format("  main-thread message latency {:.3g} s (p2p sends, scalar all-reduces) — fitted: "
+                                     "least-waiting rank's grad-norm all-reduce time / {} ring steps",
+                                     c.inter.p2p_latency, 2 * (group - 1)));
+    }
+  }
+
   // Intra-node link (only the TP all-gather after receives uses it).
   c.intra = cfg.cluster.intra;
   c.intra_source = "flags (--intra-node-bandwidth / --intra-node-latency)";

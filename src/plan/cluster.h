@@ -11,6 +11,12 @@ namespace occ::plan {
 struct LinkSpec {
   double bandwidth = 25e9;  // bytes/s
   double latency = 5e-6;    // s per message (per ring step)
+  // Fixed cost of one message sent by the main thread: a nonblocking
+  // point-to-point transfer, or one step of a scalar all-reduce (grad norm,
+  // loss); < 0: `latency`. Calibration fits it apart from `latency`, which it
+  // fits on the DP reducer thread's bucket all-reduces (see plan/calibrate.h).
+  double p2p_latency = -1.0;
+  double message_latency() const { return p2p_latency >= 0 ? p2p_latency : latency; }
 };
 
 struct ClusterSpec {
@@ -30,7 +36,7 @@ struct ClusterSpec {
 
 // One message: its occupancy of the link.
 inline double transfer_seconds(double bytes, const LinkSpec& link, int sharing = 1) {
-  return link.latency + bytes * double(std::max(sharing, 1)) / link.bandwidth;
+  return link.message_latency() + bytes * double(std::max(sharing, 1)) / link.bandwidth;
 }
 // Ring all-reduce of `bytes` per rank over `group` ranks: 2(G-1) steps of bytes/G.
 inline double ring_allreduce_seconds(double bytes, int group, const LinkSpec& link, int sharing = 1) {

@@ -1,6 +1,7 @@
 #include "plan/model_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "compress/powersgd.h"
@@ -44,7 +45,8 @@ void PlanConfig::validate() const {
   usage(c.device_flops > 0 && c.efficiency > 0 && c.efficiency <= 1,
         "--device-tflops must be > 0 and --efficiency in (0, 1]");
   usage(c.memory_bandwidth > 0 && c.compress_efficiency > 0, "--memory-bandwidth and --compress-efficiency must be > 0");
-  usage(c.intra.bandwidth > 0 && c.inter.bandwidth > 0 && c.intra.latency >= 0 && c.inter.latency >= 0,
+  usage(c.intra.bandwidth > 0 && c.inter.bandwidth > 0 && c.intra.latency >= 0 && c.inter.latency >= 0 &&
+            !std::isnan(c.intra.p2p_latency) && !std::isnan(c.inter.p2p_latency),
         "link bandwidths must be > 0 and latencies >= 0 (--intra-node-bandwidth, --inter-node-bandwidth, ...)");
 }
 
@@ -241,8 +243,14 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   for (int s = 0; s < P; ++s)
     for (int t = 0; t < T; ++t) model_group.push_back(place.rank(s, 0, t));
   for (int r = 0; r < T * P * D; ++r) world.push_back(r);
-  in.grad_norm_sync = ring_allreduce_seconds(8, int(model_group.size()), place.link(model_group));
-  in.loss_sync = ring_allreduce_seconds(8, int(world.size()), place.link(world));
+  // Scalar all-reduces on the main thread: per-message latency, like p2p sends.
+  auto scalar_link = [&](const std::vector<int>& ranks) {
+    LinkSpec l = place.link(ranks);
+    l.latency = l.message_latency();
+    return l;
+  };
+  in.grad_norm_sync = ring_allreduce_seconds(8, int(model_group.size()), scalar_link(model_group));
+  in.loss_sync = ring_allreduce_seconds(8, int(world.size()), scalar_link(world));
   return out;
 }
 

@@ -27,7 +27,8 @@ PlanConfig small() {
 // Rows of a T1 P2 D2 run: stage s forward fwd[s] ms and backward bwd[s] ms per
 // micro-batch; the DP reducer busy for steps * lat + bytes / bw on one rank of
 // each stage and longer (waiting) on the other.
-void write_rows(const std::string& path, const PlanConfig& c, double lat, double bw) {
+// norm_ms >= 0: the grad-norm all-reduce timer (ms) of the least-waiting rank.
+void write_rows(const std::string& path, const PlanConfig& c, double lat, double bw, double norm_ms = -1) {
   const CostModel m = build_cost_model(c);
   const double fwd[2] = {2.0, 3.0}, bwd[2] = {4.0, 6.5};
   std::ofstream f(path);
@@ -42,6 +43,7 @@ void write_rows(const std::string& path, const PlanConfig& c, double lat, double
       nlohmann::json t = {{"forward", fwd[s] * 4}, {"backward", bwd[s] * 4}, {"data", 0.0},
                           {"dp_busy", (busy * 1e3) * (d == 0 ? 1.0 : 3.0)}, {"tp_allreduce", 0.0},
                           {"optimizer", 1.0 + d}};
+      if (norm_ms >= 0) t["norm_allreduce"] = norm_ms * (r == 0 ? 1.0 : 4.0);
       ranks.push_back({{"rank", r}, {"tp", 0}, {"pp", s}, {"dp", d}, {"timers", t},
                        {"bytes", {{"dp", uint64_t(bytes)}}}});
     }
@@ -69,6 +71,24 @@ TEST(PlanCalibrate, RecoversStageTimesAndLink) {
   const CostModel m = build_cost_model(c);
   const double per = std::min(1e-3 / double(m.facts[0].params), 1e-3 / double(m.facts[1].params));
   EXPECT_NEAR(cal.measured.stages[1].optimizer, per * double(m.facts[1].params), 1e-12);
+}
+
+TEST(PlanCalibrate, FitsMainThreadMessageLatencyApartFromTheReducer) {
+  occ::test::TempDir dir("plan");
+  PlanConfig c = small();
+  // Grad-norm all-reduce over the model group (2 ranks: 2 ring steps) of 0.02 ms.
+  write_rows(dir / "m.jsonl", c, 40e-6, 2e9, 0.02);
+  const Calibration cal = calibrate(dir / "m.jsonl", c, false, false);
+  EXPECT_NEAR(cal.inter.latency, 40e-6, 1e-9);  // the reducer's per-step cost, unchanged
+  EXPECT_NEAR(cal.inter.p2p_latency, 10e-6, 1e-9);
+  EXPECT_NEAR(cal.inter.message_latency(), 10e-6, 1e-9);
+  // Never above the reducer's per-step cost.
+  write_rows(dir / "n.jsonl", c, 40e-6, 2e9, 1.0);
+  EXPECT_NEAR(calibrate(dir / "n.jsonl", c, false, false).inter.p2p_latency, 40e-6, 1e-9);
+  // Without the timer (or with the link from flags): one latency for all.
+  EXPECT_LT(calibrate(dir / "m.jsonl", c, true, false).inter.p2p_latency, 0.0);
+  write_rows(dir / "o.jsonl", c, 40e-6, 2e9);
+  EXPECT_LT(calibrate(dir / "o.jsonl", c, false, false).inter.p2p_latency, 0.0);
 }
 
 TEST(PlanCalibrate, CalibratedTimesDriveTheSimulation) {

@@ -82,6 +82,24 @@ TEST(PlanModelCost, TensorParallelRanksShareTheNodeLink) {
   EXPECT_NEAR(m.input.stages[0].send_forward, l.latency + 4.0 * 128 * 128 * 4 / l.bandwidth, 1e-12);
 }
 
+TEST(PlanModelCost, MainThreadMessagesUseTheirOwnLatency) {
+  // p2p_latency applies to pipeline sends and scalar all-reduces; the DP
+  // buckets keep the per-ring-step latency.
+  PlanConfig c = small(1, 2, 2);
+  c.cluster.devices_per_node = 1, c.cluster.nodes = 4;
+  c.cluster.inter = {1e9, 5e-3};
+  c.cluster.inter.p2p_latency = 1e-4;
+  const CostModel m = build_cost_model(c);
+  const auto& b = m.input.stages[0].buckets.front();
+  EXPECT_NEAR(b.seconds, 2 * 5e-3 + b.bytes / 1e9, 1e-12);
+  EXPECT_NEAR(m.input.stages[0].send_forward, 1e-4 + m.pp_message_bytes / 1e9, 1e-12);
+  EXPECT_NEAR(m.input.grad_norm_sync, 2 * 1e-4 + 8.0 / 1e9, 1e-12);
+  EXPECT_NEAR(m.input.loss_sync, 6 * 1e-4 + 2.0 * 3 / 4 * 8 / 1e9, 1e-12);
+  // Unset: one latency for everything.
+  c.cluster.inter.p2p_latency = -1;
+  EXPECT_NEAR(build_cost_model(c).input.stages[0].send_forward, 5e-3 + m.pp_message_bytes / 1e9, 1e-12);
+}
+
 TEST(PlanModelCost, ComputeTimesFollowFlopsAndRate) {
   PlanConfig c = small(1, 1, 1);
   c.cluster.device_flops = 1e9, c.cluster.efficiency = 1.0, c.cluster.free_comm = true;
