@@ -21,7 +21,7 @@
 # `run` launches `mpirun -np N*R` from node 0 with Open MPI's rsh launcher set to
 # an agent that enters the target node's namespaces. If the cluster is not up,
 # `run` creates it and always removes it on exit; if it is up (`up`), `run`
-# re-applies the shaping flags given and leaves it up.
+# applies the shaping flags given (if any) and leaves it up.
 # RATE is tc's syntax (200mbit, 1gbit; 0 = unshaped), DELAY too (0.2ms; 0 = none added:
 # veth + TCP already cost tens of microseconds, more than InfiniBand's ~2 us; latency needs
 # netem, which some kernels lack). Defaults: 2 nodes, 2 ranks per node, 300mbit, no added
@@ -31,6 +31,7 @@ set -euo pipefail
 NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=300mbit LATENCY=0
 SUBNET_PREFIX=10.213.0  # private subnet of the bridge; node k is .(k+1)
 MPI_EXTRA=()
+SHAPING_GIVEN=0
 
 die() { echo "error: $*" >&2; exit 2; }
 
@@ -42,8 +43,8 @@ while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2;;
     --ranks-per-node) RANKS_PER_NODE=$2; shift 2;;
-    --bandwidth) BANDWIDTH=$2; shift 2;;
-    --latency) LATENCY=$2; shift 2;;
+    --bandwidth) BANDWIDTH=$2; SHAPING_GIVEN=1; shift 2;;
+    --latency) LATENCY=$2; SHAPING_GIVEN=1; shift 2;;
     --name) NAME=$2; shift 2;;
     --mpi-arg) MPI_EXTRA+=("$2"); shift 2;;
     --) shift; PROGRAM=("$@"); break;;
@@ -197,8 +198,7 @@ cluster_run() {
   local created=0
   if is_up; then
     [[ $(cat "$STATE/nodes") -eq $NODES ]] || die "cluster '$NAME' is up with $(cat "$STATE/nodes") nodes, not $NODES; use --nodes $(cat "$STATE/nodes") or 'down' it"
-    require_latency_support
-    apply_shaping
+    if ((SHAPING_GIVEN)); then require_latency_support; apply_shaping; fi
   else
     created=1
     trap 'cluster_down > /dev/null' EXIT
