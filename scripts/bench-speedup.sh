@@ -30,6 +30,7 @@ done
 [[ $ITERS =~ ^[0-9]+$ && $ITERS -ge 6 ]] || { echo "error: --iters must be at least 6 (the first iterations are warm-up)" >&2; exit 2; }
 bash scripts/cluster.sh check > /dev/null || { echo "error: $(bash scripts/cluster.sh check)" >&2; exit 3; }
 bash scripts/setup.sh > /dev/null
+rm -rf "$OUT/runs" "$OUT/traces"  # no stale repetitions from an earlier run
 mkdir -p "$OUT/runs" "$OUT/traces"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
