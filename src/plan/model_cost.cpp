@@ -15,22 +15,16 @@ void PlanConfig::validate() const {
   auto usage = [](bool ok, const std::string& msg) {
     if (!ok) throw UsageError(msg);
   };
-  const auto& m = model;
   usage(tp >= 1 && pp >= 1 && dp >= 1, "layout sizes must be >= 1; check --tensor-model-parallel-size and "
                                        "--pipeline-model-parallel-size");
-  usage(m.num_layers >= 1 && m.hidden_size >= 1 && m.num_attention_heads >= 1 && m.seq_length >= 1,
-        "--num-layers, --hidden-size, --num-attention-heads and --seq-length must be >= 1");
-  usage(m.vocab_size >= 1, "--vocab-size must be >= 1");
-  usage(m.num_layers % pp == 0, fmt::format("--num-layers {} is not divisible by --pipeline-model-parallel-size {}; "
-                                            "choose a divisor", m.num_layers, pp));
-  usage(m.hidden_size % m.num_attention_heads == 0,
-        fmt::format("--hidden-size {} is not divisible by --num-attention-heads {}", m.hidden_size,
-                    m.num_attention_heads));
-  usage(m.num_attention_heads % tp == 0, fmt::format("--num-attention-heads {} is not divisible by "
-                                                     "--tensor-model-parallel-size {}", m.num_attention_heads, tp));
-  usage(m.padded_vocab_size() % tp == 0, fmt::format("padded vocabulary {} is not divisible by "
-                                                     "--tensor-model-parallel-size {}; change "
-                                                     "--make-vocab-size-divisible-by", m.padded_vocab_size(), tp));
+  // The model's shape against the layout: the same checks (and messages) as train.
+  ParallelLayout layout;
+  layout.tp_size = tp, layout.pp_size = pp, layout.dp_size = dp;
+  try {
+    model.validate(layout);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   usage(micro_batch_size >= 1 && global_batch_size % (micro_batch_size * dp) == 0 && micro_batches() >= 1,
         fmt::format("--global-batch-size {} is not a multiple of --micro-batch-size {} x data-parallel size {}",
                     global_batch_size, micro_batch_size, dp));

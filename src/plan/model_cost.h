@@ -13,6 +13,7 @@
 #include "compress/compressed_backprop.h"
 #include "compress/dp_powersgd.h"
 #include "model/config.h"
+#include "parallel/layout.h"
 #include "plan/cluster.h"
 #include "plan/schedule_sim.h"
 
@@ -71,7 +72,11 @@ CostModel build_cost_model(const PlanConfig& cfg, const Measured* measured = nul
 // Ranks of `stage` on the node of `rank`: they share that node's NIC when
 // they all talk across nodes at once (DP all-reduces, pipeline sends).
 int node_sharing(const PlanConfig& cfg, int rank, int stage);
-inline int rank_of(const PlanConfig& cfg, int pp, int dp, int tp) { return pp * cfg.dp * cfg.tp + dp * cfg.tp + tp; }
+inline int rank_of(const PlanConfig& cfg, int pp, int dp, int tp) {
+  ParallelLayout l;  // Megatron's rank layout, as the engine computes it
+  l.tp_size = cfg.tp, l.pp_size = cfg.pp, l.dp_size = cfg.dp, l.tp_rank = tp, l.pp_rank = pp, l.dp_rank = dp;
+  return l.global_rank();
+}
 
 // The full-model forward+backward FLOPs of one iteration (all micro-batches, all ranks).
 double iteration_flops(const PlanConfig& cfg);
