@@ -46,17 +46,10 @@ MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 
   --num-attention-heads 8 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 64
   --train-iters "$ITERS" --lr 6e-4 --min-lr 6e-5 --lr-warmup-fraction 0.2 --eval-iters 0 --log-interval 1000
   --pipeline-model-parallel-size 4 --seed 1234 --comm-timeout 300 ${OCC_TRAIN_FLAGS:-})  # OCC_TRAIN_FLAGS: extra train flags
-CB="--inter-grad-comp --inter-grad-comp-rank 16 --use-error-feedback --inter-grad-comp-epilogue-only"
-DPC="--grad-comp --grad-comp-rank 16 --use-error-feedback --grad-comp-warm-up 0.1"
-VARIANTS=(${OCC_VARIANTS:-baseline dp_powersgd cb_lep_ec fe full nocomm})  # OCC_VARIANTS="a b": a subset
-declare -A FLAGS=(
-  [baseline]=""
-  [dp_powersgd]="$DPC"
-  [cb_lep_ec]="$CB"
-  [fe]="$CB --emb-comm-opt"
-  [full]="$CB --emb-comm-opt $DPC --selective-grad-comp-way 3"
-  [nocomm]=""
-)
+source scripts/speedup_variants.sh
+speedup_variants 4
+# shellcheck disable=SC2206
+[[ -n ${OCC_VARIANTS:-} ]] && VARIANTS=($OCC_VARIANTS)  # OCC_VARIANTS="a b": a subset
 CLUSTER=occbench
 bash scripts/cluster.sh down --name $CLUSTER > /dev/null
 trap 'bash scripts/cluster.sh down --name $CLUSTER > /dev/null' EXIT

@@ -33,20 +33,15 @@ if ((GENERATE)); then
   [[ -f $DATA/kjv.idx ]] || { mkdir -p "$DATA"; "$BIN" preprocess --input data/kjv.txt.zst --output-prefix "$DATA/kjv" --vocab-size 4096 > /dev/null; }
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
   BASE="--data-path $DATA/kjv --tokenizer-model $DATA/kjv.model --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 4 --global-batch-size 32 --train-iters $ITERS --eval-iters 0 --eval-interval 100000 --log-interval 1000 --hidden-dropout 0 --attention-dropout 0 --pipeline-model-parallel-size 2"
-  CB="--inter-grad-comp --inter-grad-comp-rank 16 --use-error-feedback --inter-grad-comp-epilogue-only"
-  declare -A VARIANTS=(
-    [baseline]=""
-    [dp_powersgd]="--grad-comp --grad-comp-rank 16 --use-error-feedback"
-    [cb_lep_ec]="$CB"
-    [fe]="--emb-comm-opt"
-    [full]="$CB --emb-comm-opt --grad-comp --grad-comp-rank 16 --selective-grad-comp-way 1"
-  )
-  for v in baseline dp_powersgd cb_lep_ec fe full; do
-    echo "$BASE ${VARIANTS[$v]}" > "$DIR/$v.flags"
+  source scripts/speedup_variants.sh
+  speedup_variants 2
+  LOCAL=(baseline dp_powersgd cb_lep_ec fe full)  # nocomm needs shaped links to differ from baseline
+  for v in "${LOCAL[@]}"; do
+    echo "$BASE ${FLAGS[$v]}" > "$DIR/$v.flags"
     rm -f "$DIR/$v.jsonl"
   done
   for ((round = 1; round <= ROUNDS; round++)); do
-    for v in baseline dp_powersgd cb_lep_ec fe full; do
+    for v in "${LOCAL[@]}"; do
       # shellcheck disable=SC2046
       mpirun -np 4 --oversubscribe "$BIN" train $(cat "$DIR/$v.flags") --metrics "$DIR/$v.jsonl" > "$DIR/$v.log" 2>&1
     done

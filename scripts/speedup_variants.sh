@@ -1,0 +1,22 @@
+# The variants of the speedup benchmark, defined once for scripts/bench-speedup.sh
+# (emulated cluster) and scripts/validate-planner.sh --generate (local runs).
+# Source this file, then `speedup_variants P` (P = pipeline stages) sets
+#   VARIANTS  the names, in the benchmark's order
+#   FLAGS     name -> the train flags it adds to the model's
+# nocomm is the baseline's flags; the benchmark runs it on unshaped links.
+speedup_variants() {
+  local P=$1
+  local cb="--inter-grad-comp --inter-grad-comp-rank 16 --use-error-feedback --inter-grad-comp-epilogue-only"
+  local dpc="--grad-comp --grad-comp-rank 16 --use-error-feedback --grad-comp-warm-up 0.1"
+  VARIANTS=(baseline dp_powersgd cb_lep_ec fe full nocomm)
+  # SC: DP compression on every stage but the last, whose all-reduce can hide behind
+  # the earlier stages' cool-down (the prototype's k = 3 for P = 4).
+  declare -gA FLAGS=(
+    [baseline]=""
+    [dp_powersgd]="$dpc"
+    [cb_lep_ec]="$cb"
+    [fe]="$cb --emb-comm-opt"
+    [full]="$cb --emb-comm-opt $dpc --selective-grad-comp-way $((P > 1 ? P - 1 : 1))"
+    [nocomm]=""
+  )
+}
