@@ -17,7 +17,8 @@ const std::vector<std::string> kReportedPhases = {"data",         "forward",    
                                                   "peak_rss_mib"};
 
 const std::vector<std::string> kReportedCounts = {"cb_sends", "cb_compressed", "lep_samples", "lep_cosine",
-                                                  "lep_error_mean", "lep_delta_mean"};
+                                                  "lep_error_mean", "lep_delta_mean", "lep_error_ratio",
+                                                  "lep_delta_ratio"};
 
 nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
   const size_t P = kReportedPhases.size(), K = size_t(Traffic::kCount), C = kReportedCounts.size();
@@ -55,7 +56,9 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
     if (counts[2] > 0)  // means over the micro-batches checked this iteration
       rank["lep_check"] = {{"cosine", counts[3] / counts[2]},
                            {"error_mean", counts[4] / counts[2]},
-                           {"delta_mean", counts[5] / counts[2]}};
+                           {"delta_mean", counts[5] / counts[2]},
+                           {"error_ratio", counts[6] / counts[2]},
+                           {"delta_ratio", counts[7] / counts[2]}};
     ranks.push_back(rank);
   }
   return ranks;

@@ -204,7 +204,7 @@ void Trainer::run_schedule(int64_t M, double& loss_sum) {
         stage_->backward(acts_[size_t(slot)], mb, dx_out_.data(), out.data(), j == M - 1 ? on_final : nullptr);
       });
       if (!layout_.first_stage()) {
-        if (compressed_out && opt_.check_lep && layout_.last_stage()) check_lep(slot);
+        if (compressed_out && opt_.check_lep && layout_.last_stage()) check_lep(slot, out.data());
         exchange_->send_backward(out.data(), NC, j, compressed_out ? cb_send_.get() : nullptr);
         timers.count("cb_sends", 1);
         timers.count("cb_compressed", compressed_out ? 1 : 0);
@@ -282,20 +282,24 @@ void Trainer::sync_gradients() {
 }
 
 // --check-lep (last stage): the LEP residual left by micro-batch k-1 against
-// the change of this stage's input activations from k-1 to k (paper Fig. 11).
-void Trainer::check_lep(int slot) {
+// the change of this stage's input activations from k-1 to k (paper Fig. 11),
+// and its size against the fresh gradient (grad: the whole micro-batch's) it joins.
+void Trainer::check_lep(int slot, const float* grad) {
   const std::vector<float>* e = cb_send_->residual();
   const size_t n = e->size();
   const float* x = acts_[size_t(slot)].layers.empty() ? acts_[size_t(slot)].output.data()
                                                       : acts_[size_t(slot)].layers[0].input.data();
-  x += n * size_t(layout_.tp_rank);  // this TP rank's slice
+  x += n * size_t(layout_.tp_rank);  // this TP rank's slice, as the exchange sends it
+  grad += n * size_t(layout_.tp_rank);
   if (lep_prev_input_.size() == n) {
-    double dot = 0, ee = 0, dd = 0, esum = 0, dsum = 0;
+    double dot = 0, ee = 0, dd = 0, gg = 0, xx = 0, esum = 0, dsum = 0;
     for (size_t i = 0; i < n; ++i) {
       const double d = double(x[i]) - lep_prev_input_[i], ei = (*e)[i];
       dot += ei * d;
       ee += ei * ei;
       dd += d * d;
+      gg += double(grad[i]) * grad[i];
+      xx += double(x[i]) * x[i];
       esum += ei;
       dsum += d;
     }
@@ -304,6 +308,10 @@ void Trainer::check_lep(int slot) {
     timers.count("lep_cosine", ee > 0 && dd > 0 ? dot / std::sqrt(ee * dd) : 0.0);
     timers.count("lep_error_mean", esum / double(n));
     timers.count("lep_delta_mean", dsum / double(n));
+    // LEP's premises, as ratios: a residual small next to the gradient it joins,
+    // and activations that micro-batches share (delta small next to x).
+    timers.count("lep_error_ratio", gg > 0 ? std::sqrt(ee / gg) : 0.0);
+    timers.count("lep_delta_ratio", xx > 0 ? std::sqrt(dd / xx) : 0.0);
   }
   lep_prev_input_.assign(x, x + n);
 }

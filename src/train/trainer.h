@@ -55,7 +55,7 @@ class Trainer {
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void sync_gradients();
-  void check_lep(int slot);
+  void check_lep(int slot, const float* grad);
   bool dp_compressing() const;
   void save_checkpoint();
   void save_compression_state(const std::string& staging);

@@ -16,6 +16,7 @@
 # Each variant must also show that it did compress (otherwise "equal" proves nothing):
 # CB variants report compressed pipeline sends, DP variants other dp bytes than the
 # baseline on the compressing stages, FE other emb bytes.
+# --check-lep: at the lossless rank the residual LEP carries is ~0; at rank 4 it is not.
 #
 # Why --adam-eps 1e-3 (as in layouts_equal.sh): with Adam's eps 1e-8 an element whose true
 # gradient is ~0 gets an update of about lr * noise / |noise|, so the fp32 rounding of any
@@ -98,11 +99,38 @@ EOF
   fi
 }
 
+# check_lep NAME LO HI: every iteration's --check-lep record (last stage) has the LEP residual
+# over the gradient it joins in [LO, HI], a cosine in [-1, 1] and activations that changed.
+check_lep() {
+  local name=$1 out
+  if out=$("$PY" - "$WORK/$name.jsonl" "$2" "$3" <<'EOF2'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+lo, hi = float(sys.argv[2]), float(sys.argv[3])
+bad, ratios = [], []
+for r in rows:
+    c = r.get("lep_check")
+    if c is None:
+        bad.append(f"iter {r['iter']}: no lep_check record")
+        continue
+    ratios.append(c["error_ratio"])
+    if not lo <= c["error_ratio"] <= hi:
+        bad.append(f"iter {r['iter']}: error_ratio {c['error_ratio']:.3g} outside [{lo}, {hi}]")
+    if not -1 <= c["cosine"] <= 1 or not c["delta_ratio"] > 0:
+        bad.append(f"iter {r['iter']}: cosine {c['cosine']}, delta_ratio {c['delta_ratio']}")
+print("; ".join(bad[:5]) if bad else f"error_ratio {min(ratios):.2g}..{max(ratios):.2g}")
+sys.exit(1 if bad else 0)
+EOF2
+  ); then pass "$name --check-lep: $out"; else failed "$name --check-lep: $out"; fi
+}
+
 CB=(--inter-grad-comp --inter-grad-comp-rank 64)
 DPC=(--grad-comp --grad-comp-rank 64)
 run base 1 && {
   run cb 1 "${CB[@]}" && compare base cb cb
-  run cb_lep 1 "${CB[@]}" --use-error-feedback && compare base cb_lep cb
+  run cb_lep 1 "${CB[@]}" --use-error-feedback --check-lep && compare base cb_lep cb && check_lep cb_lep 0 1e-4
+  # Lossy (rank 4 of 64 columns): the residual LEP carries is a sizable part of the gradient.
+  run cb_lep_r4 1 --inter-grad-comp --inter-grad-comp-rank 4 --use-error-feedback --check-lep && check_lep cb_lep_r4 0.2 100
   run cb_lep_ec 1 "${CB[@]}" --use-error-feedback --inter-grad-comp-epilogue-only && compare base cb_lep_ec cb
   run fe 1 --emb-comm-opt && compare base fe emb
   run dp 1 "${DPC[@]}" --use-error-feedback && compare base dp dp:0,1
