@@ -15,8 +15,8 @@
 # (validation curves: the ablation, and the rank sweep).
 #   bash scripts/experiment-quality.sh [--iters N] [--quick] [--out DIR] [--seeds "S1 S2 .."]
 #        [--cb-ranks "16 64"] [--variants "3_cb 4_cb_lep .."] [--report-only]
-#   (DP_RANK=r: DP rank, default 16; --variants 8_cb_ec_no_lep: the opt-in diagnostic EC
-#   without LEP)
+#   (--quick: 40 iterations, CB rank 16 only; DP_RANK=r: DP rank, default 16;
+#   --variants 8_cb_ec_no_lep: the opt-in diagnostic EC without LEP)
 # Runs accumulate in OUT as NAME[_rCBRANK]_sSEED.jsonl; the tables report every run found
 # there, each compared with the baseline of the same seed (--report-only: no new runs).
 set -euo pipefail
