@@ -55,6 +55,7 @@ bash scripts/cluster.sh down --name $CLUSTER > /dev/null
 trap 'bash scripts/cluster.sh down --name $CLUSTER > /dev/null' EXIT
 bash scripts/cluster.sh up --name $CLUSTER --nodes $NODES --bandwidth "$BANDWIDTH" --latency "$LATENCY"
 echo "$BANDWIDTH $LATENCY $NODES $ITERS $REPS $LAYOUT" > "$OUT/runs/settings"
+for v in "${VARIANTS[@]}"; do echo "${MODEL[*]} ${FLAGS[$v]}" > "$OUT/runs/$v.flags"; done
 start=$(date +%s)
 for ((rep = 1; rep <= REPS; rep++)); do
   # Rotate the order each round so no variant always runs first (cold caches) or last.
@@ -62,7 +63,6 @@ for ((rep = 1; rep <= REPS; rep++)); do
     v=${VARIANTS[$(((i + rep - 1) % ${#VARIANTS[@]}))]}
     bw=$BANDWIDTH lat=$LATENCY
     [[ $v == nocomm ]] && bw=0 lat=0
-    echo "${MODEL[*]} ${FLAGS[$v]}" | sed "s|--train-iters [0-9]*|--train-iters $ITERS|" > "$OUT/runs/$v.flags"
     rm -f "$OUT/runs/$v.r$rep.jsonl"
     trace=()
     ((rep == 1)) && trace=(--trace "$OUT/traces/$v.json")
