@@ -79,7 +79,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                  "fraction of iterations that run uncompressed first")->capture_default_str();
   app.add_option("--selective-grad-comp-way", o.grad_comp.selective_way,
                  "SC: compress DP gradients only on pipeline stages s < K (default: all)");
-  app.add_flag("--check-lep", o.check_lep, "record LEP error vs activation change per iteration (last stage)");
+  app.add_flag("--check-lep", o.check_lep,
+               "record, per iteration on the last stage, the LEP error vs the activation change (cosine, means) "
+               "and LEP's premises (error_ratio, delta_ratio) in the metrics' lep_check");
 }
 
 namespace {
