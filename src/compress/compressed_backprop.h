@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "compress/powersgd.h"
+#include "core/layout.h"
+#include "parallel/message_codec.h"
 
 namespace occ {
 
@@ -22,7 +24,8 @@ struct CompressedBackpropConfig {
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
 };
 
-class CompressedBackprop {
+// The codec of one backward link, as the pipeline exchange calls it.
+class CompressedBackprop final : public MessageCodec {
  public:
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden).
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key);
@@ -31,11 +34,11 @@ class CompressedBackprop {
   // Both ends of the link call this with the sender's stage index.
   static bool compresses(const CompressedBackpropConfig& cfg, int num_stages, int sender, int M, int mb);
 
-  int64_t wire_floats() const { return compressor_->wire_floats(); }
+  int64_t wire_floats() const override { return compressor_->wire_floats(); }
   // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
-  void encode(const float* grad, float* wire) { compressor_->encode(grad, wire); }
+  void encode(const float* grad, float* wire) override { compressor_->encode(grad, wire); }
   // Receiver: rebuilds the gradient from a message of this link's shape.
-  void decode(const float* wire, float* out) const { compressor_->decode(wire, out); }
+  void decode(const float* wire, float* out) const override { compressor_->decode(wire, out); }
   // The LEP residual after the last encode (empty without LEP).
   const std::vector<float>* residual() const;
 
@@ -46,5 +49,15 @@ class CompressedBackprop {
   std::unique_ptr<MatrixCompressor> compressor_;
   const ErrorFeedback* feedback_ = nullptr;
 };
+
+// A stage's two backward links: `send` to the previous stage (none on the
+// first), `recv` from the next stage (none on the last); both null without CB.
+struct CompressedBackpropLinks {
+  std::unique_ptr<CompressedBackprop> send, recv;
+};
+// tokens: of one micro-batch (each TP rank sends its 1/T slice), hidden: the
+// activation width. Throws occ::Error when the tokens do not split over TP.
+CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg, const ParallelLayout& layout,
+                                            int64_t tokens, int64_t hidden, uint64_t seed);
 
 }  // namespace occ

@@ -6,17 +6,17 @@
 
 namespace occ {
 
-DataParallelPowerSgd::DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<ParamTensor> tensors,
+DataParallelPowerSgd::DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors,
                                            uint64_t seed)
     : cfg_(cfg), tensors_(std::move(tensors)) {
   for (const auto& t : tensors_) {
-    const int64_t n = t.shape[0], m = t.numel / n, k = powersgd::effective_rank(n, m, cfg.rank);
+    const int64_t n = t.rows, m = t.cols, k = powersgd::effective_rank(n, m, cfg.rank);
     slots_.push_back({t.offset, n, m, k, p_total_, q_total_});
     p_total_ += n * k;
     q_total_ += m * k;
     // Same key on every DP rank of this shard: Q must agree across the group.
     q_.emplace_back(size_t(m * k));
-    powersgd::init_q(q_.back().data(), m, k, seed, t.init_key + 1);
+    powersgd::init_q(q_.back().data(), m, k, seed, t.key + 1);
     error_.emplace_back(cfg.error_feedback ? size_t(n * m) : 0, 0.0f);
   }
   p_buf_.resize(size_t(p_total_));

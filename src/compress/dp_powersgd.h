@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/tensor_desc.h"
 #include "core/tensor_file.h"
 #include "core/timer.h"
-#include "model/params.h"
 
 namespace occ {
 
@@ -29,9 +29,10 @@ struct GradCompressionConfig {
 
 class DataParallelPowerSgd {
  public:
-  // tensors: the 2-D gradients to compress (offsets into the grad buffer).
-  DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<ParamTensor> tensors, uint64_t seed);
-  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // tensors: the gradients to compress as rows x cols matrices (offsets into
+  // the grad buffer); each one's key seeds its Q, alike on every DP rank.
+  DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors, uint64_t seed);
+  const std::vector<TensorDesc>& tensors() const { return tensors_; }
   // Averages the selected gradients over dp (compressed) in place.
   void reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers);
   // Floats each all-reduce carries: sum of rows*k and of cols*k.
@@ -45,7 +46,7 @@ class DataParallelPowerSgd {
     int64_t offset, n, m, k, p_off, q_off;
   };
   GradCompressionConfig cfg_;
-  std::vector<ParamTensor> tensors_;
+  std::vector<TensorDesc> tensors_;
   std::vector<Slot> slots_;
   std::vector<std::vector<float>> q_, error_;  // warm starts, residuals
   std::vector<float> p_buf_, q_buf_, work_;

@@ -160,4 +160,16 @@ void GptDataset::sample(int64_t i, int32_t* out) const {
   }
 }
 
+void MicroBatchTokens::read(const GptDataset& data, int64_t first_sample, int B, size_t slot) {
+  const int T = data.seq_length();
+  sample_.resize(size_t(T + 1));
+  inputs_[slot].resize(size_t(B) * T);
+  labels_[slot].resize(size_t(B) * T);
+  for (int b = 0; b < B; ++b) {
+    data.sample(first_sample + b, sample_.data());
+    std::copy(sample_.begin(), sample_.end() - 1, inputs_[slot].begin() + b * T);
+    std::copy(sample_.begin() + 1, sample_.end(), labels_[slot].begin() + b * T);
+  }
+}
+
 }  // namespace occ

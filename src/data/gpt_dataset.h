@@ -54,6 +54,26 @@ class GptDataset {
   std::vector<int64_t> shuffle_;     // sample i -> unshuffled sample index
 };
 
+// The tokens of the micro-batches in flight, one slot each: B samples'
+// inputs (tokens[:-1]) and labels (tokens[1:]), [B, seq_length] row-major.
+class MicroBatchTokens {
+ public:
+  void resize(size_t slots) {
+    inputs_.resize(slots);
+    labels_.resize(slots);
+  }
+  size_t slots() const { return inputs_.size(); }
+  // Reads samples [first_sample, first_sample + B) of `data` into `slot`.
+  void read(const GptDataset& data, int64_t first_sample, int B, size_t slot);
+  // Empty (possibly null) until the slot is read.
+  const int32_t* inputs(size_t slot) const { return inputs_[slot].data(); }
+  const int32_t* labels(size_t slot) const { return labels_[slot].data(); }
+
+ private:
+  std::vector<std::vector<int32_t>> inputs_, labels_;
+  std::vector<int32_t> sample_;  // one sample: seq_length + 1 tokens
+};
+
 // In-place Fisher-Yates shuffle driven by Philox under `key`; exposed for tests.
 void philox_shuffle(int64_t* data, int64_t n, uint64_t key);
 void philox_shuffle(int32_t* data, int64_t n, uint64_t key);

@@ -336,4 +336,18 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
               seq);
 }
 
+void check_token_range(const IndexedDataset& ds, int vocab_size, const std::string& name) {
+  std::vector<int32_t> buf;
+  for (int64_t seq = 0; seq < ds.num_sequences(); ++seq) {
+    const int64_t n = ds.sequence_length(seq);
+    buf.resize(size_t(n));
+    ds.read(seq, 0, n, buf.data());
+    for (int32_t t : buf)
+      OCC_CHECK(t >= 0 && t < vocab_size,
+                "token id {} in {} is outside the tokenizer's vocabulary of {}; use the --tokenizer-model the data "
+                "was preprocessed with",
+                t, name, vocab_size);
+  }
+}
+
 }  // namespace occ

@@ -94,4 +94,9 @@ class IndexedDataset {
   std::vector<int64_t> doc_idx_;
 };
 
+// Every token id must index the embedding: throws, naming `name` (the
+// dataset as the user gave it), at the first id outside [0, vocab_size), i.e.
+// data preprocessed with another tokenizer.
+void check_token_range(const IndexedDataset& ds, int vocab_size, const std::string& name);
+
 }  // namespace occ

@@ -18,7 +18,7 @@ namespace {
 inline void attention_dropout_row(float* scale, const Dropout& d, uint64_t sample, uint64_t h, int64_t T, int64_t tq) {
   const float keep_scale = 1.0f / (1.0f - d.p);
   const uint64_t index0 = (h * uint64_t(T) + uint64_t(tq)) * uint64_t(T);
-  std::array<uint32_t, 4> block{};
+  PhiloxBlock block{};
   for (int64_t tk = 0; tk <= tq; ++tk) {
     uint64_t idx = index0 + uint64_t(tk);
     if (tk == 0 || (idx & 3) == 0) block = Philox::block(d.key, sample, idx >> 2);

@@ -31,7 +31,7 @@ namespace {
 inline void dropout_row(float* scale, const Dropout& d, uint64_t sample, uint64_t index0, int64_t C) {
   const float keep_scale = 1.0f / (1.0f - d.p);
   // One Philox block yields the uniforms of four consecutive elements.
-  std::array<uint32_t, 4> block{};
+  PhiloxBlock block{};
   for (int64_t c = 0; c < C; ++c) {
     uint64_t idx = index0 + uint64_t(c);
     if (c == 0 || (idx & 3) == 0) block = Philox::block(d.key, sample, idx >> 2);

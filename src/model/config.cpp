@@ -39,4 +39,19 @@ int64_t GptConfig::num_parameters() const {
   return V * C + int64_t(max_position_embeddings) * C + num_layers * per_layer + 2 * C;
 }
 
+Recompute parse_recompute(const std::string& granularity) {
+  if (granularity == "selective") return Recompute::Selective;
+  if (granularity == "full") return Recompute::Full;
+  fail("--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)", granularity);
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "none";
+}
+
 }  // namespace occ

@@ -1,10 +1,23 @@
 #pragma once
 // GPT model hyper-parameters (Megatron names) and their validation.
 #include <cstdint>
+#include <string>
 
-#include "parallel/layout.h"
+#include "core/layout.h"
 
 namespace occ {
+
+// What backward recomputes instead of keeping from forward (Megatron's
+// --recompute-activations / --recompute-granularity). Recomputation replays the
+// same kernels on the same inputs with the same dropout keys, so results are
+// bit-identical to keeping the activations.
+enum class Recompute {
+  None,
+  Selective,  // attention's softmax probabilities (the B x H x T x T tensors)
+  Full,       // everything inside a transformer layer but its input
+};
+Recompute parse_recompute(const std::string& granularity);  // "selective" | "full"
+const char* recompute_name(Recompute r);
 
 struct GptConfig {
   int num_layers = 4;

@@ -1,38 +1,60 @@
 #include "model/gpt.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "core/rng.h"
-#include "kernels/kernels.h"
 
 namespace occ {
-
-namespace k = kernels;
 
 namespace {
 // Dropout sites, part of the mask key.
 enum Site : uint64_t { kEmbeddingDropout = 0, kAttentionDropout = 1, kAttentionOutDropout = 2, kMlpOutDropout = 3 };
-
-void resize(std::vector<float>& v, size_t n) {
-  if (v.size() != n) v.assign(n, 0.0f);
-}
 }  // namespace
 
-GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communicator& tp, uint64_t seed)
+GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communicator& tp, uint64_t seed,
+                   StageOptions options)
     : cfg_(cfg),
       layout_(layout),
       tp_(tp),
       seed_(seed),
+      opt_(options),
+      ops_(kernels::ops_for(options.device)),
       layers_(stage_layers(cfg.num_layers, layout)),
-      params_layout_(cfg, layout) {
+      params_layout_(cfg, layout),
+      params_(options.device),
+      grads_(options.device),
+      params_lp_(options.device),
+      branch_(options.device),
+      d_resid_(options.device),
+      d_ln_(options.device),
+      d_qkv_(options.device),
+      d_atty_(options.device),
+      d_fc_(options.device),
+      d_branch_(options.device),
+      ce_target_(options.device),
+      tokens_dev_(options.device),
+      labels_dev_(options.device),
+      recompute_layer_(options.device),
+      recompute_saved_(options.device),
+      recompute_out_(options.device) {
   cfg.validate(layout);
-  params_.assign(size_t(params_layout_.total()), 0.0f);
-  grads_.assign(size_t(params_layout_.total()), 0.0f);
-  params_layout_.initialize(params_.data(), seed);
+  // The init is a pure function of (seed, tensor, global index), drawn on the host.
+  std::vector<float> host(size_t(params_layout_.total()), 0.0f);
+  params_layout_.initialize(host.data(), seed);
+  params_.assign_from_host(host);
+  grads_.resize(host.size());
 }
 
-void GptStage::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void GptStage::zero_grads() { grads_.zero(); }
+
+const float* GptStage::weights() {
+  if (opt_.precision == Precision::Fp32) return params_.data();
+  if (weights_stale_) {
+    params_lp_.resize(params_.size());
+    ops_.copy(params_lp_.data(), params_.data(), int64_t(params_.size()));
+    lp(params_lp_.data(), int64_t(params_lp_.size()));
+    weights_stale_ = false;
+  }
+  return params_lp_.data();
+}
 
 void GptStage::tp_allreduce(float* data, size_t count) {
   if (tp_.size() == 1) return;
@@ -40,128 +62,178 @@ void GptStage::tp_allreduce(float* data, size_t count) {
   tp_.allreduce_sum(data, count, Traffic::TensorParallel);
 }
 
-void GptStage::allocate(StageActivations& acts, int B, int T, bool training) const {
+kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const {
+  const uint64_t layer_key = uint64_t(layers_.begin + local + 1);
+  return kernels::Dropout{make_key(seed_, mb.iteration, layer_key, site), training ? p : 0.0f, mb.sample_base};
+}
+
+kernels::AttentionShape GptStage::attention_shape(const MicroBatch& mb) const {
+  const int64_t Hl = cfg_.num_attention_heads / layout_.tp_size;
+  return {mb.B, mb.T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
+}
+
+void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {
   const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const size_t Cl = C / tp, Hl = cfg_.num_attention_heads / tp, Fl = cfg_.ffn_hidden_size() / tp;
-  acts.layers.resize(size_t(layers_.count()));
+  const size_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  a.ln1.resize(N * C);
+  a.ln1_mean.resize(N);
+  a.ln1_rstd.resize(N);
+  a.qkv.resize(N * 3 * Cl);
+  const kernels::Dropout attn_drop{0, training ? cfg_.attention_dropout : 0.0f, 0};
+  MicroBatch shape_mb;
+  shape_mb.B = B;
+  shape_mb.T = T;
+  a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(shape_mb), attn_drop)) : 0);
+  a.atty.resize(N * Cl);
+  a.residual1.resize(N * C);
+  a.ln2.resize(N * C);
+  a.ln2_mean.resize(N);
+  a.ln2_rstd.resize(N);
+  a.fc.resize(N * Fl);
+  a.fc_gelu.resize(N * Fl);
+}
+
+void GptStage::allocate(StageActivations& acts, int B, int T, bool training) {
+  OCC_CHECK(acts.device == opt_.device, "internal: activations of device {} given to a stage on {}",
+            device_name(acts.device), device_name(opt_.device));
+  const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
+  while (acts.layers.size() < size_t(layers_.count())) acts.layers.emplace_back(opt_.device);
+  const bool full = opt_.recompute == Recompute::Full;
   for (auto& a : acts.layers) {
-    resize(a.input, N * C);
-    resize(a.ln1, N * C);
-    resize(a.ln1_mean, N);
-    resize(a.ln1_rstd, N);
-    resize(a.qkv, N * 3 * Cl);
-    resize(a.probs, size_t(B) * Hl * T * T);
-    resize(a.probs_dropped, training && cfg_.attention_dropout > 0 ? size_t(B) * Hl * T * T : 0);
-    resize(a.atty, N * Cl);
-    resize(a.residual1, N * C);
-    resize(a.ln2, N * C);
-    resize(a.ln2_mean, N);
-    resize(a.ln2_rstd, N);
-    resize(a.fc, N * Fl);
-    resize(a.fc_gelu, N * Fl);
+    a.input.resize(N * C);
+    if (!full) allocate_layer(a, B, T, training, opt_.recompute == Recompute::None);
   }
-  resize(acts.output, N * C);
+  if (full) allocate_layer(recompute_layer_, B, T, training, true);
+  acts.output.resize(N * C);
   if (layout_.last_stage()) {
     const size_t Vl = size_t(cfg_.padded_vocab_size()) / tp;
-    resize(acts.lnf, N * C);
-    resize(acts.lnf_mean, N);
-    resize(acts.lnf_rstd, N);
-    resize(acts.logits, N * Vl);
-    resize(acts.ce_max, N);
-    resize(acts.ce_sum_exp, N);
+    acts.lnf.resize(N * C);
+    acts.lnf_mean.resize(N);
+    acts.lnf_rstd.resize(N);
+    acts.logits.resize(N * Vl);
+    acts.ce_max.resize(N);
+    acts.ce_sum_exp.resize(N);
   }
+}
+
+const int32_t* GptStage::device_tokens(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n) {
+  if (!host || opt_.device == Device::Cpu) return host;
+  buf.resize(size_t(n));
+  ops_.upload_tokens(buf.data(), host, n);
+  return buf.data();
+}
+
+LayerActivations& GptStage::layer_work(StageActivations& acts, int local) {
+  return opt_.recompute == Recompute::Full ? recompute_layer_ : acts.layers[size_t(local)];
 }
 
 double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out,
                          bool training) {
   allocate(acts, mb.B, mb.T, training);
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const float* P = params_.data();
+  const float* P = weights();
   const auto& pl = params_layout_;
   float* x = layers_.count() > 0 ? acts.layers[0].input.data() : acts.output.data();
 
   if (layout_.first_stage()) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-    k::embedding_forward(x, mb.inputs, P + pl.word_embedding, v0, Vl, N, C);
+    const int32_t* tokens = device_tokens(tokens_dev_, mb.inputs, N);
+    ops_.embedding_forward(x, tokens, P + pl.word_embedding, v0, Vl, N, C);
     tp_allreduce(x, size_t(N * C));
-    k::position_forward(x, P + pl.position_embedding, N, mb.T, C);
+    ops_.position_forward(x, P + pl.position_embedding, N, mb.T, C);
     if (training)
-      k::dropout_inplace(x, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
-                         N, mb.T, C);
+      ops_.dropout_inplace(
+          x, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
+    lp(x, N * C);
   } else {
-    std::memcpy(x, x_in, sizeof(float) * size_t(N * C));
+    ops_.copy(x, x_in, N * C);
   }
 
   for (int l = 0; l < layers_.count(); ++l) {
     float* out = l + 1 < layers_.count() ? acts.layers[size_t(l) + 1].input.data() : acts.output.data();
-    layer_forward(l, acts.layers[size_t(l)], out, mb, training);
+    layer_forward(l, acts.layers[size_t(l)].input.data(), layer_work(acts, l), out, mb, training);
   }
 
   if (!layout_.last_stage()) {
-    std::memcpy(x_out, acts.output.data(), sizeof(float) * size_t(N * C));
+    ops_.copy(x_out, acts.output.data(), N * C);
     return 0.0;
   }
   // Final LayerNorm, LM head against the (tied) word embedding, cross-entropy.
   const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-  k::layernorm_forward(acts.lnf.data(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.data(),
-                       P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
+  ops_.layernorm_forward(acts.lnf.data(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.data(),
+                         P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
+  lp(acts.lnf.data(), N * C);
   float* logits = acts.logits.data();
-  k::linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl);
+  ops_.linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl);
+  lp(logits, N * Vl);  // the cross-entropy itself runs in fp32, as Megatron's
   if (!mb.labels) return 0.0;
+  const int32_t* labels = device_tokens(labels_dev_, mb.labels, N);
   if (layout_.tp_size == 1) {
     // d loss / d logits is computed here while each row is in cache.
-    return k::cross_entropy_fused(logits, mb.labels, training ? mb.grad_scale : 0.0f, N, Vl);
+    const double loss = ops_.cross_entropy_fused(logits, labels, training ? mb.grad_scale : 0.0f, N, Vl);
+    if (training) lp(logits, N * Vl);
+    return loss;
   }
   float* mx = acts.ce_max.data();
   float* se = acts.ce_sum_exp.data();
-  resize(ce_target_, size_t(N));
-  k::row_max(mx, logits, N, Vl);
+  ce_target_.resize(size_t(N));
+  ops_.row_max(mx, logits, N, Vl);
   {
     ScopedPhase t(timers_, "tp_allreduce");
     tp_.allreduce_max(mx, size_t(N), Traffic::TensorParallel);
   }
-  k::row_sum_exp(se, logits, mx, N, Vl);
-  k::target_logit(ce_target_.data(), logits, mb.labels, v0, N, Vl);
+  ops_.row_sum_exp(se, logits, mx, N, Vl);
+  ops_.target_logit(ce_target_.data(), logits, labels, v0, N, Vl);
   tp_allreduce(se, size_t(N));
   tp_allreduce(ce_target_.data(), size_t(N));
-  double loss = 0.0;
-  for (int64_t n = 0; n < N; ++n) loss += double(std::log(se[n]) + mx[n] - ce_target_[size_t(n)]);
-  return loss;
+  return ops_.cross_entropy_loss_sum(mx, se, ce_target_.data(), N);
 }
 
-void GptStage::layer_forward(int local, LayerActivations& a, float* out, const MicroBatch& mb, bool training) {
-  const LayerParams& lp = params_layout_.layer(local);
-  const float* P = params_.data();
+void GptStage::layer_forward(int local, const float* input, LayerActivations& a, float* out, const MicroBatch& mb,
+                             bool training) {
+  const LayerParams& w = params_layout_.layer(local);
+  const float* P = weights();
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const int64_t Cl = C / tp, Hl = cfg_.num_attention_heads / tp, Fl = cfg_.ffn_hidden_size() / tp;
-  const uint64_t layer_key = uint64_t(layers_.begin + local + 1);
-  auto dropout = [&](Site site, float p) {
-    return k::Dropout{make_key(seed_, mb.iteration, layer_key, site), training ? p : 0.0f, mb.sample_base};
-  };
-  resize(branch_, size_t(N * C));
+  const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  branch_.resize(size_t(N * C));
 
   // Attention: LN -> column-parallel QKV -> causal attention -> row-parallel out-projection.
-  k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), a.input.data(), P + lp.ln1_w,
-                       P + lp.ln1_b, N, C, cfg_.layernorm_epsilon);
-  k::linear_forward(a.qkv.data(), a.ln1.data(), P + lp.qkv_w, P + lp.qkv_b, N, C, 3 * Cl);
-  const k::AttentionShape shape{mb.B, T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
-  const k::Dropout attn_drop = dropout(kAttentionDropout, cfg_.attention_dropout);
-  k::attention_forward(a.atty.data(), a.probs.data(), attn_drop.active() ? a.probs_dropped.data() : nullptr,
-                       a.qkv.data(), shape, attn_drop);
-  k::linear_forward(branch_.data(), a.atty.data(), P + lp.proj_w, nullptr, N, Cl, C);
+  // Each tensor is rounded to the training precision as it is produced (lp: no-op in fp32).
+  ops_.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), input, P + w.ln1_w, P + w.ln1_b, N, C,
+                         cfg_.layernorm_epsilon);
+  lp(a.ln1.data(), N * C);
+  ops_.linear_forward(a.qkv.data(), a.ln1.data(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl);
+  lp(a.qkv.data(), N * 3 * Cl);
+  const kernels::AttentionShape shape = attention_shape(mb);
+  const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
+  float* saved = a.attn_saved.data();
+  if (a.attn_saved.empty()) {  // selective recomputation: backward rebuilds it
+    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop)));
+    saved = recompute_saved_.data();
+  }
+  ops_.attention_forward(a.atty.data(), saved, a.qkv.data(), shape, attn_drop);
+  lp(a.atty.data(), N * Cl);
+  ops_.linear_forward(branch_.data(), a.atty.data(), P + w.proj_w, nullptr, N, Cl, C);
+  lp(branch_.data(), N * C);
   tp_allreduce(branch_.data(), size_t(N * C));
-  k::bias_dropout_add_forward(a.residual1.data(), a.input.data(), branch_.data(), P + lp.proj_b,
-                              dropout(kAttentionOutDropout, cfg_.hidden_dropout), N, T, C);
+  ops_.bias_dropout_add_forward(a.residual1.data(), input, branch_.data(), P + w.proj_b,
+                                dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training), N, T, C);
+  lp(a.residual1.data(), N * C);
 
   // MLP: LN -> column-parallel h->4h -> GeLU -> row-parallel 4h->h.
-  k::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual1.data(), P + lp.ln2_w,
-                       P + lp.ln2_b, N, C, cfg_.layernorm_epsilon);
-  k::linear_forward(a.fc.data(), a.ln2.data(), P + lp.fc_w, P + lp.fc_b, N, C, Fl);
-  k::gelu_forward(a.fc_gelu.data(), a.fc.data(), N * Fl);
-  k::linear_forward(branch_.data(), a.fc_gelu.data(), P + lp.fcproj_w, nullptr, N, Fl, C);
+  ops_.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual1.data(), P + w.ln2_w,
+                         P + w.ln2_b, N, C, cfg_.layernorm_epsilon);
+  lp(a.ln2.data(), N * C);
+  ops_.linear_forward(a.fc.data(), a.ln2.data(), P + w.fc_w, P + w.fc_b, N, C, Fl);
+  lp(a.fc.data(), N * Fl);
+  ops_.gelu_forward(a.fc_gelu.data(), a.fc.data(), N * Fl);
+  lp(a.fc_gelu.data(), N * Fl);
+  ops_.linear_forward(branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, nullptr, N, Fl, C);
+  lp(branch_.data(), N * C);
   tp_allreduce(branch_.data(), size_t(N * C));
-  k::bias_dropout_add_forward(out, a.residual1.data(), branch_.data(), P + lp.fcproj_b,
-                              dropout(kMlpOutDropout, cfg_.hidden_dropout), N, T, C);
+  ops_.bias_dropout_add_forward(out, a.residual1.data(), branch_.data(), P + w.fcproj_b,
+                                dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, training), N, T, C);
+  lp(out, N * C);
 }
 
 void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
@@ -170,88 +242,115 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     if (grads_final) grads_final(offset);
   };
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const float* P = params_.data();
+  const float* P = weights();
   float* G = grads_.data();
   const auto& pl = params_layout_;
-  resize(d_resid_, size_t(N * C));
-  resize(d_ln_, size_t(N * C));
+  d_resid_.resize(size_t(N * C));
+  d_ln_.resize(size_t(N * C));
 
   if (layout_.last_stage()) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     float* dlogits = acts.logits.data();
     if (layout_.tp_size > 1)
-      k::cross_entropy_backward_inplace(dlogits, acts.ce_max.data(), acts.ce_sum_exp.data(), mb.labels, v0,
-                                        mb.grad_scale, N, Vl);
-    k::linear_backward(d_ln_.data(), G + pl.head_weight, nullptr, dlogits, acts.lnf.data(), P + pl.head_weight, N, C,
-                       Vl);
+      ops_.cross_entropy_backward_inplace(dlogits, acts.ce_max.data(), acts.ce_sum_exp.data(),
+                                          device_tokens(labels_dev_, mb.labels, N), v0, mb.grad_scale, N, Vl);
+    if (layout_.tp_size > 1) lp(dlogits, N * Vl);
+    ops_.linear_backward(d_ln_.data(), G + pl.head_weight, nullptr, dlogits, acts.lnf.data(), P + pl.head_weight, N,
+                         C, Vl);
+    lp(d_ln_.data(), N * C);
     tp_allreduce(d_ln_.data(), size_t(N * C));
-    std::fill(d_resid_.begin(), d_resid_.end(), 0.0f);
-    k::layernorm_backward(d_resid_.data(), G + pl.final_ln_w, G + pl.final_ln_b, d_ln_.data(), acts.output.data(),
-                          P + pl.final_ln_w, acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
+    ops_.fill(d_resid_.data(), 0.0f, N * C);
+    ops_.layernorm_backward(d_resid_.data(), G + pl.final_ln_w, G + pl.final_ln_b, d_ln_.data(), acts.output.data(),
+                            P + pl.final_ln_w, acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
+    lp(d_resid_.data(), N * C);
     report(pl.final_ln_w);
   } else {
-    std::memcpy(d_resid_.data(), dx_out, sizeof(float) * size_t(N * C));
+    ops_.copy(d_resid_.data(), dx_out, N * C);
   }
 
   for (int l = layers_.count() - 1; l >= 0; --l) {
-    layer_backward(l, acts.layers[size_t(l)], d_resid_.data(), mb);
+    const float* input = acts.layers[size_t(l)].input.data();
+    if (opt_.recompute == Recompute::Full) {
+      // Rebuild the layer's activations from its input (same kernels, same dropout keys).
+      recompute_out_.resize(size_t(N * C));
+      layer_forward(l, input, recompute_layer_, recompute_out_.data(), mb, true);
+    }
+    layer_backward(l, input, layer_work(acts, l), d_resid_.data(), mb);
     report(pl.layer(l).ln1_w);
   }
 
   if (layout_.first_stage()) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     // The embedding's TP all-reduce has an identity backward: every rank already holds the full gradient.
-    k::dropout_inplace(d_resid_.data(),
-                       {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N,
-                       mb.T, C);
-    k::position_backward(G + pl.position_embedding, d_resid_.data(), N, mb.T, C);
-    k::embedding_backward(G + pl.word_embedding, d_resid_.data(), mb.inputs, v0, Vl, N, C);
+    ops_.dropout_inplace(d_resid_.data(),
+                         {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
+                         N, mb.T, C);
+    ops_.position_backward(G + pl.position_embedding, d_resid_.data(), N, mb.T, C);
+    ops_.embedding_backward(G + pl.word_embedding, d_resid_.data(), device_tokens(tokens_dev_, mb.inputs, N), v0, Vl,
+                            N, C);
     report(0);
   } else {
-    std::memcpy(dx_in, d_resid_.data(), sizeof(float) * size_t(N * C));
+    ops_.copy(dx_in, d_resid_.data(), N * C);
   }
 }
 
-void GptStage::layer_backward(int local, LayerActivations& a, float* dresid, const MicroBatch& mb) {
-  const LayerParams& lp = params_layout_.layer(local);
-  const float* P = params_.data();
+void GptStage::layer_backward(int local, const float* input, LayerActivations& a, float* dresid,
+                              const MicroBatch& mb) {
+  const LayerParams& w = params_layout_.layer(local);
+  const float* P = weights();
   float* G = grads_.data();
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const int64_t Cl = C / tp, Hl = cfg_.num_attention_heads / tp, Fl = cfg_.ffn_hidden_size() / tp;
-  const uint64_t layer_key = uint64_t(layers_.begin + local + 1);
-  auto dropout = [&](Site site, float p) {
-    return k::Dropout{make_key(seed_, mb.iteration, layer_key, site), p, mb.sample_base};
-  };
-  resize(d_branch_, size_t(N * C));
-  resize(d_fc_, size_t(N * Fl));
-  resize(d_atty_, size_t(N * Cl));
-  resize(d_qkv_, size_t(N * 3 * Cl));
+  const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  d_branch_.resize(size_t(N * C));
+  d_fc_.resize(size_t(N * Fl));
+  d_atty_.resize(size_t(N * Cl));
+  d_qkv_.resize(size_t(N * 3 * Cl));
 
-  // MLP branch (dresid is the gradient of the layer output).
-  k::bias_dropout_add_backward(d_branch_.data(), G + lp.fcproj_b, dresid, dropout(kMlpOutDropout, cfg_.hidden_dropout),
-                               N, T, C);
-  k::linear_backward(d_fc_.data(), G + lp.fcproj_w, nullptr, d_branch_.data(), a.fc_gelu.data(), P + lp.fcproj_w, N,
-                     Fl, C);
-  k::gelu_backward(d_fc_.data(), a.fc.data(), d_fc_.data(), N * Fl);
-  k::linear_backward(d_ln_.data(), G + lp.fc_w, G + lp.fc_b, d_fc_.data(), a.ln2.data(), P + lp.fc_w, N, C, Fl);
+  // MLP branch (dresid is the gradient of the layer output). Activation
+  // gradients are rounded to the training precision as they are produced;
+  // parameter gradients accumulate in fp32.
+  ops_.bias_dropout_add_backward(d_branch_.data(), G + w.fcproj_b, dresid,
+                                 dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, true), N, T, C);
+  lp(d_branch_.data(), N * C);
+  ops_.linear_backward(d_fc_.data(), G + w.fcproj_w, nullptr, d_branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, N,
+                       Fl, C);
+  lp(d_fc_.data(), N * Fl);
+  ops_.gelu_backward(d_fc_.data(), a.fc.data(), d_fc_.data(), N * Fl);
+  lp(d_fc_.data(), N * Fl);
+  ops_.linear_backward(d_ln_.data(), G + w.fc_w, G + w.fc_b, d_fc_.data(), a.ln2.data(), P + w.fc_w, N, C, Fl);
+  lp(d_ln_.data(), N * C);
   tp_allreduce(d_ln_.data(), size_t(N * C));
-  k::layernorm_backward(dresid, G + lp.ln2_w, G + lp.ln2_b, d_ln_.data(), a.residual1.data(), P + lp.ln2_w,
-                        a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  ops_.layernorm_backward(dresid, G + w.ln2_w, G + w.ln2_b, d_ln_.data(), a.residual1.data(), P + w.ln2_w,
+                          a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  lp(dresid, N * C);
 
   // Attention branch (dresid is now the gradient of residual1).
-  k::bias_dropout_add_backward(d_branch_.data(), G + lp.proj_b, dresid,
-                               dropout(kAttentionOutDropout, cfg_.hidden_dropout), N, T, C);
-  k::linear_backward(d_atty_.data(), G + lp.proj_w, nullptr, d_branch_.data(), a.atty.data(), P + lp.proj_w, N, Cl,
-                     C);
-  const k::AttentionShape shape{mb.B, T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
-  const k::Dropout attn_drop = dropout(kAttentionDropout, cfg_.attention_dropout);
-  k::attention_backward(d_qkv_.data(), d_atty_.data(), a.qkv.data(), a.probs.data(),
-                        attn_drop.active() ? a.probs_dropped.data() : nullptr, shape, attn_drop);
-  k::linear_backward(d_ln_.data(), G + lp.qkv_w, G + lp.qkv_b, d_qkv_.data(), a.ln1.data(), P + lp.qkv_w, N, C,
-                     3 * Cl);
+  ops_.bias_dropout_add_backward(d_branch_.data(), G + w.proj_b, dresid,
+                                 dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, C);
+  lp(d_branch_.data(), N * C);
+  ops_.linear_backward(d_atty_.data(), G + w.proj_w, nullptr, d_branch_.data(), a.atty.data(), P + w.proj_w, N, Cl,
+                       C);
+  lp(d_atty_.data(), N * Cl);
+  const kernels::AttentionShape shape = attention_shape(mb);
+  const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
+  const float* saved = a.attn_saved.data();
+  if (a.attn_saved.empty()) {
+    // Selective recomputation: rebuild attention's saved state from qkv; the
+    // recomputed output equals a.atty and goes to a sink.
+    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop)));
+    recompute_out_.resize(size_t(N * Cl));
+    ops_.attention_forward(recompute_out_.data(), recompute_saved_.data(), a.qkv.data(), shape, attn_drop);
+    saved = recompute_saved_.data();
+  }
+  ops_.attention_backward(d_qkv_.data(), d_atty_.data(), a.qkv.data(), saved, shape, attn_drop);
+  lp(d_qkv_.data(), N * 3 * Cl);
+  ops_.linear_backward(d_ln_.data(), G + w.qkv_w, G + w.qkv_b, d_qkv_.data(), a.ln1.data(), P + w.qkv_w, N, C,
+                       3 * Cl);
+  lp(d_ln_.data(), N * C);
   tp_allreduce(d_ln_.data(), size_t(N * C));
-  k::layernorm_backward(dresid, G + lp.ln1_w, G + lp.ln1_b, d_ln_.data(), a.input.data(), P + lp.ln1_w,
-                        a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+  ops_.layernorm_backward(dresid, G + w.ln1_w, G + w.ln1_b, d_ln_.data(), input, P + w.ln1_w, a.ln1_mean.data(),
+                          a.ln1_rstd.data(), N, C);
+  lp(dresid, N * C);
 }
 
 }  // namespace occ

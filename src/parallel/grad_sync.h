@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/tensor_desc.h"
 #include "core/timer.h"
-#include "model/params.h"
 
 namespace occ {
 
@@ -23,13 +23,13 @@ struct GradBucket {
 
 // Buckets of about bucket_elems elements, whole tensors of one group each,
 // ordered from the end of the buffer (the order in which backward finalises
-// them). group_of(tensor) < 0 leaves a tensor out.
+// them). tensors: the buffer's tensors in offset order; group_of(tensor) < 0
+// leaves a tensor out.
 template <class GroupOf>
-std::vector<GradBucket> make_buckets(const ParamLayout& layout, int64_t bucket_elems, GroupOf group_of) {
+std::vector<GradBucket> make_buckets(const std::vector<TensorDesc>& tensors, int64_t bucket_elems, GroupOf group_of) {
   std::vector<GradBucket> buckets;
-  const auto& ts = layout.tensors();
   GradBucket cur{-1, -1, 0};
-  for (auto it = ts.rbegin(); it != ts.rend(); ++it) {
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
     const int group = group_of(*it);
     const bool joins = cur.end >= 0 && group == cur.group && cur.begin == it->offset + it->numel &&
                        cur.end - cur.begin < bucket_elems;

@@ -43,7 +43,7 @@ void PipelineExchange::send_forward(const float* x, size_t count, int mb) {
   send(x, count, layout_.pp_rank + 1, forward_tag(mb), Traffic::PipelineForward, "activations",
        fmt::format("send F{}", mb));
 }
-void PipelineExchange::send_backward(const float* dx, size_t count, int mb, CompressedBackprop* encoder) {
+void PipelineExchange::send_backward(const float* dx, size_t count, int mb, MessageCodec* encoder) {
   if (!encoder) {
     send(dx, count, layout_.pp_rank - 1, backward_tag(mb), Traffic::PipelineBackward, "activation gradients",
          fmt::format("send B{}", mb));
@@ -67,7 +67,7 @@ void PipelineExchange::recv_forward(float* x, size_t count, int mb) {
   recv(x, count, layout_.pp_rank - 1, forward_tag(mb), "activations from the previous stage",
        fmt::format("recv F{}", mb));
 }
-void PipelineExchange::recv_backward(float* dx, size_t count, int mb, const CompressedBackprop* decoder) {
+void PipelineExchange::recv_backward(float* dx, size_t count, int mb, const MessageCodec* decoder) {
   if (!decoder) {
     recv(dx, count, layout_.pp_rank + 1, backward_tag(mb), "activation gradients from the next stage",
          fmt::format("recv B{}", mb));

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
-#include "compress/compressed_backprop.h"
+#include "core/layout.h"
 #include "core/timer.h"
-#include "parallel/layout.h"
+#include "parallel/message_codec.h"
 
 namespace occ {
 
@@ -19,13 +19,13 @@ class PipelineExchange {
 
   // Nonblocking send of x[count] for micro-batch mb; the buffer must stay
   // untouched until wait_sends() (or until the slot is reused: see wait_send).
-  // With `encoder`, the slice is compressed (CB) and the message is its wire form.
+  // With `encoder`, the slice is compressed (e.g. CB) and the message is its wire form.
   void send_forward(const float* x, size_t count, int mb);
-  void send_backward(const float* dx, size_t count, int mb, CompressedBackprop* encoder = nullptr);
+  void send_backward(const float* dx, size_t count, int mb, MessageCodec* encoder = nullptr);
   // Blocking receive (waits with back-off) into x[count], all-gathered over TP.
   // With `decoder`, the message is a compressed slice, decoded before the gather.
   void recv_forward(float* x, size_t count, int mb);
-  void recv_backward(float* dx, size_t count, int mb, const CompressedBackprop* decoder = nullptr);
+  void recv_backward(float* dx, size_t count, int mb, const MessageCodec* decoder = nullptr);
   void wait_sends();
 
  private:

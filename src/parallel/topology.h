@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "comm/mpi_communicator.h"
-#include "parallel/layout.h"
+#include "core/layout.h"
 
 namespace occ {
 

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "compress/powersgd.h"
 #include "core/error.h"
 #include "model/params.h"
+#include "model/tensor_descs.h"
 #include "parallel/grad_sync.h"
 
 namespace occ::plan {
@@ -181,9 +183,10 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     double total_work = 0;
     for (const auto& t : pl.tensors()) total_work += work(t);
     if (D > 1) {
-      const auto buckets = make_buckets(pl, cfg.dp_bucket_elems, [&](const ParamTensor& t) {
-        return fused(t) ? -1 : compressible(t) ? 1 : 0;
-      });
+      std::unordered_map<std::string, int> group_of;  // by name: make_buckets sees only TensorDescs
+      for (const auto& t : pl.tensors()) group_of[t.name] = fused(t) ? -1 : compressible(t) ? 1 : 0;
+      const auto buckets = make_buckets(describe(pl.tensors()), cfg.dp_bucket_elems,
+                                        [&](const TensorDesc& t) { return group_of.at(t.name); });
       for (const GradBucket& b : buckets) {
         const double elems = double(b.end - b.begin);
         f.dp_dense_bytes += ring * elems * bpv;

@@ -13,7 +13,7 @@
 #include "compress/compressed_backprop.h"
 #include "compress/dp_powersgd.h"
 #include "model/config.h"
-#include "parallel/layout.h"
+#include "core/layout.h"
 #include "plan/cluster.h"
 #include "plan/schedule_sim.h"
 

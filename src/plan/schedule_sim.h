@@ -1,6 +1,6 @@
 #pragma once
 // Discrete simulation of one training iteration as a dependency graph, built
-// the way our engine runs it (train/trainer.cpp): non-interleaved 1F1B per
+// the way our engine runs it (parallel/pipeline_executor.cpp): non-interleaved 1F1B per
 // stage on its main thread, nonblocking sends that occupy one directed link
 // per neighbouring stage pair in FIFO order, blocking receives followed by
 // decompression (CB) and the TP all-gather (scatter-gather), the DP reducer

@@ -1,9 +1,12 @@
 #pragma once
 // AdamW over the flat parameter buffer of one rank, with weight decay masked
-// per tensor (matrices only) and global grad-norm clipping.
+// per tensor (matrices only) and global grad-norm clipping. The moments live on
+// the parameters' device and the update runs through that device's Ops.
 #include <cstdint>
 #include <vector>
 
+#include "core/buffer.h"
+#include "kernels/ops.h"
 #include "model/params.h"
 
 namespace occ {
@@ -14,25 +17,26 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  AdamW(const ParamLayout& layout, AdamWConfig cfg);
+  AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops);
   // One update with learning rate lr; `step` counts updates from 1 (bias correction).
   void update(float* params, const float* grads, float lr, int64_t step);
-  std::vector<float>& m() { return m_; }
-  std::vector<float>& v() { return v_; }
-  const std::vector<float>& m() const { return m_; }
-  const std::vector<float>& v() const { return v_; }
+  DeviceBuffer<float>& m() { return m_; }
+  DeviceBuffer<float>& v() { return v_; }
+  const DeviceBuffer<float>& m() const { return m_; }
+  const DeviceBuffer<float>& v() const { return v_; }
   const AdamWConfig& config() const { return cfg_; }
 
  private:
   AdamWConfig cfg_;
-  std::vector<float> m_, v_;
-  std::vector<uint8_t> decay_;  // per element, from the tensor's weight_decay flag
+  kernels::Ops& ops_;
+  DeviceBuffer<float> m_, v_;
+  DeviceBuffer<uint8_t> decay_;  // per element, from the tensor's weight_decay flag
 };
 
 // Sum of squared gradients of the tensors this rank counts in the global norm
 // (each parameter counted once across the whole job).
-double local_grad_sq_norm(const ParamLayout& layout, const float* grads);
+double local_grad_sq_norm(kernels::Ops& ops, const ParamLayout& layout, const float* grads);
 // Scales grads by clip / (norm + 1e-6) when that is < 1. Returns the factor used.
-float clip_grads(float* grads, int64_t n, double global_norm, float clip);
+float clip_grads(kernels::Ops& ops, float* grads, int64_t n, double global_norm, float clip);
 
 }  // namespace occ

@@ -43,12 +43,15 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
                          {"tp_rank", layout.tp_rank},
                          {"pp_rank", layout.pp_rank},
                          {"lr", opt.lr_schedule().at(pos.iteration)}};
+  if (!pos.loss_scaler.is_null()) meta["loss_scaler"] = pos.loss_scaler;
   TensorFileWriter w(meta);
-  const float* p = stage.params().data();
+  // Host copies of the fp32 master weights and moments (the checkpoint is the
+  // same whichever device trained them).
+  const std::vector<float> p = stage.params().to_host(), m = optimizer.m().to_host(), v = optimizer.v().to_host();
   for (const auto& t : stage.param_layout().tensors()) {
-    w.add("param/" + t.name, p + t.offset, t.shape);
-    w.add("adam_m/" + t.name, optimizer.m().data() + t.offset, t.shape);
-    w.add("adam_v/" + t.name, optimizer.v().data() + t.offset, t.shape);
+    w.add("param/" + t.name, p.data() + t.offset, t.shape);
+    w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
+    w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
   }
   w.write(dir + "/" + kShardFile);
 }
@@ -79,15 +82,25 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
   if (meta["config"].value("seed", opt.seed) != opt.seed)
     std::printf("notice: checkpoint was trained with --seed %llu, this run uses %llu (data order and dropout change)\n",
                 (unsigned long long)meta["config"]["seed"].get<uint64_t>(), (unsigned long long)opt.seed);
-  float* p = stage.params().data();
+  std::vector<float> p(stage.params().size()), m, v;
+  if (optimizer) {
+    m.resize(optimizer->m().size());
+    v.resize(optimizer->v().size());
+  }
   for (const auto& t : stage.param_layout().tensors()) {
-    r.read("param/" + t.name, p + t.offset, t.numel);
+    r.read("param/" + t.name, p.data() + t.offset, t.numel);
     if (optimizer) {
-      r.read("adam_m/" + t.name, optimizer->m().data() + t.offset, t.numel);
-      r.read("adam_v/" + t.name, optimizer->v().data() + t.offset, t.numel);
+      r.read("adam_m/" + t.name, m.data() + t.offset, t.numel);
+      r.read("adam_v/" + t.name, v.data() + t.offset, t.numel);
     }
   }
-  CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>()};
+  stage.params().assign_from_host(p);
+  if (optimizer) {
+    optimizer->m().assign_from_host(m);
+    optimizer->v().assign_from_host(v);
+  }
+  CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>(),
+                         meta.value("loss_scaler", nlohmann::json())};
   return pos;
 }
 

@@ -16,6 +16,7 @@ namespace occ {
 
 struct CheckpointPosition {
   int64_t iteration = 0, consumed_samples = 0;
+  nlohmann::json loss_scaler;  // --fp16's scaler state (LossScaler::state()), null otherwise
 };
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank

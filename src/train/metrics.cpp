@@ -3,9 +3,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace occ {
@@ -14,7 +16,7 @@ const std::vector<std::string> kReportedPhases = {"data",         "forward",    
                                                   "tp_allreduce", "tp_allgather",  "dp_allreduce", "dp_busy",
                                                   "emb_allreduce", "norm_allreduce", "optimizer", "compress",  "decompress",
                                                   "iteration",    "cpu",
-                                                  "peak_rss_mib"};
+                                                  "peak_rss_mib", "peak_tensor_mib", "peak_gpu_mib"};
 
 const std::vector<std::string> kReportedCounts = {"cb_sends", "cb_compressed", "lep_samples", "lep_cosine",
                                                   "lep_error_mean", "lep_delta_mean", "lep_error_ratio",
@@ -29,7 +31,10 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers) {
   mine[2] = l.pp_rank;
   mine[3] = l.dp_rank;
   for (size_t i = 0; i < P; ++i)
-    mine[4 + i] = kReportedPhases[i] == "peak_rss_mib" ? peak_rss_mib() : timers.ms(kReportedPhases[i]);
+    mine[4 + i] = kReportedPhases[i] == "peak_rss_mib"      ? peak_rss_mib()
+                  : kReportedPhases[i] == "peak_tensor_mib" ? peak_tensor_mib()
+                  : kReportedPhases[i] == "peak_gpu_mib"    ? double(device_peak_bytes(Device::Cuda)) / (1 << 20)
+                                                            : timers.ms(kReportedPhases[i]);
   for (size_t k = 0; k < K; ++k) mine[4 + P + k] = double(topo.counters[Traffic(k)]);
   for (size_t c = 0; c < C; ++c) mine[4 + P + K + c] = timers.count(kReportedCounts[c]);
   for (size_t k = 0; k < K; ++k) mine[4 + P + K + C + k] = double(topo.counters.saved(Traffic(k)));
@@ -95,6 +100,50 @@ void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row) {
   row["ranks"] = ranks;
 }
 
+nlohmann::json iteration_row(const IterationStats& s, int64_t consumed_samples) {
+  nlohmann::json j = {{"iter", s.iteration},     {"loss", s.loss}, {"lr", s.lr},
+                      {"grad_norm", s.grad_norm}, {"ms", s.ms},     {"tokens_per_s", s.tokens_per_s},
+                      {"consumed_samples", consumed_samples}};
+  if (s.val_loss) j["val_loss"] = *s.val_loss;
+  if (s.loss_scale) {
+    j["loss_scale"] = *s.loss_scale;
+    j["skipped_iters"] = s.skipped_iters;
+  }
+  return j;
+}
+
+std::string progress_line(const IterationStats& s, int64_t train_iters, double eta_seconds) {
+  const int64_t eta = int64_t(eta_seconds + 0.5);
+  return fmt::format(
+      "iter {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | {:.1f} ms/it | ETA {}:{:02}:{:02}",
+      s.iteration, int(std::to_string(train_iters).size()), train_iters, s.loss, s.lr, s.grad_norm, s.tokens_per_s,
+      s.ms, eta / 3600, (eta / 60) % 60, eta % 60) +
+         (s.loss_scale ? fmt::format(" | loss scale {:g} | skipped {}", *s.loss_scale, s.skipped_iters) : "");
+}
+
+void TrafficTotals::add(const nlohmann::json& row) {
+  for (auto& [k, v] : row.at("bytes").items()) sent_[k] = sent_.value(k, 0.0) + v.get<double>();
+  if (row.contains("bytes_saved"))
+    for (auto& [k, v] : row.at("bytes_saved").items()) saved_[k] = saved_.value(k, 0.0) + v.get<double>();
+}
+
+void TrafficTotals::print(int64_t iterations) const {
+  std::printf("traffic over %lld iterations (all ranks):", (long long)iterations);
+  double sent = 0, saved = 0;
+  for (auto& [k, v] : sent_.items()) {
+    if (v.get<double>() == 0) continue;
+    const double sv = saved_.value(k, 0.0);
+    std::printf(" %s %.1f MB", k.c_str(), v.get<double>() / 1e6);
+    if (sv != 0) std::printf(" (%.1f MB without compression)", (v.get<double>() + sv) / 1e6);
+    std::printf(",");
+    sent += v.get<double>();
+    saved += sv;
+  }
+  std::printf(" total %.1f MB", sent / 1e6);
+  if (saved != 0) std::printf("; compression kept %.1f MB (%.0f%%) off the wire", saved / 1e6, 100.0 * saved / (sent + saved));
+  std::printf("\n");
+}
+
 void write_chrome_trace(Topology& topo, const std::vector<TraceEvent>& events, const std::string& path) {
   // Times are made relative to the earliest event of the whole job.
   double t0 = events.empty() ? 1e300 : events.front().start;
@@ -139,6 +188,10 @@ void write_chrome_trace(Topology& topo, const std::vector<TraceEvent>& events, c
   f << out.dump();
   f.close();
   std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+double peak_tensor_mib() {
+  return double(device_peak_bytes(Device::Cpu) + device_peak_bytes(Device::Cuda)) / (1 << 20);
 }
 
 double peak_rss_mib() {

@@ -45,7 +45,24 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(grad_comp.selective_way == -1 || grad_comp.enabled, "--selective-grad-comp-way needs --grad-comp");
   OCC_CHECK(!cb.epilogue_only || cb.enabled, "--inter-grad-comp-epilogue-only needs --inter-grad-comp");
   OCC_CHECK(!check_lep || (cb.enabled && cb.lazy_error), "--check-lep needs --inter-grad-comp and --use-error-feedback");
+  OCC_CHECK(recompute_granularity.empty() || recompute_granularity == "selective" || recompute_granularity == "full",
+            "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
+            recompute_granularity);
+  OCC_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other; pick one");
+  loss_scale.validate();
+  require_device(device);
+  OCC_CHECK(device == Device::Cpu || layout.world_size() == 1,
+            "--device cuda trains in one process for now ({} ranks were launched); run 1 rank, or --device cpu for "
+            "multi-rank jobs",
+            layout.world_size());
   lr_schedule().validate();
+}
+
+void TrainOptions::resolve_device() { device = device_name.empty() ? default_device() : parse_device(device_name); }
+
+Recompute TrainOptions::recompute() const {
+  if (!recompute_granularity.empty()) return parse_recompute(recompute_granularity);
+  return recompute_activations ? Recompute::Selective : Recompute::None;
 }
 
 nlohmann::json TrainOptions::to_json() const {

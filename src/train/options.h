@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "compress/compressed_backprop.h"
+#include "core/device.h"
 #include "compress/dp_powersgd.h"
 #include "model/config.h"
 #include "train/adamw.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 
 namespace occ {
@@ -36,6 +38,18 @@ struct TrainOptions {
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
   int64_t save_interval = 0;
+  // Backend and memory.
+  std::string device_name;                  // --device as given ("" = default_device())
+  Device device = Device::Cpu;              // resolved from device_name by resolve_device()
+  bool recompute_activations = false;       // --recompute-activations (Megatron: selective)
+  std::string recompute_granularity;        // --recompute-granularity selective|full ("" = none)
+  bool bf16 = false, fp16 = false;          // --bf16 / --fp16 (Megatron's mixed precision)
+  LossScaleConfig loss_scale;               // --fp16's loss scaling
+  Precision precision() const { return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32; }
+  // What backward recomputes (from the two flags above, as Megatron reads them).
+  Recompute recompute() const;
+  // Sets `device` from --device (or the default); throws on an unknown name.
+  void resolve_device();
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted

@@ -1,7 +1,9 @@
 #pragma once
-// The training loop of one rank of a TP x PP x DP job: data, the 1F1B
-// pipeline schedule, bucketed data-parallel gradient averaging, embedding
-// synchronisation, clipping, AdamW, evaluation, checkpoints, metrics, trace.
+// The training loop of one rank of a TP x PP x DP job. The Trainer wires the
+// parts together and runs the iterations: data, the model's forward and
+// backward per micro-batch (driven by the 1F1B PipelineExecutor), gradient
+// synchronisation (GradientSync), clipping, AdamW, evaluation, checkpoints
+// (with the compressors' state: CompressionState), metrics and the trace.
 //
 // Construction is split so that the command line can make every rank agree on
 // errors before any collective runs: prepare() is local (validation, data,
@@ -9,31 +11,25 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "compress/compressed_backprop.h"
-#include "compress/dp_powersgd.h"
+#include "compress/compression_state.h"
+#include "compress/lep_probe.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "model/gpt.h"
-#include "parallel/grad_sync.h"
 #include "parallel/pipeline_exchange.h"
+#include "parallel/pipeline_executor.h"
 #include "parallel/topology.h"
 #include "train/adamw.h"
+#include "train/gradient_sync.h"
+#include "train/metrics.h"
+#include "train/loss_scaler.h"
 #include "train/options.h"
 
 namespace occ {
-
-struct IterationStats {
-  int64_t iteration = 0;
-  double loss = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
-  float lr = 0;
-  std::optional<double> val_loss;
-};
 
 class Trainer {
  public:
@@ -49,20 +45,15 @@ class Trainer {
   const ParallelLayout& layout() const { return layout_; }
 
  private:
-  void check_token_range() const;
   IterationStats train_step();
-  void run_schedule(int64_t M, double& loss_sum);
+  double run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
-  void sync_gradients();
   void check_lep(int slot, const float* grad);
-  bool dp_compressing() const;
   void save_checkpoint();
-  void save_compression_state(const std::string& staging);
-  void load_compression_state();
+  CompressionState compression_state() { return {cb_send_.get(), grad_sync_->powersgd()}; }
+  std::string compression_state_path(const std::string& dir) const;
   void log_iteration(const IterationStats& s);
-  void write_trace();
-  void print_traffic_summary() const;
 
   TrainOptions opt_;
   int world_rank_ = 0, world_size_ = 1;
@@ -72,22 +63,21 @@ class Trainer {
   std::unique_ptr<GptDataset> train_data_, valid_data_;
   std::unique_ptr<GptStage> stage_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<DataParallelReducer> reducer_;
+  std::unique_ptr<LossScaler> loss_scaler_;                // --fp16 (inactive otherwise)
+  std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<PipelineExchange> exchange_;
   std::unique_ptr<CompressedBackprop> cb_send_, cb_recv_;  // this stage's backward link out / in
-  std::unique_ptr<DataParallelPowerSgd> dp_comp_;
-  std::vector<float> lep_prev_input_;
-  int compression_notice_ = 0;  // set by load_compression_state()  // --check-lep: the previous micro-batch's input slice
-  std::vector<StageActivations> acts_;                       // one per in-flight micro-batch
-  std::vector<std::vector<int32_t>> inputs_, labels_;         // per slot
-  std::vector<std::vector<float>> fwd_send_, bwd_send_;       // per micro-batch (in flight until wait_sends)
-  std::vector<float> x_in_, dx_out_;
-  std::vector<int32_t> tokens_;
+  std::unique_ptr<PipelineExecutor> executor_;
+  LepProbe lep_probe_;                                      // --check-lep
+  CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
+  std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
+  MicroBatchTokens tokens_;                                  // per slot
+  std::vector<float> x_in_;                                  // evaluate()'s received activations
   int64_t iteration_ = 0, consumed_samples_ = 0;
   double run_start_ = 0;
   int64_t first_iteration_ = 0;
   std::FILE* metrics_ = nullptr;
-  nlohmann::json traffic_sent_ = nlohmann::json::object(), traffic_saved_ = nlohmann::json::object();
+  TrafficTotals traffic_;
   bool tty_ = false;
 };
 

@@ -123,6 +123,9 @@ int bench(int argc, char** argv) {
   app.add_option("--peak-reps", peak_reps, "sgemm repetitions per peak size (best kept)")->capture_default_str();
   app.add_flag("--no-peak", no_peak, "skip the sgemm peak measurement");
   app.add_option("--json", json_path, "also write every number to this JSON file");
+  app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
+  app.add_flag("--bf16", opt.bf16, "train in bf16 (see train --bf16)");
+  app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   GptConfig& m = opt.model;
@@ -147,6 +150,7 @@ int bench(int argc, char** argv) {
   opt.train_iters = warmup + int64_t(steps) * repeats;
   opt.global_batch_size = opt.micro_batch_size;
   ParallelLayout layout;
+  opt.resolve_device();
   opt.validate(layout);
 
   const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size(), L = m.num_layers,
@@ -163,8 +167,8 @@ int bench(int argc, char** argv) {
       "+ 12*L*B*T^2*C [attention QK^T and PV, full T x T]";
 
   SelfCommunicator self;
-  GptStage stage(m, layout, self, opt.seed);
-  AdamW adam(stage.param_layout(), opt.adam);
+  GptStage stage(m, layout, self, opt.seed, StageOptions{opt.device, opt.recompute(), opt.precision()});
+  AdamW adam(stage.param_layout(), opt.adam, stage.ops());
   const int64_t nparams = stage.param_layout().total();
 
   // A few batches of random tokens, made before timing.
@@ -180,7 +184,7 @@ int bench(int argc, char** argv) {
     }
   }
 
-  StageActivations acts;
+  StageActivations acts = stage.make_activations();
   double t_fwd = 0, t_bwd = 0, t_opt = 0;
   std::vector<double> losses;
   int64_t step_no = 0;
@@ -192,10 +196,12 @@ int bench(int argc, char** argv) {
     const double loss = stage.forward(acts, mb, nullptr, nullptr, true) / double(tokens);
     const double t1 = now_seconds();
     stage.backward(acts, mb, nullptr, nullptr);
+    stage.ops().synchronize();  // GPU kernels run asynchronously
     const double t2 = now_seconds();
-    const double norm = std::sqrt(local_grad_sq_norm(stage.param_layout(), stage.grads().data()));
-    clip_grads(stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
+    const double norm = std::sqrt(local_grad_sq_norm(stage.ops(), stage.param_layout(), stage.grads().data()));
+    clip_grads(stage.ops(), stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
     adam.update(stage.params().data(), stage.grads().data(), opt.lr, step_no + 1);
+    stage.ops().synchronize();
     const double t3 = now_seconds();
     t_fwd += t1 - t0;
     t_bwd += t2 - t1;
@@ -208,6 +214,8 @@ int bench(int argc, char** argv) {
               "%lld parameters, dropout %g/%g\n",
               preset.c_str(), L, m.num_attention_heads, C, T, B, m.vocab_size, V, (long long)nparams,
               m.hidden_dropout, m.attention_dropout);
+  std::printf("bench: device %s, precision %s, recompute %s\n", describe_device(opt.device).c_str(),
+              precision_name(opt.precision()), recompute_name(opt.recompute()));
   std::printf("bench: %d OpenMP threads, OpenBLAS core %s; %d warm-up steps, %d repeats of %d steps\n", threads,
               openblas_get_corename(), warmup, repeats, steps);
   std::fflush(stdout);
@@ -258,6 +266,8 @@ int bench(int argc, char** argv) {
               median(rep_cpu_ms));
   std::printf("      phases (mean per step): forward %.3f ms, backward %.3f ms, clip + AdamW %.3f ms\n",
               t_fwd * 1e3 / timed_steps, t_bwd * 1e3 / timed_steps, t_opt * 1e3 / timed_steps);
+  std::printf("peak memory in tensors on %s: %.1f MiB\n", device_name(opt.device),
+              double(device_peak_bytes(opt.device)) / (1 << 20));
   std::printf("tokens/s: %.0f (best), %.0f (median)\n", tokens / (best_ms * 1e-3), tokens / (med_ms * 1e-3));
   std::printf("achieved: %.2f GFLOP/s (best), %.2f (median)\n", gflops_best, gflops_med);
   if (!no_peak) {
@@ -293,6 +303,10 @@ int bench(int argc, char** argv) {
                   {"hidden_dropout", m.hidden_dropout},
                   {"attention_dropout", m.attention_dropout},
                   {"parameters", nparams}};
+    j["device"] = describe_device(opt.device);
+    j["precision"] = precision_name(opt.precision());
+    j["recompute"] = recompute_name(opt.recompute());
+    j["peak_device_mib"] = double(device_peak_bytes(opt.device)) / (1 << 20);
     j["threads"] = threads;
     j["blas_core"] = openblas_get_corename();
     j["warmup"] = warmup;

@@ -46,7 +46,7 @@ int generate(int argc, char** argv) {
   GptStage stage(model, layout, self, 0);
   for (const auto& t : stage.param_layout().tensors()) {
     const MergedTensor& m = merged.tensors.at(t.name);
-    std::copy(m.data.begin(), m.data.end(), stage.params().begin() + t.offset);
+    stage.params().copy_from_host(m.data.data(), m.data.size(), size_t(t.offset));
   }
   std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty()) ids.push_back(tok.eod_id());

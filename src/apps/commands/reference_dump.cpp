@@ -7,6 +7,7 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "model/gpt.h"
+#include "train/checkpoint_merge.h"
 
 namespace occ::cmd {
 
@@ -20,11 +21,25 @@ int reference_dump(int argc, char** argv) {
   add_optimizer_flags(app, opt);
   std::string out;
   int steps = 5;
-  app.add_option("--vocab-size", opt.model.vocab_size, "tokenizer vocabulary (padded by the model)")->required();
+  std::string load;
+  auto* vocab = app.add_option("--vocab-size", opt.model.vocab_size, "tokenizer vocabulary (padded by the model)");
+  app.add_option("--load", load,
+                 "start from this checkpoint (any layout; its model replaces the model flags) instead of the init");
   app.add_option("--micro-batch-size", opt.micro_batch_size)->capture_default_str();
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--out", out, "output .safetensors file")->required();
+  app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
+  app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full (recompute in backward)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  std::unique_ptr<MergedCheckpoint> merged;
+  if (!load.empty()) {
+    merged = std::make_unique<MergedCheckpoint>(merge_checkpoint(load));
+    opt.model = merged->model;
+    opt.model.hidden_dropout = opt.model.attention_dropout = 0.0f;
+  } else {
+    OCC_CHECK(vocab->count() > 0, "reference-dump needs --vocab-size (or --load CHECKPOINT)");
+  }
+  opt.resolve_device();
   opt.train_iters = steps;
   opt.global_batch_size = opt.micro_batch_size;
   ParallelLayout layout;
@@ -33,16 +48,23 @@ int reference_dump(int argc, char** argv) {
   const GptConfig& m = opt.model;
   const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size();
   SelfCommunicator self;
-  GptStage stage(m, layout, self, opt.seed);
-  AdamW adam(stage.param_layout(), opt.adam);
+  GptStage stage(m, layout, self, opt.seed, StageOptions{opt.device, opt.recompute()});
+  AdamW adam(stage.param_layout(), opt.adam, stage.ops());
   const LrSchedule schedule = opt.lr_schedule();
+  if (merged)
+    for (const auto& t : stage.param_layout().tensors()) {
+      const MergedTensor& mt = merged->tensors.at(t.name);
+      stage.params().copy_from_host(mt.data.data(), mt.data.size(), size_t(t.offset));
+    }
+  std::printf("reference-dump: device %s\n", describe_device(opt.device).c_str());
 
   SafetensorsWriter w;
-  for (const auto& t : stage.param_layout().tensors()) w.add_f32(t.name, stage.params().data() + t.offset, t.shape);
+  const std::vector<float> init = stage.params().to_host();
+  for (const auto& t : stage.param_layout().tensors()) w.add_f32(t.name, init.data() + t.offset, t.shape);
 
   std::vector<float> losses;
   std::vector<int32_t> batch(size_t(B) * (T + 1)), inputs(size_t(B) * T), labels(size_t(B) * T);
-  StageActivations acts;
+  StageActivations acts = stage.make_activations();
   for (int step = 0; step < steps; ++step) {
     const uint64_t key = make_key(opt.seed, 0xBA7C4ull, uint64_t(step));
     for (size_t i = 0; i < batch.size(); ++i)
@@ -56,18 +78,19 @@ int reference_dump(int argc, char** argv) {
     MicroBatch mb{inputs.data(), labels.data(), B, T, 0, step, 1.0f / float(B * T)};
     if (step == 0) {
       const double loss = stage.forward(acts, mb, nullptr, nullptr, false);
-      w.add_f32("logits", stage.logits(acts), {B, T, V});
+      w.add_f32("logits", acts.logits.to_host().data(), {B, T, V});
       const float l = float(loss / double(B * T));
       w.add_f32("loss", &l, {1});
     }
     stage.zero_grads();
     losses.push_back(float(stage.forward(acts, mb, nullptr, nullptr, true) / double(B * T)));
     stage.backward(acts, mb, nullptr, nullptr);
-    if (step == 0)
-      for (const auto& t : stage.param_layout().tensors())
-        w.add_f32("grad." + t.name, stage.grads().data() + t.offset, t.shape);
-    const double norm = std::sqrt(local_grad_sq_norm(stage.param_layout(), stage.grads().data()));
-    clip_grads(stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
+    if (step == 0) {
+      const std::vector<float> grads = stage.grads().to_host();
+      for (const auto& t : stage.param_layout().tensors()) w.add_f32("grad." + t.name, grads.data() + t.offset, t.shape);
+    }
+    const double norm = std::sqrt(local_grad_sq_norm(stage.ops(), stage.param_layout(), stage.grads().data()));
+    clip_grads(stage.ops(), stage.grads().data(), int64_t(stage.grads().size()), norm, opt.clip_grad);
     adam.update(stage.params().data(), stage.grads().data(), schedule.at(step + 1), step + 1);
   }
   w.add_f32("losses", losses.data(), {steps});

@@ -63,6 +63,26 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
   app.add_option("--dp-bucket-size", o.dp_bucket_elems, "gradient elements per data-parallel all-reduce bucket")
       ->capture_default_str();
+  app.add_option("--device", o.device_name,
+                 "cpu | cuda (default: cuda when this binary has the CUDA backend and a GPU is visible, else cpu)");
+  app.add_flag("--recompute-activations", o.recompute_activations,
+               "recompute attention's softmax in backward instead of keeping it (Megatron's selective recomputation)");
+  app.add_option("--recompute-granularity", o.recompute_granularity,
+                 "selective (attention only) | full (every transformer layer is recomputed from its input)");
+  app.add_flag("--bf16", o.bf16,
+               "bf16 weights, activations and activation gradients in the step; fp32 master weights, gradient "
+               "accumulation and optimizer (Megatron's --bf16)");
+  app.add_flag("--fp16", o.fp16, "as --bf16 in fp16, with loss scaling (dynamic unless --loss-scale)");
+  app.add_option("--loss-scale", o.loss_scale.loss_scale, "--fp16: a static loss scale (default: dynamic)");
+  app.add_option("--initial-loss-scale", o.loss_scale.initial_loss_scale, "--fp16: dynamic scaling's first scale")
+      ->capture_default_str();
+  app.add_option("--min-loss-scale", o.loss_scale.min_loss_scale, "--fp16: dynamic scaling's floor")
+      ->capture_default_str();
+  app.add_option("--loss-scale-window", o.loss_scale.loss_scale_window,
+                 "--fp16: clean iterations before the dynamic scale doubles")
+      ->capture_default_str();
+  app.add_option("--hysteresis", o.loss_scale.hysteresis, "--fp16: overflows tolerated before the scale halves")
+      ->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
       ->capture_default_str();
   // Optimus-CC.

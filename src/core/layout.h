@@ -1,6 +1,8 @@
 #pragma once
 // Where this process sits in the TP x PP x DP grid (Megatron's rank layout:
 // rank = pp * DP * TP + dp * TP + tp) and which layers its stage owns.
+// Plain arithmetic that layers from parallel/ to plan/ all need, so it lives
+// at the bottom (core/) rather than in any one of them.
 #include "core/error.h"
 
 namespace occ {

@@ -1,4 +1,4 @@
-#include "compress/fused_embedding.h"
+#include "parallel/embedding_sync.h"
 
 namespace occ {
 

@@ -1,0 +1,172 @@
+#include "core/device.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+#include "core/error.h"
+
+#if defined(OCC_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace occ {
+
+namespace {
+// Bytes currently allocated and the peak, per device.
+std::atomic<size_t> g_live[2], g_peak[2];
+
+void note_alloc(Device d, size_t bytes) {
+  const size_t live = g_live[int(d)].fetch_add(bytes) + bytes;
+  size_t peak = g_peak[int(d)].load();
+  while (live > peak && !g_peak[int(d)].compare_exchange_weak(peak, live)) {
+  }
+}
+
+// A small header before each block remembers its size for the live count.
+constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
+
+#if defined(OCC_WITH_CUDA)
+// Sizes of live GPU allocations, for the live/peak count.
+std::mutex g_cuda_mu;
+std::unordered_map<void*, size_t> g_cuda_sizes;
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA error in {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+#endif
+}  // namespace
+
+const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  fail("--device {} is not a device; use --device cpu or --device cuda", name);
+}
+
+bool cuda_built() {
+#if defined(OCC_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#if defined(OCC_WITH_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+Device default_device() { return cuda_device_count() > 0 ? Device::Cuda : Device::Cpu; }
+
+void require_device(Device d) {
+  if (d == Device::Cpu) return;
+  OCC_CHECK(cuda_built(),
+            "--device cuda: this binary was built without the CUDA backend (nvcc was not found at build time); "
+            "rebuild with CUDA under /usr/local/cuda or use --device cpu");
+  OCC_CHECK(cuda_device_count() > 0, "--device cuda: no CUDA GPU is visible to this process; use --device cpu");
+}
+
+std::string describe_device(Device d) {
+  if (d == Device::Cpu) return "cpu";
+#if defined(OCC_WITH_CUDA)
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, dev) == cudaSuccess)
+    return fmt::format("cuda ({}, sm_{}{}, {:.0f} GiB)", p.name, p.major, p.minor, double(p.totalGlobalMem) / (1 << 30));
+#endif
+  return "cuda";
+}
+
+void* device_alloc(Device d, size_t bytes) {
+  if (d == Device::Cpu) {
+    void* p = std::aligned_alloc(64, kHeader + (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, kHeader + bytes);
+    *static_cast<size_t*>(p) = bytes;
+    note_alloc(d, bytes);
+    return static_cast<char*>(p) + kHeader;
+  }
+#if defined(OCC_WITH_CUDA)
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  OCC_CHECK(e == cudaSuccess, "out of GPU memory allocating {:.1f} MiB ({}); use a smaller --micro-batch-size or "
+            "--recompute-activations", double(bytes) / (1 << 20), cudaGetErrorString(e));
+  cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+  note_alloc(d, bytes);
+  std::lock_guard<std::mutex> lock(g_cuda_mu);
+  g_cuda_sizes[p] = bytes;
+  return p;
+#else
+  require_device(d);
+  return nullptr;
+#endif
+}
+
+void device_free(Device d, void* p) noexcept {
+  if (!p) return;
+  if (d == Device::Cpu) {
+    void* base = static_cast<char*>(p) - kHeader;
+    g_live[0].fetch_sub(*static_cast<size_t*>(base));
+    std::free(base);
+    return;
+  }
+#if defined(OCC_WITH_CUDA)
+  {
+    std::lock_guard<std::mutex> lock(g_cuda_mu);
+    auto it = g_cuda_sizes.find(p);
+    if (it != g_cuda_sizes.end()) {
+      g_live[1].fetch_sub(it->second);
+      g_cuda_sizes.erase(it);
+    }
+  }
+  cudaFree(p);
+#endif
+}
+
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_dev == Device::Cpu && src_dev == Device::Cpu) {
+    std::memmove(dst, src, bytes);
+    return;
+  }
+#if defined(OCC_WITH_CUDA)
+  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+#else
+  require_device(Device::Cuda);
+#endif
+}
+
+void device_zero(Device d, void* p, size_t bytes) {
+  if (d == Device::Cpu) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+#if defined(OCC_WITH_CUDA)
+  cuda_check(cudaMemset(p, 0, bytes), "cudaMemset");
+#endif
+}
+
+void device_synchronize(Device d) {
+#if defined(OCC_WITH_CUDA)
+  if (d == Device::Cuda) cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#endif
+}
+
+size_t device_peak_bytes(Device d) { return g_peak[int(d)].load(); }
+void device_reset_peak(Device d) { g_peak[int(d)].store(g_live[int(d)].load()); }
+
+}  // namespace occ

@@ -1,0 +1,37 @@
+#pragma once
+// Where tensors live and compute runs: the CPU (the reference backend) or a
+// CUDA GPU. Raw memory management per device; typed ownership is DeviceBuffer
+// (core/buffer.h). The CUDA side exists when the build found nvcc
+// (OCC_WITH_CUDA); without it, asking for CUDA is a clear error.
+#include <cstddef>
+#include <string>
+
+namespace occ {
+
+enum class Device { Cpu, Cuda };
+
+const char* device_name(Device d);
+// "cpu" | "cuda"; anything else throws occ::Error naming the choices.
+Device parse_device(const std::string& name);
+
+bool cuda_built();          // compiled with the CUDA backend
+int cuda_device_count();    // visible GPUs (0 when not built or no driver)
+// --device's default: cuda when built with CUDA and a GPU is visible, else cpu.
+Device default_device();
+// Throws occ::Error saying why when `d` cannot be used in this process.
+void require_device(Device d);
+// One line describing the device, e.g. "cuda (NVIDIA H200, sm_90, 139 GiB)".
+std::string describe_device(Device d);
+
+// Raw memory. Allocations are zero-filled; copies may cross devices.
+void* device_alloc(Device d, size_t bytes);
+void device_free(Device d, void* p) noexcept;
+void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void device_zero(Device d, void* p, size_t bytes);
+// Waits for all work queued on the device (no-op on the CPU).
+void device_synchronize(Device d);
+// Peak bytes allocated through device_alloc on `d` (since start or the last reset).
+size_t device_peak_bytes(Device d);
+void device_reset_peak(Device d);
+
+}  // namespace occ

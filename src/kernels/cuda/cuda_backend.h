@@ -1,0 +1,136 @@
+#pragma once
+// Internal to the CUDA backend (src/kernels/cuda/): the CudaOps class, whose
+// member functions are defined in one .cu file per kernel family, and the
+// error helpers. Host declarations only (no CUDA syntax), so host C++ files
+// of the backend can include it too.
+//
+// Execution model: everything runs in order on one stream (the legacy default
+// stream), so kernels need no events between them and host<->device copies
+// made elsewhere with cudaMemcpy (core/device.cpp) are ordered with them.
+// Every reduction has a fixed shape and order (no floating-point atomics), so
+// a run repeats bit for bit on the same GPU model.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_ops.h"
+
+namespace occ::kernels::cuda {
+
+// Throw occ::Error. Defined in cuda_error.cpp, which the host compiler builds:
+// core/error.h's {fmt} does not compile under nvcc.
+[[noreturn]] void throw_cuda_error(const char* call, const char* detail, const char* file, int line);
+[[noreturn]] void throw_error(const std::string& message);
+
+#define OCC_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                         \
+    const cudaError_t occ_e_ = (expr);                                                         \
+    if (occ_e_ != cudaSuccess)                                                                 \
+      ::occ::kernels::cuda::throw_cuda_error(#expr, cudaGetErrorString(occ_e_), __FILE__, __LINE__); \
+  } while (0)
+
+#define OCC_CUBLAS_CHECK(expr)                                                                     \
+  do {                                                                                             \
+    const cublasStatus_t occ_s_ = (expr);                                                          \
+    if (occ_s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+      ::occ::kernels::cuda::throw_cuda_error(#expr, cublasGetStatusString(occ_s_), __FILE__, __LINE__); \
+  } while (0)
+
+// After a <<<...>>> launch: reports a bad launch configuration at its source
+// (an error inside the kernel surfaces at the next synchronising call).
+#define OCC_CUDA_CHECK_LAUNCH() OCC_CUDA_CHECK(cudaGetLastError())
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(CudaAttention attention);
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  Device device() const override { return Device::Cuda; }
+  void synchronize() override;
+
+  void copy(float* dst, const float* src, int64_t n) override;
+  void fill(float* dst, float value, int64_t n) override;
+  void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) override;
+  void round_to_precision(float* x, int64_t n, Precision p) override;
+
+  void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+                      int64_t OC) override;
+  void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                         int64_t N, int64_t C, float eps) override;
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd, int64_t N, int64_t C) override;
+  void gelu_forward(float* out, const float* inp, int64_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override;
+  void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+                                const Dropout& d, int64_t N, int64_t T, int64_t C) override;
+  void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
+                                 int64_t C) override;
+  void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) override;
+
+  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const override;
+  void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+                         const Dropout& d) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                          const AttentionShape& s, const Dropout& d) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V, int64_t N,
+                         int64_t C) override;
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
+                          int64_t C) override;
+  void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) override;
+  void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) override;
+
+  void row_max(float* out, const float* logits, int64_t N, int64_t V) override;
+  void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) override;
+  void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+                    int64_t V) override;
+  void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp, const int32_t* labels,
+                                      int64_t v0, float scale, int64_t N, int64_t V) override;
+  double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) override;
+  double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) override;
+
+  void adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
+                    const AdamWStep& step) override;
+  double sum_squares(const float* x, int64_t n) override;
+  void scale(float* x, float factor, int64_t n) override;
+
+  // ---- for the kernel files ------------------------------------------------------
+  cudaStream_t stream() const { return stream_; }
+  // Device scratch of at least `bytes` (256-byte aligned), valid until the next
+  // call: an op asks once and carves what it needs out of it. Grows, never shrinks.
+  void* scratch(size_t bytes);
+  // Column-major GEMM, fp32 inputs/outputs with fp32 accumulation (no TF32):
+  // C[m, n] = alpha op(A) op(B) + beta C, repeated over `batch` matrices that
+  // lie stride_* floats apart. Row-major callers pass the transposed problem.
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
+            const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int64_t batch = 1, int64_t stride_a = 0,
+            int64_t stride_b = 0, int64_t stride_c = 0);
+  // Copies one double from device memory (waits for the stream).
+  double fetch_double(const double* device_value);
+
+ private:
+  // Whether this shape runs the fused attention kernels (else the batched GEMMs).
+  bool use_fused_attention(const AttentionShape& s) const;
+  void attention_forward_gemm(float* out, float* saved, const float* qkv, const AttentionShape& s, const Dropout& d);
+  void attention_backward_gemm(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                               const AttentionShape& s, const Dropout& d);
+  void attention_forward_fused(float* out, float* saved, const float* qkv, const AttentionShape& s, const Dropout& d);
+  void attention_backward_fused(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                                const AttentionShape& s, const Dropout& d);
+
+  CudaAttention attention_;
+  cudaStream_t stream_ = nullptr;  // legacy default stream
+  cublasHandle_t blas_ = nullptr;
+  void* blas_workspace_ = nullptr;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+};
+
+}  // namespace occ::kernels::cuda

@@ -1,0 +1,154 @@
+// The CUDA backend object: cuBLAS handle, workspace and scratch, memory ops,
+// the GEMM entry point, and the factories. The kernel families live in the
+// other .cu files of this folder (one per family), as members of CudaOps.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+
+namespace occ::kernels {
+
+namespace cuda {
+
+namespace {
+
+// cuBLAS workspace: the size NVIDIA recommends for Hopper. Owning it means
+// cuBLAS never allocates inside a call.
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+
+__global__ void fill_kernel(float* dst, float value, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = value;
+}
+
+// The same rounding functions as the CPU backend (core/precision.h).
+__global__ void round_kernel(float* x, int64_t n, Precision p) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] = round_to(p, x[i]);
+}
+
+// cuBLAS takes 32-bit sizes; larger ones would need the _64 API and never occur here.
+int as_int(int64_t v, const char* what) {
+  if (v < 0 || v > int64_t(0x7fffffff))
+    throw_error("CUDA backend: GEMM " + std::string(what) + " = " + std::to_string(v) + " is outside cuBLAS's int range");
+  return int(v);
+}
+
+}  // namespace
+
+CudaOps::CudaOps(CudaAttention attention) : attention_(attention) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky error so the process can go on with the CPU
+    throw_error(std::string("--device cuda: no CUDA GPU is visible to this process (") +
+                (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + "); use --device cpu");
+  }
+  OCC_CUBLAS_CHECK(cublasCreate(&blas_));
+  OCC_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+  // The reference numerics: plain fp32 (every call also passes CUBLAS_COMPUTE_32F,
+  // never the _FAST_TF32 variants, so TF32 tensor cores stay off).
+  OCC_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+  OCC_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
+  OCC_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspaceBytes));
+}
+
+CudaOps::~CudaOps() {
+  // Errors are ignored: a destructor cannot report them, and the process may be exiting.
+  if (blas_) cublasDestroy(blas_);
+  if (blas_workspace_) cudaFree(blas_workspace_);
+  if (scratch_) cudaFree(scratch_);
+}
+
+void CudaOps::synchronize() { OCC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void* CudaOps::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  // Kernels queued earlier may still read the old block.
+  OCC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (scratch_) OCC_CUDA_CHECK(cudaFree(scratch_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  // Grow geometrically (rounded to 1 MiB) so that a sequence of growing requests reallocates rarely.
+  size_t want = bytes + bytes / 2;
+  want = (want + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  if (cudaMalloc(&scratch_, want) != cudaSuccess) {
+    cudaGetLastError();
+    scratch_ = nullptr;
+    throw_error("out of GPU memory allocating " + std::to_string(want >> 20) +
+                " MiB of kernel scratch; use a smaller --micro-batch-size or --recompute-activations");
+  }
+  scratch_bytes_ = want;
+  return scratch_;
+}
+
+void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
+                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int64_t batch,
+                   int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+  if (m <= 0 || n <= 0 || batch <= 0) return;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
+  const int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
+  if (batch == 1) {
+    OCC_CUBLAS_CHECK(cublasGemmEx(blas_, op_a, op_b, im, in, ik, &alpha, A, CUDA_R_32F, ilda, B, CUDA_R_32F, ildb,
+                                  &beta, C, CUDA_R_32F, ildc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    OCC_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas_, op_a, op_b, im, in, ik, &alpha, A, CUDA_R_32F, ilda,
+                                                stride_a, B, CUDA_R_32F, ildb, stride_b, &beta, C, CUDA_R_32F,
+                                                ildc, stride_c, as_int(batch, "batch"), CUBLAS_COMPUTE_32F,
+                                                CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+double CudaOps::fetch_double(const double* device_value) {
+  double host = 0.0;
+  // cudaMemcpy on the legacy stream waits for the kernels queued before it.
+  OCC_CUDA_CHECK(cudaMemcpy(&host, device_value, sizeof(double), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+void CudaOps::copy(float* dst, const float* src, int64_t n) {
+  if (n <= 0 || dst == src) return;
+  OCC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(n), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaOps::fill(float* dst, float value, int64_t n) {
+  if (n <= 0) return;
+  fill_kernel<<<grid_for(n), kBlock, 0, stream_>>>(dst, value, n);
+  OCC_CUDA_CHECK_LAUNCH();
+}
+
+void CudaOps::round_to_precision(float* x, int64_t n, Precision p) {
+  if (n <= 0 || p == Precision::Fp32) return;
+  round_kernel<<<grid_for(n), kBlock, 0, stream_>>>(x, n, p);
+  OCC_CUDA_CHECK_LAUNCH();
+}
+
+void CudaOps::upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) {
+  if (n <= 0) return;
+  // Synchronous with respect to the host buffer, which the caller may reuse at once.
+  OCC_CUDA_CHECK(cudaMemcpy(dst, host_src, sizeof(int32_t) * size_t(n), cudaMemcpyHostToDevice));
+}
+
+}  // namespace cuda
+
+CudaAttention default_cuda_attention() {
+  const char* env = std::getenv("OCC_CUDA_ATTENTION");
+  if (!env || !*env || !std::strcmp(env, "fused")) return CudaAttention::Fused;
+  if (!std::strcmp(env, "gemm")) return CudaAttention::BatchedGemm;
+  cuda::throw_error(std::string("OCC_CUDA_ATTENTION=") + env +
+                    " is not an attention implementation; use fused (the default) or gemm");
+}
+
+std::unique_ptr<Ops> make_cuda_ops(CudaAttention attention) { return std::make_unique<cuda::CudaOps>(attention); }
+
+Ops& cuda_ops() {
+  // Created on first use (after the process picked its GPU) and deliberately
+  // never destroyed: tearing cuBLAS down during static destruction can race
+  // the CUDA runtime's own shutdown.
+  static cuda::CudaOps* ops = new cuda::CudaOps(default_cuda_attention());
+  return *ops;
+}
+
+}  // namespace occ::kernels

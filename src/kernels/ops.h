@@ -1,0 +1,105 @@
+#pragma once
+// The compute backend: every kernel the model, the optimizer and the schedule
+// run, behind one interface with a CPU implementation (the reference, wrapping
+// kernels.h) and a CUDA one (kernels/cuda/). All pointers are on the ops'
+// device; host values (losses, norms) are returned by value. Conventions are
+// those of kernels.h: row-major, backward kernels accumulate (+=) into
+// parameter gradients.
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/precision.h"
+#include "kernels/kernels.h"
+
+namespace occ::kernels {
+
+// One AdamW step's constants (bias corrections precomputed on the host).
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay;
+  float bias_correction1, bias_correction2;  // 1 / (1 - beta^step)
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  virtual void synchronize() = 0;
+
+  // ---- memory (same device) --------------------------------------------------
+  virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void fill(float* dst, float value, int64_t n) = 0;
+  // Rounds x in place to the values of precision p (core/precision.h; a no-op for fp32).
+  virtual void round_to_precision(float* x, int64_t n, Precision p) = 0;
+  // Copies int32 tokens from the host into device memory.
+  virtual void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) = 0;
+
+  // ---- dense layers ------------------------------------------------------------
+  virtual void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+                              int64_t OC) = 0;
+  virtual void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false) = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                 const float* b, int64_t N, int64_t C, float eps) = 0;
+  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                  const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) = 0;
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
+  virtual void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+                                        const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N,
+                                         int64_t T, int64_t C) = 0;
+  virtual void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
+
+  // ---- attention ---------------------------------------------------------------------
+  // What forward keeps for backward is the backend's business: the CPU keeps
+  // the probabilities (and their dropped copy), a fused GPU kernel keeps only
+  // per-row softmax statistics. `saved` holds attention_saved_floats() floats.
+  virtual int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const = 0;
+  virtual void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+                                 const Dropout& d) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                                  const AttentionShape& s, const Dropout& d) = 0;
+
+  // ---- embeddings --------------------------------------------------------------------
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+                                 int64_t N, int64_t C) = 0;
+  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V,
+                                  int64_t N, int64_t C) = 0;
+  virtual void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) = 0;
+
+  // ---- cross-entropy -----------------------------------------------------------------
+  // Vocab-parallel steps (the caller all-reduces between them, see kernels.h).
+  virtual void row_max(float* out, const float* logits, int64_t N, int64_t V) = 0;
+  virtual void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) = 0;
+  virtual void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+                            int64_t V) = 0;
+  virtual void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp,
+                                              const int32_t* labels, int64_t v0, float scale, int64_t N,
+                                              int64_t V) = 0;
+  // sum_n log(sum_exp[n]) + max[n] - target[n], accumulated in double.
+  virtual double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) = 0;
+  // Single-shard path: loss (returned) and, when grad_scale != 0, the gradient in place.
+  virtual double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N,
+                                     int64_t V) = 0;
+
+  // ---- optimizer ---------------------------------------------------------------------
+  // AdamW over n elements; decay[i] != 0 applies decoupled weight decay.
+  virtual void adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
+                            const AdamWStep& step) = 0;
+  // Sum of squares (double accumulation) and in-place scaling.
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+  virtual void scale(float* x, float factor, int64_t n) = 0;
+};
+
+// The reference backend.
+Ops& cpu_ops();
+// The backend of `d`; throws occ::Error when `d` is not available in this build.
+Ops& ops_for(Device d);
+
+#if defined(OCC_WITH_CUDA)
+// Defined in kernels/cuda/ (the CUDA library).
+Ops& cuda_ops();
+#endif
+
+}  // namespace occ::kernels

@@ -1,0 +1,60 @@
+#include "train/gradient_sync.h"
+
+#include <string>
+#include <unordered_map>
+
+#include "model/tensor_descs.h"
+#include "parallel/embedding_sync.h"
+
+namespace occ {
+
+GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, float* grads,
+                           PhaseTimers& timers)
+    : opt_(opt), topo_(topo), grads_(grads), timers_(timers) {
+  const ParallelLayout& layout = topo.layout;
+  // Which gradients take which path: FE's word embedding goes around the DP
+  // all-reduce; DP PowerSGD takes the matrices of compressing stages.
+  // (With DP = 1 there is no DP traffic to compress.)
+  const bool compress_stage = opt_.grad_comp.stage_compresses(layout.pp_rank) && layout.dp_size > 1;
+  auto fused = [&](const ParamTensor& t) { return opt_.emb_comm_opt && t.word_embedding; };
+  auto compressible = [&](const ParamTensor& t) { return compress_stage && t.shape.size() >= 2 && !fused(t); };
+  std::vector<TensorDesc> to_compress;
+  std::unordered_map<std::string, int> group;  // by name: make_buckets sees TensorDescs, not the model's tensors
+  for (const auto& t : params.tensors()) {
+    if (compressible(t)) to_compress.push_back(describe(t));
+    if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel});
+    group[t.name] = fused(t) ? -1 : compressible(t) ? 1 : 0;
+  }
+  if (compress_stage) dp_comp_ = std::make_unique<DataParallelPowerSgd>(opt_.grad_comp, to_compress, opt_.seed);
+  reducer_ = std::make_unique<DataParallelReducer>(
+      *topo_.dp_async,
+      make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
+                   [&](const TensorDesc& t) { return group.at(t.name); }),
+      grads_);
+}
+
+void GradientSync::begin_iteration(int64_t iteration) {
+  compressing_ =
+      dp_comp_ && double(iteration) >= double(opt_.grad_comp.warmup_fraction) * double(opt_.train_iters);
+  reducer_->begin_iteration(compressing_);
+}
+
+void GradientSync::finish() {
+  const double t0 = now_seconds();
+  timers_.add("dp_allreduce", reducer_->finish());
+  timers_.add("dp_busy", reducer_->busy_seconds());
+  timers_.add_event("dp_allreduce wait", t0, now_seconds());
+  for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
+  if (compressing_) dp_comp_->reduce(grads_, *topo_.dp, timers_);
+
+  for (const Span& w : word_embeddings_) {
+    float* g = grads_ + w.offset;
+    ScopedPhase scope(timers_, "emb_allreduce");
+    if (opt_.emb_comm_opt)
+      fused_embedding_sync(topo_, g, size_t(w.numel));
+    else
+      sync_tied_embedding(topo_, g, size_t(w.numel));
+  }
+}
+
+}  // namespace occ

@@ -1,0 +1,54 @@
+#pragma once
+// Makes this rank's gradients the job's after the 1F1B schedule, in one place:
+// bucketed DP averaging overlapped with the last micro-batch's backward
+// (DataParallelReducer), DP PowerSGD on the matrices of compressing stages
+// (after its uncompressed warm-up), and the tied word-embedding
+// synchronisation (baseline, or FE around the DP all-reduce). Which gradient
+// takes which path is decided once, from the model's parameter layout.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "compress/dp_powersgd.h"
+#include "core/timer.h"
+#include "model/params.h"
+#include "parallel/grad_sync.h"
+#include "parallel/topology.h"
+#include "train/options.h"
+
+namespace occ {
+
+class GradientSync {
+ public:
+  // grads: the stage's flat gradient buffer (params' layout), which must stay
+  // where it is for the object's life; timers: where the phases are recorded.
+  GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, float* grads, PhaseTimers& timers);
+
+  // Before the iteration's schedule; `iteration` counts the iterations done
+  // (it decides whether DP PowerSGD is past its warm-up).
+  void begin_iteration(int64_t iteration);
+  // From the iteration's last backward: gradients at offsets >= offset are final.
+  void grads_final_from(int64_t offset) { reducer_->grads_final_from(offset); }
+  // After the schedule: waits for the buckets, then DP PowerSGD and the
+  // embedding sync; the gradients are then the job's averages.
+  void finish();
+
+  // DP PowerSGD of this rank (null where the stage does not compress), for
+  // its checkpointed state.
+  DataParallelPowerSgd* powersgd() { return dp_comp_.get(); }
+
+ private:
+  struct Span {
+    int64_t offset, numel;
+  };
+  TrainOptions opt_;
+  Topology& topo_;
+  float* grads_;
+  PhaseTimers& timers_;
+  std::unique_ptr<DataParallelPowerSgd> dp_comp_;
+  std::unique_ptr<DataParallelReducer> reducer_;
+  std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order
+  bool compressing_ = false;           // DP PowerSGD runs this iteration
+};
+
+}  // namespace occ
