@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Time full training steps of the optimus-cc GPT in PyTorch eager (CPU, float32).
+"""Time full training steps of the optimus-cc GPT in PyTorch (eager CPU float32 by default).
 
 Usage:
     /usr/bin/python3 bench/torch_step.py [--preset a|b|custom] [--threads N]
         [--num-layers L --num-attention-heads H --hidden-size C --seq-length T
          --vocab-size V --micro-batch-size B] [--steps N] [--warmup N] [--repeats R]
-        [--json FILE]
+        [--device cpu|cuda] [--dtype fp32|bf16] [--sdpa] [--compile] [--json FILE]
 
 The model is the one optimus-cc trains: pre-LN GPT, learned position embedding,
 LM head tied to the word embedding (vocabulary padded to a multiple of 128), tanh
@@ -21,6 +21,16 @@ Run it with Debian's /usr/bin/python3 (python3-torch 1.13). The thread count is 
 before torch is imported (OMP_NUM_THREADS, and OPENBLAS_NUM_THREADS for the OpenBLAS
 that Debian's torch calls for matmuls, which torch.set_num_threads does not reach),
 and again with torch.set_num_threads.
+
+On a GPU (scripts/gpu-check.sh runs it there, with torch 2.x): --device cuda; --dtype bf16
+is mixed precision as PyTorch users train (torch.autocast to bfloat16, fp32 weights and
+AdamW); --sdpa computes attention with F.scaled_dot_product_attention(is_causal=True)
+(torch >= 2.0: flash attention on the GPU); --compile wraps the model in torch.compile
+(the compilation happens in the warm-up steps, whose time is reported as compile_s). On
+CUDA every phase boundary synchronises the device, and the report adds the peak memory
+(torch.cuda.max_memory_allocated) and the MFU: the FLOP rate over --peak-tflops (989: the
+H100/H200 dense bf16 peak). With the defaults (cpu, fp32, no --sdpa, no --compile) the
+script runs exactly the CPU steps it always did.
 """
 
 import argparse
@@ -60,6 +70,14 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--foreach", action="store_true",
                     help="AdamW(foreach=True) (default: torch's default, the per-tensor loop in 1.13)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: torch.autocast(bfloat16) mixed precision, fp32 weights")
+    ap.add_argument("--sdpa", action="store_true",
+                    help="attention by F.scaled_dot_product_attention (torch >= 2.0)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2.0)")
+    ap.add_argument("--peak-tflops", type=float, default=989.0,
+                    help="MFU denominator on CUDA (H100/H200 dense bf16)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     base = dict(DEFAULTS)
@@ -81,8 +99,31 @@ def main(argv):
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     os.environ["MKL_NUM_THREADS"] = str(args.threads)
+    import contextlib
+
     import torch
     import torch.nn.functional as F
+
+    if args.sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        print(f"torch_step: --sdpa needs torch >= 2.0 (this is {torch.__version__})", file=sys.stderr)
+        return 2
+    if args.compile and not hasattr(torch, "compile"):
+        print(f"torch_step: --compile needs torch >= 2.0 (this is {torch.__version__})", file=sys.stderr)
+        return 2
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        print("torch_step: --device cuda but torch sees no GPU", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    if args.dtype == "bf16":
+        autocast = lambda: torch.autocast(device_type=args.device, dtype=torch.bfloat16)  # noqa: E731
+    else:
+        autocast = contextlib.nullcontext
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -115,10 +156,14 @@ def main(argv):
             q = qkv[:, :, :, 0, :].permute(0, 2, 1, 3)  # [B, H, T, D]
             k = qkv[:, :, :, 1, :].permute(0, 2, 1, 3)
             v = qkv[:, :, :, 2, :].permute(0, 2, 1, 3)
-            scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
-            scores = scores.masked_fill(causal, float("-inf"))
-            probs = torch.softmax(scores, dim=-1)
-            y = (probs @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+            if args.sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
+                scores = scores.masked_fill(causal, float("-inf"))
+                probs = torch.softmax(scores, dim=-1)
+                y = probs @ v
+            y = y.permute(0, 2, 1, 3).reshape(B, T, C)
             x = x + self.proj(y)
             h = self.ln2(x)
             x = x + self.fcproj(F.gelu(self.fc(h), approximate="tanh"))
@@ -141,7 +186,7 @@ def main(argv):
             logits = F.linear(x, self.wte)  # tied head over the padded vocabulary
             return F.cross_entropy(logits.view(-1, V), labels.view(-1))
 
-    model = GPT()
+    model = GPT().to(device)
     params = list(model.parameters())
     nparams = sum(p.numel() for p in params)
     decay = [p for p in params if p.dim() == 2]
@@ -155,6 +200,9 @@ def main(argv):
     gen = torch.Generator().manual_seed(args.seed)
     batches = [(torch.randint(0, args.vocab_size, (B, T), generator=gen),
                 torch.randint(0, args.vocab_size, (B, T), generator=gen)) for _ in range(4)]
+    if cuda:
+        batches = [(i.to(device), l.to(device)) for i, l in batches]
+    step_model = torch.compile(model) if args.compile else model
     tokens = B * T
     phase = {"forward": 0.0, "backward": 0.0, "clip_adamw": 0.0}
     losses = []
@@ -164,12 +212,16 @@ def main(argv):
         idx, lab = batches[step_no[0] % len(batches)]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, lab)
+        with autocast():
+            loss = step_model(idx, lab)
+        sync()
         t1 = time.perf_counter()
         loss.backward()
+        sync()
         t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(params, args.clip_grad)
         opt.step()
+        sync()
         t3 = time.perf_counter()
         phase["forward"] += t1 - t0
         phase["backward"] += t2 - t1
@@ -177,12 +229,21 @@ def main(argv):
         losses.append(loss.item())
         step_no[0] += 1
 
+    gpu_name = torch.cuda.get_device_name(device) if cuda else None
+    where = (f"{gpu_name}, {args.dtype}" + (", sdpa" if args.sdpa else "") +
+             (", compiled" if args.compile else "")) if (cuda or args.dtype != "fp32" or args.sdpa
+                                                        or args.compile) else None
     print(f"torch_step: preset {args.preset}: {L} layers, {H} heads, hidden {C}, seq {T}, "
           f"micro-batch {B}, vocab {args.vocab_size} (padded {V}), {nparams} parameters; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.warmup} warm-up "
-          f"steps, {args.repeats} repeats of {args.steps} steps", flush=True)
+          f"steps, {args.repeats} repeats of {args.steps} steps"
+          + (f"; {where}" if where else ""), flush=True)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    t_warm = time.perf_counter()
     for _ in range(args.warmup):
         train_step()
+    warmup_s = time.perf_counter() - t_warm
     for k in phase:
         phase[k] = 0.0
     rep_ms, rep_cpu_ms = [], []
@@ -215,6 +276,13 @@ def main(argv):
     print(f"achieved: {flops / (best * 1e-3) * 1e-9:.2f} GFLOP/s (best), "
           f"{flops / (med * 1e-3) * 1e-9:.2f} (median)")
     print(f"loss: first {losses[0]:.4f}, last {losses[-1]:.4f}")
+    peak_mib = mfu = None
+    if cuda:
+        peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
+        mfu = flops / (best * 1e-3) / (args.peak_tflops * 1e12)
+        print(f"GPU: {gpu_name}: {flops / (best * 1e-3) * 1e-12:.1f} TFLOP/s, MFU {mfu:.1%} of "
+              f"{args.peak_tflops:g} TFLOP/s; peak memory {peak_mib:.0f} MiB; warm-up "
+              f"{warmup_s:.1f} s" + (" (includes compilation)" if args.compile else ""))
     if args.json:
         out = {
             "engine": "torch", "torch_version": torch.__version__, "preset": args.preset,
@@ -230,7 +298,15 @@ def main(argv):
             "flops_breakdown": {"layers": fl_layers, "lm_head": fl_head, "attention": fl_attn},
             "gflops_best": flops / (best * 1e-3) * 1e-9, "gflops_median": flops / (med * 1e-3) * 1e-9,
             "loss_first": losses[0], "loss_last": losses[-1],
+            "precision": args.dtype,  # the key `optimus-cc bench --json` uses
         }
+        if where:
+            out.update(device=args.device, dtype=args.dtype, sdpa=args.sdpa, compile=args.compile,
+                       warmup_s=warmup_s, compile_s=warmup_s if args.compile else None)
+        if cuda:
+            # peak_device_mib: the name of `optimus-cc bench --json`'s peak
+            out.update(gpu=gpu_name, peak_gpu_mib=peak_mib, peak_device_mib=peak_mib, mfu=mfu,
+                       peak_tflops=args.peak_tflops)
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
             f.write("\n")

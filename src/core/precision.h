@@ -65,4 +65,64 @@ OCC_HD inline float round_to(Precision p, float x) {
   return p == Precision::Bf16 ? round_bf16(x) : p == Precision::Fp16 ? round_fp16(x) : x;
 }
 
+// ---- FP8 (OCP 8-bit floating point, used by the fp8 gradient compressor) ----
+// E4M3FN: bias 7, 3 mantissa bits, max 448 (0x7e), subnormals down to 2^-9,
+//   no infinities, NaN only as 0x7f / 0xff.
+// E5M2:   bias 15, 2 mantissa bits, max 57344 (0x7b), subnormals down to 2^-16,
+//   IEEE-like: 0x7c = infinity, 0x7d..0x7f = NaN (i.e. the top byte of fp16).
+// Encoding rounds to nearest, ties to even, and saturates: every finite value
+// beyond the largest code, and infinity, becomes +-max ("satfinite"); the
+// compressor scales rows into range, so a clamped outlier costs less than an
+// infinity that would poison the decoded gradient. NaN stays NaN, signs
+// (including -0) are kept. Integer-only, so it is bit-exact on any host or device.
+
+// |x| (its bits a, not NaN) rounded to the grid of a format with mbits mantissa
+// bits and exponent bias `bias`, as the code exponent:mantissa; unbounded above
+// (the caller clamps), which is why the carry of rounding may run into the exponent.
+OCC_HD inline uint32_t fp8_round_magnitude(uint32_t a, int mbits, int bias) {
+  const int e = int(a >> 23) - 127;  // unbiased exponent (fp32 subnormals: far below any fp8 value)
+  if (e + bias >= 1) {               // a normal number of the target format
+    const int shift = 23 - mbits;
+    const uint32_t rebased = a - (uint32_t(127 - bias) << 23);  // same mantissa, target's exponent bias
+    return (rebased + ((1u << (shift - 1)) - 1u) + ((rebased >> shift) & 1u)) >> shift;
+  }
+  // Subnormal target: value / 2^(1-bias-mbits) = significand >> s, rounded half to even.
+  const int s = 24 - bias - mbits - e;
+  if (s > 24) return 0;  // below half the smallest subnormal (also fp32 zero / subnormals)
+  const uint32_t sig = (a & 0x7fffffu) | 0x800000u, q = sig >> s, rem = sig & ((1u << s) - 1u), half = 1u << (s - 1);
+  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+}
+
+OCC_HD inline uint8_t float_to_fp8_e4m3(float x) {
+  const uint32_t u = float_bits(x), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint8_t(sign | 0x7fu);  // NaN
+  const uint32_t c = fp8_round_magnitude(a, 3, 7);   // infinity rounds far above 0x7e
+  return uint8_t(sign | (c > 0x7eu ? 0x7eu : c));    // 0x7f would be NaN: saturate at 448
+}
+
+OCC_HD inline float fp8_e4m3_to_float(uint8_t c) {
+  const uint32_t sign = uint32_t(c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
+  uint32_t mag;
+  if (e == 15 && m == 7) mag = 0x7fc00000u;                      // NaN
+  else if (e == 0) mag = float_bits(float(m) * 0x1p-9f);         // subnormal: m * 2^-9, exact
+  else mag = ((e + 127u - 7u) << 23) | (m << 20);
+  return bits_float(sign | mag);
+}
+
+OCC_HD inline uint8_t float_to_fp8_e5m2(float x) {
+  const uint32_t u = float_bits(x), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint8_t(sign | 0x7eu);  // NaN (fp16's quiet NaN 0x7e00, top byte)
+  const uint32_t c = fp8_round_magnitude(a, 2, 15);
+  return uint8_t(sign | (c > 0x7bu ? 0x7bu : c));    // saturate at 57344 (satfinite)
+}
+
+OCC_HD inline float fp8_e5m2_to_float(uint8_t c) {
+  const uint32_t sign = uint32_t(c & 0x80u) << 24, e = (c >> 2) & 0x1fu, m = c & 3u;
+  uint32_t mag;
+  if (e == 31) mag = m == 0 ? 0x7f800000u : 0x7fc00000u;         // infinity, NaN
+  else if (e == 0) mag = float_bits(float(m) * 0x1p-16f);        // subnormal: m * 2^-16, exact
+  else mag = ((e + 127u - 15u) << 23) | (m << 21);
+  return bits_float(sign | mag);
+}
+
 }  // namespace occ

@@ -1,0 +1,661 @@
+#!/usr/bin/env bash
+# The GPU acceptance checks (issue 11: "Must show" and "Benchmark"), run on the GPU machine
+# from the bundle of scripts/gpu-bundle.sh -- nothing is built there:
+#
+#   bash dist/gpu-bundle/scripts/gpu-check.sh --out DIR        (from the bundle)
+#   bash scripts/gpu-check.sh --bundle dist/gpu-bundle --out DIR
+#
+# Writes DIR/gpu-check.json (every check with its numbers), DIR/gpu-check.md and
+# DIR/gpu-check-logs.tar.gz. Prints the GPU, driver and CUDA versions first, then one line
+# per check: `PASS name: numbers`, `FAIL name: reason` or `SKIP name: reason` (a feature
+# this binary does not have yet: found from `optimus-cc COMMAND --help`). A failing check
+# does not stop the others; every command has a timeout and the whole run a time budget.
+# Exit status: 0 all run checks passed, 1 some check failed, 2 nothing could be checked
+# (no GPU), 3 bad usage.
+#
+# Options:
+#   --out DIR          where the reports go (default gpu-check-out)
+#   --bundle DIR       the bundle (default: the folder this script is in, or dist/gpu-bundle)
+#   --python PY        python3 with torch (default $OCC_PYTHON, else the first python3 on the
+#                      PATH that imports torch; the GPU machine's is the one with CUDA torch)
+#   --budget S         seconds for all checks (default 450: the whole run stays under 8 min)
+#   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
+#                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, hf_export, recompute,
+#                      fp16_vs_fp32, bf16_vs_fp32, bench_occ_{small,medium},
+#                      bench_torch_{small,medium}[_compile]); docs/gpu.md says what each asserts
+#   --skip A,B         skip them
+#   --work DIR         scratch folder (default: a new one under /tmp, removed at the end)
+#   --bf16-iters N     iterations of the bf16 check (default 300)
+#   --gpu-device DEV   the engine's device for the "GPU" side (default cuda; `cpu` runs the
+#                      whole script on a machine without a GPU, to test the script itself)
+#   --quick            small models everywhere (with --gpu-device cpu: the script's own test)
+# The check functions run indirectly (run_check NAME FUNCTION), which shellcheck takes for
+# unreachable code:
+# shellcheck disable=SC2317
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OUT=gpu-check-out
+BUNDLE=
+PY=${OCC_PYTHON:-}
+BUDGET=450
+ONLY=
+SKIPS=
+WORK=
+BF16_ITERS=300
+GDEV=cuda
+QUICK=0
+usage() { sed -n '2,/^# The check functions run indirectly/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+while (($#)); do
+  case $1 in
+    --out) OUT=${2:?}; shift 2 ;;
+    --bundle) BUNDLE=${2:?}; shift 2 ;;
+    --python) PY=${2:?}; shift 2 ;;
+    --budget) BUDGET=${2:?}; shift 2 ;;
+    --only) ONLY=${2:?}; shift 2 ;;
+    --skip) SKIPS=${2:?}; shift 2 ;;
+    --work) WORK=${2:?}; shift 2 ;;
+    --bf16-iters) BF16_ITERS=${2:?}; shift 2 ;;
+    --gpu-device) GDEV=${2:?}; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1'" >&2; usage >&2; exit 3 ;;
+  esac
+done
+[[ $GDEV == cuda || $GDEV == cpu ]] || { echo "gpu-check: --gpu-device cuda|cpu" >&2; exit 3; }
+# The CPU stand-in runs small models, often on a busy machine, where OpenMP threads that
+# spin-wait for each other make every step up to 20x slower: one thread unless told otherwise.
+[[ $GDEV == cpu && -z ${OMP_NUM_THREADS:-} ]] && export OMP_NUM_THREADS=1
+[[ $BUDGET =~ ^[0-9]+$ && $BF16_ITERS =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget/--bf16-iters take integers" >&2; exit 3; }
+
+if [[ -z $BUNDLE ]]; then
+  if [[ -f $HERE/../MANIFEST ]]; then BUNDLE=$HERE/..
+  elif [[ -f $HERE/../dist/gpu-bundle/MANIFEST ]]; then BUNDLE=$HERE/../dist/gpu-bundle
+  else echo "gpu-check: no bundle found next to $HERE; pass --bundle DIR (scripts/gpu-bundle.sh makes one)" >&2; exit 3
+  fi
+fi
+B=$(cd "$BUNDLE" 2> /dev/null && pwd) || { echo "gpu-check: --bundle $BUNDLE: no such folder" >&2; exit 3; }
+[[ -f $B/MANIFEST && -x $B/run.sh ]] || { echo "gpu-check: $B is not a bundle (no MANIFEST / run.sh)" >&2; exit 3; }
+# The helper next to this script (the bundle's own when run from it), so that a script from the
+# tree run with --bundle uses its matching helper.
+REPORT=$HERE/gpu_check_report.py
+[[ -f $REPORT ]] || REPORT=$B/scripts/gpu_check_report.py
+CHECKER=$B/tests/reference/check_against_torch.py
+TORCH_STEP=$B/bench/torch_step.py
+DATA=$B/data/kjv
+mkdir -p "$OUT" || { echo "gpu-check: cannot create $OUT" >&2; exit 3; }
+OUT=$(cd "$OUT" && pwd)
+if [[ -z $WORK ]]; then
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 3
+  trap 'rm -rf "$WORK"' EXIT
+else
+  mkdir -p "$WORK" || exit 3
+fi
+W=$WORK
+LOGS=$W/logs
+mkdir -p "$LOGS"
+CHECKS=$W/checks.tsv
+: > "$CHECKS"
+START=$SECONDS
+DEADLINE=$((SECONDS + BUDGET))
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export TORCHINDUCTOR_CACHE_DIR=$W/inductor TRITON_CACHE_DIR=$W/triton
+
+# ---- helpers ---------------------------------------------------------------------------
+left() { echo $((DEADLINE - SECONDS)); }
+# cap WANT: a timeout of WANT seconds, or what is left of the budget (10 s kept for the report)
+cap() { local l=$((DEADLINE - SECONDS - 10)); ((l < 5)) && l=5; ((l < $1)) && echo "$l" || echo "$1"; }
+flat() { tr '\t\n\r' '   ' | sed 's/  */ /g; s/^ //; s/ $//'; }
+oneline() { printf '%s' "$*" | flat; }
+# record NAME STATUS T0 SUMMARY [NUMBERS_FILE] [LOG_FILE]
+record() {
+  local s
+  s=$(oneline "$4")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$((SECONDS - $3))" "$s" "${5:-}" "${6:-}" >> "$CHECKS"
+  printf '%s %s: %s\n' "$2" "$1" "$s"
+}
+why() { # why STATUS TIMEOUT
+  case $1 in
+    124|137) echo "timed out after $2 s" ;;
+    127) echo "command not found / could not start (status 127)" ;;
+    *) echo "exit status $1" ;;
+  esac
+}
+tail_of() { tail -n "${2:-3}" "$1" 2> /dev/null | flat; }
+# eng LOG TIMEOUT ARGS...: optimus-cc ARGS from the bundle; the output goes to LOG
+eng() {
+  local log=$1 t=$2
+  shift 2
+  echo "+ optimus-cc $* (timeout $t s)" >> "$log"
+  timeout -k 10 "$t" "$B/run.sh" optimus-cc "$@" >> "$log" 2>&1
+}
+# helper PREFIX SUBCOMMAND ARGS...: gpu_check_report.py; sets H_RC and H_SUMMARY, writes
+# PREFIX.numbers.json
+helper() {
+  local pre=$1
+  shift
+  timeout -k 5 "$(cap 300)" "$PY" "$REPORT" "$@" > "$pre.helper.log" 2>&1
+  H_RC=$?
+  H_SUMMARY=$(sed -n 's/^SUMMARY //p' "$pre.helper.log" | tail -n 1)
+  sed -n 's/^NUMBERS //p' "$pre.helper.log" | tail -n 1 > "$pre.numbers.json"
+  [[ -s $pre.numbers.json ]] || rm -f "$pre.numbers.json"
+  [[ -n $H_SUMMARY ]] || H_SUMMARY="comparison failed ($(why "$H_RC" 300)): $(tail -n 3 "$pre.helper.log" | flat)"
+}
+json_or_null() { if [[ -s ${1:-} ]]; then cat "$1"; else echo null; fi; }
+# peak_note METRICS.jsonl: "peak N MiB on the GPU" (timers.peak_gpu_mib, max over the rows), or
+# nothing when the run made no GPU tensor
+peak_note() {
+  timeout 60 "$PY" -c 'import json, sys
+p = [json.loads(l).get("timers", {}).get("peak_gpu_mib") for l in open(sys.argv[1]) if l.strip()]
+p = [x for x in p if x]
+print(f"peak {max(p):.1f} MiB on the GPU" if p else "")' "$1" 2> /dev/null
+}
+jstr() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\000-\037')"; }
+has_flag() { grep -qE -- "(^|[ ,])$2([ =,:]|$)" "$W/help.$1" 2> /dev/null; }
+# The words that put COMMAND on DEVICE, or status 1 when the binary cannot.
+devflags() {
+  if has_flag "$1" --device; then echo "--device $2"
+  elif [[ $2 == cpu ]]; then echo ""
+  else return 1
+  fi
+}
+selected() {
+  local n=$1 x
+  if [[ -n $ONLY ]]; then
+    local hit=0
+    for x in ${ONLY//,/ }; do [[ $n == "$x"* ]] && hit=1; done
+    ((hit)) || return 1
+  fi
+  for x in ${SKIPS//,/ }; do [[ $n == "$x"* ]] && return 1; done
+  return 0
+}
+# run_check NAME FUNCTION MIN_SECONDS: runs FUNCTION in a subshell unless not selected, the
+# GPU side is missing, or less than MIN_SECONDS of the budget is left.
+run_check() {
+  local name=$1 fn=$2 need=$3 t0=$SECONDS before rc
+  selected "$name" || return 0
+  if [[ -n $NO_GPU_SIDE ]]; then record "$name" "$NO_GPU_SIDE_STATUS" "$t0" "$NO_GPU_SIDE"; return 0; fi
+  if (($(left) < need)); then
+    record "$name" SKIP "$t0" "time budget spent ($(left) s left of $BUDGET, needs ~$need s)"
+    return 0
+  fi
+  before=$(wc -l < "$CHECKS")
+  ("$fn" "$name")
+  rc=$?
+  if [[ $(wc -l < "$CHECKS") == "$before" ]]; then
+    record "$name" FAIL "$t0" "the check ended without a result (status $rc): a bug of gpu-check.sh"
+  fi
+}
+
+# ---- what is here ----------------------------------------------------------------------
+pick_python() {
+  local c
+  for c in "$@"; do
+    [[ -n $c ]] && command -v "$c" > /dev/null && timeout 120 "$c" -c 'import torch, numpy' > /dev/null 2>&1 && { command -v "$c"; return 0; }
+  done
+  return 1
+}
+if [[ -n $PY ]]; then
+  PY=$(command -v "$PY") || { echo "gpu-check: --python $PY not found" >&2; exit 3; }
+else
+  PY=$(pick_python python3 /usr/bin/python3) || PY=$(command -v python3 || echo python3)
+fi
+export OCC_PYTHON=$PY
+
+GPU_LINE="no GPU: nvidia-smi not found"
+HAVE_GPU=0
+if command -v nvidia-smi > /dev/null; then
+  if q=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1) && [[ -n $q ]]; then
+    HAVE_GPU=1
+    cudav=$(timeout 30 nvidia-smi 2> /dev/null | grep -o 'CUDA Version: [0-9.]*' | head -n 1 | awk '{print $3}')
+    GPU_LINE="GPU: $(head -n 1 <<< "$q" | awk -F', ' '{printf "%s (%s), driver %s", $1, $2, $3}'), CUDA (driver) ${cudav:-?}"
+    (($(wc -l <<< "$q") > 1)) && GPU_LINE="$GPU_LINE; $(wc -l <<< "$q") GPUs, the checks use GPU 0"
+  else
+    GPU_LINE="no GPU: nvidia-smi failed: $(oneline "$q" | cut -c1-200)"
+  fi
+fi
+echo "$GPU_LINE"
+timeout 120 "$PY" "$REPORT" probe > "$W/probe.json" 2> "$W/probe.err" || echo '{}' > "$W/probe.json"
+TORCH_LINE=$(timeout 60 "$PY" - "$W/probe.json" << 'EOF' 2> /dev/null || echo "python: $PY (probe failed)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+t = j.get("torch", "not importable: " + j.get("torch_error", "?"))
+s = f"python: {j.get('executable', '?')} {j.get('python', '?')}: torch {t}"
+if "torch" in j:
+    s += f" (CUDA {j.get('torch_cuda')}, " + (f"sees {j['gpu']} sm_{j.get('gpu_sm', '?').replace('.', '')}" if j.get("cuda_available") else "no GPU visible") + ")"
+for k in ("numpy", "transformers", "safetensors"):
+    s += f", {k} {j.get(k, 'missing')}"
+print(s)
+EOF
+)
+echo "$TORCH_LINE"
+TORCH_SDPA=$(grep -q '"sdpa": true' "$W/probe.json" && echo 1 || echo 0)
+TORCH_COMPILE=$(grep -q '"compile": true' "$W/probe.json" && echo 1 || echo 0)
+TORCH_CUDA=$(grep -q '"cuda_available": true' "$W/probe.json" && echo 1 || echo 0)
+BUNDLE_LINE="bundle: $B: $(sed -n 's/^built: *//p' "$B/MANIFEST"); $(sed -n 's/^binaries: *//p' "$B/MANIFEST"); CUDA $(sed -n 's/^CUDA: *//p' "$B/MANIFEST")"
+echo "$BUNDLE_LINE"
+
+# The CUDA libraries the binaries need, found once (env.sh), then reused by every run.sh.
+# shellcheck disable=SC2016  # expanded by the inner bash
+OCC_CUDA_LIBDIRS=$(timeout 120 bash -c 'unset OCC_CUDA_LIBDIRS; source "$1/env.sh" > /dev/null 2>&1; echo "$OCC_CUDA_LIBDIRS"' _ "$B")
+export OCC_CUDA_LIBDIRS
+ENGINE_OK=1
+if ! timeout -k 5 60 "$B/run.sh" optimus-cc --help > "$W/help.main" 2>&1; then
+  ENGINE_OK=0
+  ENGINE_WHY="optimus-cc does not start here: $(tail -n 2 "$W/help.main" | flat)"
+  echo "FAIL engine: $ENGINE_WHY"
+  # shellcheck disable=SC2016
+  missing=$(timeout 60 bash -c 'source "$1/env.sh"; ldd "$1/bin/optimus-cc"' _ "$B" 2>&1 | awk '/not found/ {print $1}' | paste -sd' ')
+  [[ -n $missing ]] && ENGINE_WHY="$ENGINE_WHY (libraries not found: $missing; CUDA folders searched: ${OCC_CUDA_LIBDIRS:-none found})"
+fi
+for c in train reference-dump bench export; do
+  timeout -k 5 60 "$B/run.sh" optimus-cc "$c" --help > "$W/help.$c" 2>&1 || true
+done
+feat() { has_flag "$1" "$2" && echo "$2 yes" || echo "$2 no"; }
+FEATURES_LINE="engine features: train: $(feat train --device), $(feat train --bf16), $(feat train --fp16), $(feat train --recompute-activations), $(feat train --recompute-granularity); reference-dump: $(feat reference-dump --device), $(feat reference-dump --load); bench: $(feat bench --device), $(feat bench --bf16), $(feat bench --recompute-granularity); CUDA libraries from: ${OCC_CUDA_LIBDIRS:-the system loader}"
+echo "$FEATURES_LINE"
+BUDGET_LINE="budget: $BUDGET s for the checks; GPU side: --device $GDEV$( ((QUICK)) && echo ', quick (small models)')${OMP_NUM_THREADS:+; OMP_NUM_THREADS=$OMP_NUM_THREADS}"
+echo "$BUDGET_LINE"
+
+NO_GPU_SIDE=
+if ((!ENGINE_OK)); then
+  NO_GPU_SIDE=$ENGINE_WHY
+elif [[ $GDEV == cuda ]]; then
+  if ((!HAVE_GPU)); then NO_GPU_SIDE="no GPU (${GPU_LINE#no GPU: })"
+  elif grep -q 'fatbin in optimus-cc: no' "$B/MANIFEST"; then
+    NO_GPU_SIDE="the bundle's optimus-cc has no CUDA code (built without the CUDA backend: see its MANIFEST)"
+  elif ! has_flag train --device; then NO_GPU_SIDE="optimus-cc train has no --device: this binary has no CUDA backend"
+  fi
+fi
+[[ -n $NO_GPU_SIDE && $ENGINE_OK == 1 ]] && NO_GPU_SIDE_STATUS=SKIP || NO_GPU_SIDE_STATUS=FAIL
+
+# Small models: (c) fp32 GPU vs CPU, (e) HF export, (f) resume. The data set is the bundle's.
+DATAF=(--data-path "$DATA" --tokenizer-model "$DATA.model")
+SMALL=("${DATAF[@]}" --num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64
+  --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --hidden-dropout 0.1
+  --attention-dropout 0.1 --seed 1234 --eval-iters 2 --log-interval 5)
+
+# ---- (a) CUDA kernel twin tests ---------------------------------------------------------
+check_cuda() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log t rc
+  if [[ ! -x $B/bin/occ_cuda_tests ]]; then record "$name" SKIP "$t0" "no bin/occ_cuda_tests in the bundle (built without CUDA)"; return; fi
+  if [[ $GDEV != cuda ]]; then record "$name" SKIP "$t0" "the kernel tests need the GPU (--gpu-device $GDEV)"; return; fi
+  t=$(cap 180)
+  timeout -k 10 "$t" "$B/run.sh" occ_cuda_tests --gtest_output="json:$W/cuda_tests.json" > "$log" 2>&1
+  rc=$?
+  if [[ -s $W/cuda_tests.json ]]; then
+    helper "$W/cuda" gtest "$W/cuda_tests.json"
+    if ((rc == 0 && H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY" "$W/cuda.numbers.json"
+    else record "$name" FAIL "$t0" "occ_cuda_tests $(why "$rc" "$t"): $H_SUMMARY" "$W/cuda.numbers.json" "$log"; fi
+  else
+    record "$name" FAIL "$t0" "occ_cuda_tests $(why "$rc" "$t"), no result file: $(tail_of "$log")" "" "$log"
+  fi
+}
+
+# ---- (b) the PyTorch reference on the GPU engine ------------------------------------------
+check_reference() {
+  local name=$1 t0=$SECONDS cname df log rc t ratio lrel dump
+  local -a args copts
+  if ! df=$(devflags reference-dump "$GDEV"); then
+    record "$name" SKIP "$t0" "optimus-cc reference-dump has no --device"; return
+  fi
+  local cases
+  cases=$(timeout 60 "$PY" "$REPORT" ref-cases "$B/tests/cli/torch_reference.sh" "$W/refcases" 2> "$W/refcases.err")
+  if [[ -z $cases ]]; then
+    record "$name" FAIL "$t0" "no run_case found in tests/cli/torch_reference.sh: $(tail_of "$W/refcases.err")"; return
+  fi
+  for cname in $cases; do
+    t0=$SECONDS
+    log=$LOGS/${name}_$cname.log
+    dump=$W/ref_$cname.safetensors
+    mapfile -t args < "$W/refcases/$cname.args"
+    mapfile -t copts < "$W/refcases/$cname.checkopts"
+    # shellcheck disable=SC2086  # df is zero or two words
+    eng "$log" "$(cap 120)" reference-dump $df --out "$dump" "${args[@]}"
+    rc=$?
+    if ((rc != 0)); then
+      record "${name}_$cname" FAIL "$t0" "reference-dump $df: $(why "$rc" 120): $(tail_of "$log")" "" "$log"; continue
+    fi
+    t=$(cap 300)
+    echo "+ $PY check_against_torch.py $dump ${copts[*]} -- ${args[*]}" >> "$log"
+    timeout -k 10 "$t" "$PY" "$CHECKER" "$dump" "${copts[@]}" -- "${args[@]}" >> "$log" 2>&1
+    rc=$?
+    ratio=$(awk 'NF == 5 && ($5 == "ok" || $5 == "FAIL") && $4 ~ /^[0-9.]+(e[-+][0-9]+)?$/ { if ($4 + 0 > m) m = $4 + 0 } END { printf "%.2e", m }' "$log")
+    lrel=$(awk 'NF == 8 && ($8 == "ok" || $8 == "FAIL") && $1 ~ /^[0-9]+$/ { if ($7 + 0 > m) m = $7 + 0 } END { printf "%.2e", m }' "$log")
+    printf '{"max_tensor_ratio": %s, "max_loss_rel": %s, "tolerance": 1e-4, "device": "%s"}\n' "$ratio" "$lrel" "$GDEV" > "$W/ref_$cname.numbers.json"
+    if ((rc == 0)); then
+      record "${name}_$cname" PASS "$t0" "logits/loss/gradients within $ratio x max|torch|, losses within $lrel relative (tolerance 1e-4), --device $GDEV, $PY" "$W/ref_$cname.numbers.json"
+    else
+      record "${name}_$cname" FAIL "$t0" "check_against_torch.py $(why "$rc" "$t"): $(grep -E '^  - ' "$log" | head -n 2 | flat)" "$W/ref_$cname.numbers.json" "$log"
+    fi
+  done
+}
+
+# ---- (c) fp32: GPU vs CPU, 20 iterations with dropout ---------------------------------------
+check_fp32() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg dc rc dev
+  if ! dg=$(devflags train "$GDEV") || ! dc=$(devflags train cpu); then
+    record "$name" SKIP "$t0" "optimus-cc train has no --device"; return
+  fi
+  for dev in gpu cpu; do
+    local df=$dg
+    [[ $dev == cpu ]] && df=$dc
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 150)" train $df "${SMALL[@]}" --train-iters 20 --eval-interval 10 \
+      --save "$W/c_$dev" --save-interval 20 --metrics "$W/c_$dev.jsonl"
+    rc=$?
+    ((rc == 0)) || { record "$name" FAIL "$t0" "$dev run: $(why "$rc" 150): $(tail_of "$log")" "" "$log"; return; }
+    eng "$log" "$(cap 60)" export --load "$W/c_$dev" --out "$W/c_$dev.safetensors" \
+      || { record "$name" FAIL "$t0" "export of the $dev checkpoint failed: $(tail_of "$log")" "" "$log"; return; }
+  done
+  helper "$W/c_loss" losses "$W/c_cpu.jsonl" "$W/c_gpu.jsonl" --rel 1e-5 --expect 20
+  local l_rc=$H_RC l_s=$H_SUMMARY
+  helper "$W/c_w" weights "$W/c_cpu.safetensors" "$W/c_gpu.safetensors" --rel 1e-4
+  printf '{"losses": %s, "weights": %s}\n' "$(json_or_null "$W/c_loss.numbers.json")" "$(json_or_null "$W/c_w.numbers.json")" > "$W/c.numbers.json"
+  if ((l_rc == 0 && H_RC == 0)); then
+    record "$name" PASS "$t0" "losses: $l_s; final weights: $H_SUMMARY" "$W/c.numbers.json"
+  else
+    record "$name" FAIL "$t0" "losses: $l_s; final weights: $H_SUMMARY" "$W/c.numbers.json" "$W/c_loss.helper.log"
+  fi
+}
+
+# ---- (f) checkpoints across backends ----------------------------------------------------------
+check_resume() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg dc rc dev N=5 from to
+  if ! dg=$(devflags train "$GDEV") || ! dc=$(devflags train cpu); then
+    record "$name" SKIP "$t0" "optimus-cc train has no --device"; return
+  fi
+  local -a F=("${SMALL[@]}" --num-layers 2 --train-iters $((2 * N)) --eval-interval "$N" --eval-iters 1 --save-interval "$N")
+  for dev in gpu cpu; do
+    local df=$dg
+    [[ $dev == cpu ]] && df=$dc
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 120)" train $df "${F[@]}" --save "$W/f_$dev" --metrics "$W/f_$dev.jsonl"
+    rc=$?
+    ((rc == 0)) || { record "${name}_gpu_to_cpu" FAIL "$t0" "straight $dev run: $(why "$rc" 120): $(tail_of "$log")" "" "$log"; return; }
+  done
+  for pair in gpu:cpu cpu:gpu; do
+    from=${pair%:*} to=${pair#*:}
+    local t1=$SECONDS d=$W/f_${from}_to_$to df=$dg
+    [[ $to == cpu ]] && df=$dc
+    mkdir -p "$d"
+    cp -r "$W/f_$from/iter_$(printf %07d "$N")" "$d/"
+    echo "$N" > "$d/latest_checkpointed_iteration.txt"
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 120)" train $df "${F[@]}" --load "$d" --save "$d" --metrics "$d.jsonl"
+    rc=$?
+    if ((rc != 0)); then
+      record "${name}_${from}_to_$to" FAIL "$t1" "resume on $to: $(why "$rc" 120): $(tail_of "$log")" "" "$log"; continue
+    fi
+    helper "$d" losses "$W/f_$from.jsonl" "$d.jsonl" --rel 1e-5 --after "$N" --expect "$N"
+    local st=FAIL
+    ((H_RC == 0)) && st=PASS
+    record "${name}_${from}_to_$to" "$st" "$t1" "iterations $((N + 1))-$((2 * N)) resumed on $to from $from's iteration-$N checkpoint vs the uninterrupted $from run: $H_SUMMARY" "$d.numbers.json" "$d.helper.log"
+  done
+}
+
+# ---- Open MPI from the bundle: 2 ranks (pipeline 2) sharing the GPU ------------------------------
+check_mpi() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc t
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  t=$(cap 120)
+  echo "+ mpirun -np 2 optimus-cc train $dg ... --pipeline-model-parallel-size 2" >> "$log"
+  # shellcheck disable=SC2086
+  timeout -k 10 "$t" "$B/run.sh" mpirun -np 2 optimus-cc train $dg "${SMALL[@]}" --num-layers 2 --train-iters 3 \
+    --eval-interval 3 --eval-iters 1 --pipeline-model-parallel-size 2 --metrics "$W/mpi.jsonl" >> "$log" 2>&1
+  rc=$?
+  local rows=0
+  [[ -f $W/mpi.jsonl ]] && rows=$(wc -l < "$W/mpi.jsonl")
+  if ((rc == 0 && rows == 3)); then
+    record "$name" PASS "$t0" "the bundle's mpirun ran 2 ranks on one machine (${dg:-default device}), 3 iterations: $(grep -m 1 '^iter 3/3' "$log" | cut -c1-90)"
+  else
+    record "$name" FAIL "$t0" "mpirun -np 2: $(why "$rc" "$t"), $rows metrics rows: $(tail_of "$log")" "" "$log"
+  fi
+}
+
+# ---- (e) Hugging Face export ------------------------------------------------------------------
+# Train on the GPU side and save; export --hf-gpt2; reference-dump --load (on the GPU side)
+# gives the engine's logits of that checkpoint on step 0's batch; GPT2LMHeadModel.
+# from_pretrained(the export) must give the same logits within 1e-4 x max|logits| (fp32,
+# the tokenizer's vocab_size columns).
+check_hf() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rdf from=()
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  rdf=$(devflags reference-dump "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc reference-dump has no --device"; return; }
+  # shellcheck disable=SC2086
+  eng "$log" "$(cap 120)" train $dg "${SMALL[@]}" --num-layers 2 --train-iters 10 --eval-interval 10 --eval-iters 1 \
+    --save "$W/e_ckpt" --save-interval 10 --metrics "$W/e_train.jsonl" \
+    || { record "$name" FAIL "$t0" "training: $(tail_of "$log")" "" "$log"; return; }
+  eng "$log" "$(cap 60)" export --load "$W/e_ckpt" --out "$W/e.safetensors" --hf-gpt2 "$W/e_hf" \
+    || { record "$name" FAIL "$t0" "export --hf-gpt2: $(tail_of "$log")" "" "$log"; return; }
+  if has_flag reference-dump --load; then
+    # The checkpoint's model (seq length 64 included) replaces the model flags; dropout off.
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 60)" reference-dump $rdf --load "$W/e_ckpt" --micro-batch-size 3 --steps 1 \
+      --out "$W/e_dump.safetensors" || { record "$name" FAIL "$t0" "reference-dump --load: $(tail_of "$log")" "" "$log"; return; }
+    from=(--from-checkpoint)
+  else
+    # Older binaries: no command prints a checkpoint's logits, so reference-dump's (initial
+    # weights, step 0, on the device) stand for them.
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 60)" reference-dump $rdf --out "$W/e_dump.safetensors" --num-layers 2 --hidden-size 64 \
+      --num-attention-heads 4 --seq-length 16 --max-position-embeddings 32 --vocab-size 300 --micro-batch-size 3 \
+      --steps 1 --seed 5 --init-method-std 0.2 || { record "$name" FAIL "$t0" "reference-dump: $(tail_of "$log")" "" "$log"; return; }
+  fi
+  helper "$W/e" hf --hf-dir "$W/e_hf" --ours "$W/e.safetensors" --dump "$W/e_dump.safetensors" --checker "$CHECKER" \
+    --rel 1e-4 "${from[@]}"
+  cat "$W/e.helper.log" >> "$log"
+  local mem
+  mem=$(peak_note "$W/e_train.jsonl")
+  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY${mem:+; training $mem}" "$W/e.numbers.json"
+  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/e.numbers.json" "$log"; fi
+}
+
+# ---- recomputation: bit-identical losses, falling peak memory ---------------------------------
+# 10 iterations of a 4-layer 64-wide model with dropout 0.1, without recomputation, with
+# --recompute-granularity selective and with full: the losses, gradient norms and validation
+# losses bit-identical (the same kernels replayed with the same dropout keys), and the peak of
+# the engine's GPU tensors (timers.peak_gpu_mib; peak_tensor_mib on the CPU stand-in) falling
+# none > selective > full.
+check_recompute() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc g key=peak_gpu_mib
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  has_flag train --recompute-granularity || { record "$name" SKIP "$t0" "optimus-cc train has no --recompute-granularity"; return; }
+  [[ $GDEV == cuda ]] || key=peak_tensor_mib
+  for g in none selective full; do
+    local -a rf=()
+    [[ $g != none ]] && rf=(--recompute-granularity "$g")
+    # shellcheck disable=SC2086
+    eng "$log" "$(cap 90)" train $dg "${SMALL[@]}" --train-iters 10 --eval-interval 5 --eval-iters 1 \
+      "${rf[@]}" --metrics "$W/r_$g.jsonl"
+    rc=$?
+    ((rc == 0)) || { record "$name" FAIL "$t0" "$g run: $(why "$rc" 90): $(tail_of "$log")" "" "$log"; return; }
+  done
+  helper "$W/r" recompute "$W/r_none.jsonl" "$W/r_selective.jsonl" "$W/r_full.jsonl" --peak-key "$key" --expect 10
+  local st=FAIL
+  ((H_RC == 0)) && st=PASS
+  record "$name" "$st" "$t0" "$H_SUMMARY (4 x 64, dropout 0.1, --device $GDEV)" "$W/r.numbers.json" "$W/r.helper.log"
+}
+
+# ---- fp16 vs fp32: the small model, dynamic loss scaling ------------------------------------------
+# 40 iterations of the small model with --fp16 and without: validation losses within 1 %, the
+# training losses not bit-identical (fp16 rounding happened), every fp16 metrics row with
+# loss_scale and skipped_iters, not every iteration skipped.
+check_fp16() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  has_flag train --fp16 || { record "$name" SKIP "$t0" "optimus-cc train has no --fp16"; return; }
+  local -a F=("${SMALL[@]}" --train-iters 40 --eval-interval 20 --eval-iters 2) ls=()
+  # Dynamic scaling from 2^16, not Megatron's 2^32: the first ~10 iterations would overflow and
+  # be skipped, and the fp16 run would no longer make the fp32 run's 40 updates.
+  has_flag train --initial-loss-scale && ls=(--initial-loss-scale 65536)
+  # shellcheck disable=SC2086
+  eng "$log" "$(cap 90)" train $dg "${F[@]}" --fp16 "${ls[@]}" --metrics "$W/h_fp16.jsonl"
+  rc=$?
+  ((rc == 0)) || { record "$name" FAIL "$t0" "fp16 run: $(why "$rc" 90): $(tail_of "$log")" "" "$log"; return; }
+  # shellcheck disable=SC2086
+  eng "$log" "$(cap 90)" train $dg "${F[@]}" --metrics "$W/h_fp32.jsonl"
+  rc=$?
+  ((rc == 0)) || { record "$name" FAIL "$t0" "fp32 run: $(why "$rc" 90): $(tail_of "$log")" "" "$log"; return; }
+  helper "$W/h" precision "$W/h_fp32.jsonl" "$W/h_fp16.jsonl" --kind fp16 --rel 0.01 --expect-iters 40
+  local st=FAIL
+  ((H_RC == 0)) && st=PASS
+  record "$name" "$st" "$t0" "$H_SUMMARY (A fp32, B fp16; 40 iterations of 4 x 64, --device $GDEV)" "$W/h.numbers.json" "$W/h.helper.log"
+}
+
+# ---- (d) bf16 vs fp32: GPT-2-small shape, 300 iterations -----------------------------------------
+check_bf16() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc t s_bf s_fp iters=$BF16_ITERS ev=50
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  has_flag train --bf16 || { record "$name" SKIP "$t0" "optimus-cc train has no --bf16"; return; }
+  local -a F=("${DATAF[@]}" --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024
+    --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 6e-4 --min-lr 6e-5
+    --lr-warmup-iters 30 --eval-iters 4 --log-interval 50 --seed 1234)
+  local shape="GPT-2-small shape (12 x 768, seq 1024), global batch 8"
+  if ((QUICK)); then
+    iters=20 ev=5 shape="quick: 2 x 64, seq 64, global batch 8"
+    F=("${DATAF[@]}" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64
+      --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --eval-iters 2 --log-interval 5 --seed 1234)
+  fi
+  F+=(--train-iters "$iters" --eval-interval "$ev")
+  t=$(cap 150)
+  local t1=$SECONDS
+  # shellcheck disable=SC2086
+  eng "$log" "$t" train $dg "${F[@]}" --bf16 --metrics "$W/d_bf16.jsonl"
+  rc=$?
+  s_bf=$((SECONDS - t1))
+  ((rc == 0)) || { record "$name" FAIL "$t0" "bf16 run: $(why "$rc" "$t") after ${s_bf} s: $(tail_of "$log")" "" "$log"; return; }
+  t=$(cap 240)
+  t1=$SECONDS
+  # shellcheck disable=SC2086
+  eng "$log" "$t" train $dg "${F[@]}" --metrics "$W/d_fp32.jsonl"
+  rc=$?
+  s_fp=$((SECONDS - t1))
+  # precision: validation within 1 %, and the training losses must not be bit-identical to
+  # fp32's (every backend rounds to bf16 now: the CPU by bit-exact emulation).
+  helper "$W/d" precision "$W/d_fp32.jsonl" "$W/d_bf16.jsonl" --kind bf16 --rel 0.01 --expect-iters "$iters"
+  local runs="bf16 run ${s_bf} s, fp32 run ${s_fp} s ($iters iterations, $shape, evaluation every $ev)"
+  if ((rc != 0)); then
+    record "$name" FAIL "$t0" "fp32 run: $(why "$rc" "$t"); $runs; so far: $H_SUMMARY" "$W/d.numbers.json" "$log"
+  elif ((H_RC == 0)); then
+    record "$name" PASS "$t0" "$H_SUMMARY (A fp32, B bf16); $runs" "$W/d.numbers.json"
+  else
+    record "$name" FAIL "$t0" "$H_SUMMARY (A fp32, B bf16); $runs" "$W/d.numbers.json" "$W/d.helper.log"
+  fi
+}
+
+# ---- (g) benchmarks -----------------------------------------------------------------------------
+bench_shape() { # small|medium [occ] -> the model flags (occ: with --max-position-embeddings)
+  local T=1024 s
+  case $1 in
+    small) s="--num-layers 12 --hidden-size 768 --num-attention-heads 12" ;;
+    medium) s="--num-layers 24 --hidden-size 1024 --num-attention-heads 16" ;;
+  esac
+  s="$s --seq-length $T --micro-batch-size 8 --vocab-size 50304"
+  if ((QUICK)); then T=64 s="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 2 --vocab-size 4096"; fi
+  [[ ${2:-} == occ ]] && s="$s --max-position-embeddings $T"
+  echo "$s"
+}
+# optimus-cc bench --device DEV --bf16: 2 warm-up steps, 3 repeats of 5 timed steps (forward +
+# backward + clip + AdamW on random tokens, dropout off); the JSON must say the device and
+# bf16; MFU is computed by gpu_check_report.py from the model shape (docs/gpu.md).
+check_bench_occ() {
+  local name=$1 size=${1##*_} t0=$SECONDS log=$LOGS/$1.log df rc t shape expect=()
+  shape=$(bench_shape "$size" occ)
+  df=$(devflags bench "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc bench has no --device"; return; }
+  has_flag bench --bf16 || { record "$name" SKIP "$t0" "optimus-cc bench has no --bf16"; return; }
+  [[ $GDEV == cuda ]] && expect=(--expect-device cuda)
+  t=$(cap 150)
+  # shellcheck disable=SC2086
+  eng "$log" "$t" bench $df --bf16 $shape --steps 5 --warmup 2 --repeats 3 --no-peak --json "$W/$name.json"
+  rc=$?
+  ((rc == 0)) || { record "$name" FAIL "$t0" "optimus-cc bench: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
+  helper "$W/$name" bench-engine "$W/$name.json" --expect-precision bf16 "${expect[@]}"
+  local line
+  line=$(grep -m 1 '^bench: device' "$log" | flat)
+  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY (optimus-cc bench; $line)" "$W/$name.numbers.json"
+  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
+}
+check_bench_torch() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log rc t size extra=() want=150
+  size=${name#bench_torch_}
+  size=${size%_compile}
+  if [[ $name == *_compile ]]; then
+    ((TORCH_COMPILE)) || { record "$name" SKIP "$t0" "this torch has no torch.compile"; return; }
+    extra+=(--compile)
+    want=200
+  fi
+  ((TORCH_SDPA)) && extra+=(--sdpa)
+  if [[ $GDEV == cuda ]] && ((!TORCH_CUDA)); then record "$name" SKIP "$t0" "$PY's torch sees no GPU"; return; fi
+  local shape
+  shape=$(bench_shape "$size")
+  t=$(cap "$want")
+  echo "+ $PY torch_step.py --device $GDEV --dtype bf16 ${extra[*]} $shape" >> "$log"
+  # shellcheck disable=SC2086
+  timeout -k 10 "$t" "$PY" "$TORCH_STEP" --device "$GDEV" --dtype bf16 "${extra[@]}" $shape \
+    --steps 10 --warmup 3 --repeats 3 --json "$W/$name.json" >> "$log" 2>&1
+  rc=$?
+  ((rc == 0)) || { record "$name" FAIL "$t0" "torch_step.py: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
+  helper "$W/$name" bench-torch "$W/$name.json"
+  local what="PyTorch bf16 autocast, ${extra[*]:-eager}"
+  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY ($what)" "$W/$name.numbers.json"
+  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
+}
+
+# ---- run them, most important first; the benchmarks' torch.compile runs last ---------------------
+echo
+run_check cuda_kernel_tests check_cuda 30
+run_check torch_reference check_reference 60
+run_check fp32_gpu_vs_cpu check_fp32 40
+run_check resume check_resume 40
+run_check mpi_pipeline_2ranks check_mpi 30
+run_check hf_export check_hf 40
+run_check recompute check_recompute 30
+run_check fp16_vs_fp32 check_fp16 30
+run_check bf16_vs_fp32 check_bf16 90
+for size in small medium; do
+  run_check "bench_occ_$size" check_bench_occ 30
+  run_check "bench_torch_$size" check_bench_torch 30
+done
+for size in small medium; do
+  run_check "bench_torch_${size}_compile" check_bench_torch 90
+done
+
+# ---- report --------------------------------------------------------------------------------------
+{
+  printf '{"tool": "scripts/gpu-check.sh", "seconds": %d, "budget_s": %d, "gpu_device": "%s", "quick": %s,\n' \
+    "$((SECONDS - START))" "$BUDGET" "$GDEV" "$( ((QUICK)) && echo true || echo false)"
+  printf ' "gpu_line": %s, "torch_line": %s, "bundle_line": %s, "features_line": %s, "budget_line": %s,\n' \
+    "$(jstr "$GPU_LINE")" "$(jstr "$TORCH_LINE")" "$(jstr "$BUNDLE_LINE")" "$(jstr "$FEATURES_LINE")" "$(jstr "$BUDGET_LINE")"
+  printf ' "python_probe": %s, "bundle_manifest_head": %s}\n' "$(json_or_null "$W/probe.json")" \
+    "$(jstr "$(sed -n '1,8p' "$B/MANIFEST")")"
+} > "$W/info.json"
+echo
+if ! timeout 120 "$PY" "$REPORT" report --checks "$CHECKS" --info "$W/info.json" --out "$OUT"; then
+  echo "gpu-check: the Python report failed; writing a plain one" >&2
+  {
+    echo "# optimus-cc GPU check (plain report: gpu_check_report.py failed)"
+    echo
+    printf -- '- %s\n' "$GPU_LINE" "$TORCH_LINE" "$BUNDLE_LINE" "$FEATURES_LINE"
+    echo
+    awk -F'\t' '{ printf "- %s %s (%s s): %s\n", $2, $1, $3, $4 }' "$CHECKS"
+  } > "$OUT/gpu-check.md"
+  {
+    printf '{"info": %s, "checks": [' "$(cat "$W/info.json")"
+    sep=
+    while IFS=$'\t' read -r n s sec summ num _; do
+      printf '%s{"name": %s, "status": "%s", "seconds": %s, "summary": %s, "numbers": %s}' "$sep" "$(jstr "$n")" "$s" "$sec" "$(jstr "$summ")" "$(json_or_null "$num")"
+      sep=", "
+    done < "$CHECKS"
+    echo "]}"
+  } > "$OUT/gpu-check.json"
+fi
+tar -czf "$OUT/gpu-check-logs.tar.gz" -C "$W" logs checks.tsv info.json probe.json 2> /dev/null || true
+
+npass=$(awk -F'\t' '$2 == "PASS"' "$CHECKS" | wc -l)
+nfail=$(awk -F'\t' '$2 == "FAIL"' "$CHECKS" | wc -l)
+nskip=$(awk -F'\t' '$2 == "SKIP"' "$CHECKS" | wc -l)
+echo "gpu-check: $npass passed, $nfail failed, $nskip skipped in $((SECONDS - START)) s -> $OUT/gpu-check.{json,md}"
+if ((nfail > 0)); then exit 1; fi
+if ((npass == 0)); then exit 2; fi
+exit 0

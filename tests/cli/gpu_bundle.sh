@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# labels: cli bundle
+# The GPU bundle (scripts/gpu-bundle.sh) runs where none of our Debian packages are
+# installed, as on the GPU machine. It is packed from the build under test (the x86-64-v3
+# rebuild is gpu-bundle.sh's own business; OCC_GPU_BUNDLE=DIR tests a prebuilt bundle
+# instead), then, inside a private mount namespace, every Debian file it carries
+# (SOURCES.tsv), Open MPI's, OpenBLAS's, PMIx's and hwloc's folders, Debian's mpirun/orted
+# and ssh are hidden (empty tmpfs / /dev/null bind mounts), and from the bundle alone:
+#   - optimus-cc --help, a 3-iteration single-process training run and a 2-rank pipeline
+#     run under the bundle's mpirun succeed, and the dynamic loader (LD_DEBUG=files) loaded
+#     nothing from outside the bundle but glibc and the C++ runtime;
+#   - the same optimus-cc and mpirun without the bundle's environment fail to start, so
+#     the hiding is real.
+# Outside the namespace: gpu-check.sh on this GPU-less machine reports every check SKIP
+# "no GPU" and exits 2, and its checks run end to end with the CPU standing in for the GPU
+# (--gpu-device cpu --quick: fp32 vs CPU, resume across backends, and the Hugging Face
+# export against reference-dump --load). docs/gpu.md describes the bundle and the check.
+# Skipped (77) only where unshare or mount is not permitted.
+# shellcheck source=fixture/lib.sh
+source "$(dirname "$0")/fixture/lib.sh"
+t_start=$SECONDS
+
+if ! why=$(unshare -m sh -c 'mount -t tmpfs none /mnt && mount --bind /dev/null /etc/hostname' 2>&1); then
+  echo "SKIP: cannot hide libraries here: 'unshare -m' + mount not permitted (needs root): $why"
+  exit 77
+fi
+
+# ---- the bundle ---------------------------------------------------------------------------
+if [[ -n ${OCC_GPU_BUNDLE:-} ]]; then
+  BUNDLE=$(cd "$OCC_GPU_BUNDLE" && pwd) || { failed "OCC_GPU_BUNDLE=$OCC_GPU_BUNDLE: no such folder"; finish; exit; }
+  [[ -f $BUNDLE/MANIFEST ]] || { failed "$BUNDLE has no MANIFEST"; finish; exit; }
+  echo "testing the prebuilt bundle $BUNDLE"
+else
+  BUNDLE=$WORK/bundle
+  if bash "$SRC/scripts/gpu-bundle.sh" --from-build "$(dirname "$BIN")" --out "$BUNDLE" --data "$DATA/kjv" \
+    > "$WORK/bundle.log" 2>&1; then
+    pass "$(tail -n 1 "$WORK/bundle.log")"
+  else
+    cat "$WORK/bundle.log"
+    failed "gpu-bundle.sh failed"
+    finish
+    exit
+  fi
+fi
+sed -n '2,8p' "$BUNDLE/MANIFEST"
+bytes=$(du -sb "$BUNDLE" | cut -f1)
+if ((bytes < 60 * 1048576)); then pass "bundle is $((bytes / 1048576)) MiB (< 60)"; else failed "bundle is $bytes bytes, over 60 MiB"; fi
+if grep -q '\.symtab' <<< "$(readelf -S "$BUNDLE/bin/optimus-cc")"; then failed "bin/optimus-cc is not stripped"; else pass "binaries stripped"; fi
+for f in bin/optimus-cc bin/mpirun bin/orted run.sh env.sh data/kjv.bin data/kjv.idx data/kjv.model \
+  scripts/gpu-check.sh scripts/gpu_check_report.py tests/reference/check_against_torch.py bench/torch_step.py \
+  docs/gpu.md etc/openmpi-mca-params.conf; do
+  [[ -e $BUNDLE/$f ]] || failed "bundle lacks $f"
+done
+
+# ---- hidden Debian libraries ------------------------------------------------------------------
+# Where env.sh unpacks the gzipped libraries (OpenBLAS): inside $WORK, removed at the end.
+export OCC_BUNDLE_CACHE=$WORK/bundle-cache
+DEV=()
+help=$("$BIN" train --help 2>&1)
+grep -qE -- '(^|[ ,])--device([ =,]|$)' <<< "$help" && DEV=(--device cpu)
+cat > "$WORK/hidden.sh" << 'EOF'
+# Runs inside `unshare -m`: hide what the bundle replaces, then run from the bundle alone.
+B=$1 W=$2
+shift 2
+DEV=("$@")
+hidden=0
+hide_dir() { [[ -d $1 ]] && mount -t tmpfs -o size=1m occ-hidden "$1" && hidden=$((hidden + 1)); }
+hide_file() { local r; r=$(readlink -f "$1") && [[ -f $r ]] && mount --bind /dev/null "$r" && hidden=$((hidden + 1)); }
+for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/x86_64-linux-gnu/pmix2 \
+  /usr/lib/x86_64-linux-gnu/hwloc /etc/openmpi /usr/share/openmpi; do
+  hide_dir "$d"
+done
+while IFS=$'\t' read -r bundled orig; do
+  orig=${orig%% *}
+  [[ $orig == /* && $orig != */ ]] || continue
+  hide_file "$orig"
+done < <(tail -n +2 "$B/SOURCES.tsv")
+for f in /usr/bin/orterun /usr/bin/orted /usr/bin/ssh /usr/bin/rsh; do [[ -e $f ]] && hide_file "$f"; done
+echo "$hidden" > "$W/hidden.count"
+{ ls /usr/lib/x86_64-linux-gnu/openmpi; ls /usr/lib/x86_64-linux-gnu/openblas-openmp; } > "$W/hidden.ls" 2>&1
+
+TINY=(--data-path "$B/data/kjv" --tokenizer-model "$B/data/kjv.model" --num-layers 2 --hidden-size 32
+  --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
+  --global-batch-size 4 --eval-iters 1 --eval-interval 2 --log-interval 1 --train-iters 3)
+env -u LD_LIBRARY_PATH "$B/bin/optimus-cc" --help > "$W/neg_optimus.out" 2>&1
+echo $? > "$W/rc.neg_optimus"
+env -u LD_LIBRARY_PATH -u OPAL_PREFIX "$B/bin/mpirun" --version > "$W/neg_mpirun.out" 2>&1
+echo $? > "$W/rc.neg_mpirun"
+"$B/run.sh" optimus-cc --help > "$W/help.out" 2>&1
+echo $? > "$W/rc.help"
+timeout 300 "$B/run.sh" env LD_DEBUG=files LD_DEBUG_OUTPUT="$W/ld.train" optimus-cc train "${DEV[@]}" "${TINY[@]}" \
+  --metrics "$W/m1.jsonl" > "$W/train.out" 2>&1
+echo $? > "$W/rc.train"
+timeout 300 "$B/run.sh" env LD_DEBUG=files LD_DEBUG_OUTPUT="$W/ld.mpi" mpirun -np 2 optimus-cc train "${DEV[@]}" \
+  "${TINY[@]}" --pipeline-model-parallel-size 2 --metrics "$W/m2.jsonl" > "$W/mpi.out" 2>&1
+echo $? > "$W/rc.mpi"
+if [[ -x $B/bin/occ_cuda_tests ]]; then
+  timeout 300 "$B/run.sh" occ_cuda_tests --gtest_brief=1 > "$W/cuda_tests.out" 2>&1
+  echo $? > "$W/rc.cuda_tests"
+fi
+EOF
+t_ns=$SECONDS
+unshare -m bash "$WORK/hidden.sh" "$BUNDLE" "$WORK" "${DEV[@]}"
+t_ns=$((SECONDS - t_ns))
+rc() { cat "$WORK/rc.$1" 2> /dev/null || echo missing; }
+hidden=$(cat "$WORK/hidden.count" 2> /dev/null || echo 0)
+if ((hidden >= 20)); then pass "hid $hidden Debian folders and files the bundle replaces"; else failed "only $hidden paths hidden"; fi
+if [[ ! -s $WORK/hidden.ls ]]; then pass "Open MPI's and OpenBLAS's folders were empty in the namespace"; else failed "hidden folders not empty: $(head -n 3 "$WORK/hidden.ls")"; fi
+if [[ $(rc neg_optimus) != 0 ]] && grep -q 'error while loading shared libraries' "$WORK/neg_optimus.out"; then
+  pass "without the bundle's environment optimus-cc does not start: $(head -n 1 "$WORK/neg_optimus.out")"
+else
+  failed "optimus-cc started without the bundle's libraries (status $(rc neg_optimus)): the hiding is not real"
+fi
+if [[ $(rc neg_mpirun) != 0 ]]; then pass "without the bundle's environment mpirun does not start either (status $(rc neg_mpirun))"; else failed "mpirun ran without the bundle's environment"; fi
+if [[ $(rc help) == 0 ]]; then pass "run.sh optimus-cc --help"; else cat "$WORK/help.out"; failed "optimus-cc --help: status $(rc help)"; fi
+rows() { [[ -f $1 ]] && wc -l < "$1" || echo 0; }
+if [[ $(rc train) == 0 && $(rows "$WORK/m1.jsonl") == 3 ]]; then
+  pass "single-process train ${DEV[*]} from the bundle: 3 iterations ($(tail -n 1 "$WORK/train.out" | cut -c1-80))"
+else
+  tail -n 20 "$WORK/train.out"
+  failed "single-process train: status $(rc train), $(rows "$WORK/m1.jsonl") metrics rows"
+fi
+if [[ $(rc mpi) == 0 && $(rows "$WORK/m2.jsonl") == 3 ]]; then
+  pass "mpirun -np 2 (pipeline 2) from the bundle: 3 iterations"
+else
+  tail -n 30 "$WORK/mpi.out"
+  failed "2-rank pipeline run: status $(rc mpi), $(rows "$WORK/m2.jsonl") metrics rows"
+fi
+if [[ -x $BUNDLE/bin/occ_cuda_tests ]]; then
+  if [[ $(rc cuda_tests) == 0 ]]; then
+    pass "occ_cuda_tests starts from the bundle: $(grep -E '^\[ *(PASSED|SKIPPED) *\]' "$WORK/cuda_tests.out" | paste -sd' ' | cut -c1-100)"
+  else
+    tail -n 20 "$WORK/cuda_tests.out"
+    failed "occ_cuda_tests from the bundle: status $(rc cuda_tests)"
+  fi
+fi
+# Everything the loader brought into optimus-cc, orted, mpirun and the ranks.
+read -r nb ns nc nout outside <<< "$(cat "$WORK"/ld.* 2> /dev/null | awk -v b="$BUNDLE/" -v c="$OCC_BUNDLE_CACHE/" '
+  /calling init: / { p = $NF; if (seen[p]++) next
+    if (index(p, b) == 1 || index(p, c) == 1) nb++
+    else if (p ~ /\/(libc|libm|libmvec|libdl|libpthread|librt|libresolv|libnss_[a-z]+|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so/) ns++
+    else if (p ~ /\/(libcuda|libcudart|libcublas|libcublasLt|libnvidia-[a-z-]+|libnvJitLink|libnvrtc)\.so/) nc++
+    else { no++; bad = bad " " p } }
+  END { printf "%d %d %d %d%s\n", nb, ns, nc, no, bad }')"
+if ((nb > 50 && nout == 0)); then
+  pass "the loader took $nb libraries and components from the bundle, $ns from the system (glibc, libstdc++, libgcc_s) and $nc from CUDA"
+else
+  failed "loaded from outside the bundle ($nout):$outside (from the bundle: $nb)"
+fi
+for gz in "$BUNDLE"/lib/*.gz; do
+  [[ -e $gz ]] || continue
+  lib=$(basename "${gz%.gz}")
+  if [[ -s $OCC_BUNDLE_CACHE/$lib && ! -e $BUNDLE/lib/$lib ]]; then pass "$lib.gz unpacked on first use, outside the bundle"
+  else failed "$lib.gz: not unpacked into \$OCC_BUNDLE_CACHE, or unpacked into the bundle"; fi
+done
+echo "namespace runs: $t_ns s"
+
+# ---- gpu-check.sh here ------------------------------------------------------------------------
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  echo "note: this machine has a GPU; the no-GPU report is not tested"
+else
+  bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gc" --python "$PY" --budget 120 > "$WORK/gc.out" 2>&1
+  rc=$?
+  nskip=$(grep -c '^SKIP .*: no GPU' "$WORK/gc.out")
+  if [[ $rc == 2 && $nskip -ge 8 && -s $WORK/gc/gpu-check.json && -s $WORK/gc/gpu-check.md ]] &&
+    ! grep -q '^FAIL' "$WORK/gc.out" && grep -q '"result": "NOTHING-CHECKED"' "$WORK/gc/gpu-check.json"; then
+    pass "gpu-check.sh without a GPU: $nskip checks SKIP 'no GPU', exit 2, reports written"
+  else
+    cat "$WORK/gc.out"
+    failed "gpu-check.sh without a GPU: status $rc, $nskip 'no GPU' skips"
+  fi
+fi
+# The checks' own plumbing, the CPU standing in for the GPU, on small models.
+bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 400 \
+  --only fp32,resume,hf > "$WORK/gq.out" 2>&1
+rc=$?
+npass=$(grep -c '^PASS' "$WORK/gq.out")
+if [[ $rc == 0 && $npass -ge 4 ]]; then
+  pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
+else
+  cat "$WORK/gq.out"
+  failed "gpu-check.sh --gpu-device cpu --quick: status $rc, $npass passed"
+fi
+echo "gpu_bundle: $((SECONDS - t_start)) s"
+finish
