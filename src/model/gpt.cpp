@@ -67,9 +67,9 @@ kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t sit
   return kernels::Dropout{make_key(seed_, mb.iteration, layer_key, site), training ? p : 0.0f, mb.sample_base};
 }
 
-kernels::AttentionShape GptStage::attention_shape(const MicroBatch& mb) const {
+kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
   const int64_t Hl = cfg_.num_attention_heads / layout_.tp_size;
-  return {mb.B, mb.T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
+  return {B, T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
 }
 
 void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {
@@ -80,10 +80,7 @@ void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, 
   a.ln1_rstd.resize(N);
   a.qkv.resize(N * 3 * Cl);
   const kernels::Dropout attn_drop{0, training ? cfg_.attention_dropout : 0.0f, 0};
-  MicroBatch shape_mb;
-  shape_mb.B = B;
-  shape_mb.T = T;
-  a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(shape_mb), attn_drop)) : 0);
+  a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(B, T), attn_drop)) : 0);
   a.atty.resize(N * Cl);
   a.residual1.resize(N * C);
   a.ln2.resize(N * C);
@@ -204,7 +201,7 @@ void GptStage::layer_forward(int local, const float* input, LayerActivations& a,
   lp(a.ln1.data(), N * C);
   ops_.linear_forward(a.qkv.data(), a.ln1.data(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl);
   lp(a.qkv.data(), N * 3 * Cl);
-  const kernels::AttentionShape shape = attention_shape(mb);
+  const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
   float* saved = a.attn_saved.data();
   if (a.attn_saved.empty()) {  // selective recomputation: backward rebuilds it
@@ -331,7 +328,7 @@ void GptStage::layer_backward(int local, const float* input, LayerActivations& a
   ops_.linear_backward(d_atty_.data(), G + w.proj_w, nullptr, d_branch_.data(), a.atty.data(), P + w.proj_w, N, Cl,
                        C);
   lp(d_atty_.data(), N * Cl);
-  const kernels::AttentionShape shape = attention_shape(mb);
+  const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
   const float* saved = a.attn_saved.data();
   if (a.attn_saved.empty()) {

@@ -119,7 +119,7 @@ class GptStage {
   void allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const;
   const int32_t* device_tokens(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n);
   kernels::Dropout dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
-  kernels::AttentionShape attention_shape(const MicroBatch& mb) const;
+  kernels::AttentionShape attention_shape(int B, int T) const;
   // The layer's working activations: its own, or the shared scratch under full recomputation.
   LayerActivations& layer_work(StageActivations& acts, int local);
   void layer_forward(int local, const float* input, LayerActivations& a, float* out, const MicroBatch& mb,
