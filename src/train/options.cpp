@@ -49,6 +49,12 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
             recompute_granularity);
   OCC_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other; pick one");
+  // A skipped (overflowing) fp16 iteration has already fed inf to the compressors'
+  // state: PowerSGD's warm start and the LEP / error-feedback residuals would stay
+  // non-finite for the rest of the run.
+  OCC_CHECK(!fp16 || !any_compression(),
+            "--fp16 cannot be combined with --inter-grad-comp or --grad-comp: an overflowing iteration would leave "
+            "inf in the compressors' warm start and error state; use --bf16 (no loss scaling) with compression");
   loss_scale.validate();
   require_device(device);
   OCC_CHECK(device == Device::Cpu || layout.world_size() == 1,

@@ -96,4 +96,7 @@ cmp -s "$WORK/s16/$final" "$WORK/r16/$final" && pass "fp16 resume: final checkpo
 out=$("$BIN" train "${RUN[@]}" --bf16 --fp16 2>&1); rc=$?
 if ((rc != 0)) && grep -q "exclude each other" <<< "$out"; then pass "--bf16 --fp16 refused: $out"
 else failed "--bf16 --fp16: exit $rc, $out"; fi
+out=$("$BIN" train "${RUN[@]}" --fp16 --inter-grad-comp 2>&1); rc=$?
+if ((rc != 0)) && grep -q "fp16 cannot be combined with --inter-grad-comp" <<< "$out"; then pass "--fp16 with compression refused: $out"
+else failed "--fp16 --inter-grad-comp: exit $rc, $out"; fi
 finish
