@@ -30,8 +30,6 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       d_fc_(options.device),
       d_branch_(options.device),
       ce_target_(options.device),
-      tokens_dev_(options.device),
-      labels_dev_(options.device),
       recompute_layer_(options.device),
       recompute_saved_(options.device),
       recompute_out_(options.device) {
@@ -113,7 +111,7 @@ void GptStage::allocate(StageActivations& acts, int B, int T, bool training) {
   }
 }
 
-const int32_t* GptStage::device_tokens(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n) {
+const int32_t* GptStage::upload_ids(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n) {
   if (!host || opt_.device == Device::Cpu) return host;
   buf.resize(size_t(n));
   ops_.upload_tokens(buf.data(), host, n);
@@ -134,7 +132,7 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
 
   if (layout_.first_stage()) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-    const int32_t* tokens = device_tokens(tokens_dev_, mb.inputs, N);
+    const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
     ops_.embedding_forward(x, tokens, P + pl.word_embedding, v0, Vl, N, C);
     tp_allreduce(x, size_t(N * C));
     ops_.position_forward(x, P + pl.position_embedding, N, mb.T, C);
@@ -164,7 +162,7 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
   ops_.linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl);
   lp(logits, N * Vl);  // the cross-entropy itself runs in fp32, as Megatron's
   if (!mb.labels) return 0.0;
-  const int32_t* labels = device_tokens(labels_dev_, mb.labels, N);
+  const int32_t* labels = upload_ids(acts.labels, mb.labels, N);
   if (layout_.tp_size == 1) {
     // d loss / d logits is computed here while each row is in cache.
     const double loss = ops_.cross_entropy_fused(logits, labels, training ? mb.grad_scale : 0.0f, N, Vl);
@@ -250,7 +248,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     float* dlogits = acts.logits.data();
     if (layout_.tp_size > 1)
       ops_.cross_entropy_backward_inplace(dlogits, acts.ce_max.data(), acts.ce_sum_exp.data(),
-                                          device_tokens(labels_dev_, mb.labels, N), v0, mb.grad_scale, N, Vl);
+                                          uploaded_ids(acts.labels, mb.labels), v0, mb.grad_scale, N, Vl);
     if (layout_.tp_size > 1) lp(dlogits, N * Vl);
     ops_.linear_backward(d_ln_.data(), G + pl.head_weight, nullptr, dlogits, acts.lnf.data(), P + pl.head_weight, N,
                          C, Vl);
@@ -283,7 +281,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
                          {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
                          N, mb.T, C);
     ops_.position_backward(G + pl.position_embedding, d_resid_.data(), N, mb.T, C);
-    ops_.embedding_backward(G + pl.word_embedding, d_resid_.data(), device_tokens(tokens_dev_, mb.inputs, N), v0, Vl,
+    ops_.embedding_backward(G + pl.word_embedding, d_resid_.data(), uploaded_ids(acts.tokens, mb.inputs), v0, Vl,
                             N, C);
     report(0);
   } else {

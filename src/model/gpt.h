@@ -61,8 +61,12 @@ struct LayerActivations {
 
 struct StageActivations {
   explicit StageActivations(Device d = Device::Cpu)
-      : device(d), output(d), lnf(d), lnf_mean(d), lnf_rstd(d), logits(d), ce_max(d), ce_sum_exp(d) {}
+      : device(d), tokens(d), labels(d), output(d), lnf(d), lnf_mean(d), lnf_rstd(d), logits(d), ce_max(d),
+        ce_sum_exp(d) {}
   Device device;
+  // The micro-batch's token ids and labels on the device, uploaded once by
+  // forward for its backward (unused on the CPU, which reads the host arrays).
+  DeviceBuffer<int32_t> tokens, labels;
   std::vector<LayerActivations> layers;
   Buffer output;                    // [N, C] last layer's output
   Buffer lnf, lnf_mean, lnf_rstd;   // last stage
@@ -117,7 +121,12 @@ class GptStage {
  private:
   void allocate(StageActivations& acts, int B, int T, bool training);
   void allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const;
-  const int32_t* device_tokens(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n);
+  // Forward: `host` ids on this stage's device (uploaded into buf off the CPU).
+  const int32_t* upload_ids(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n);
+  // Backward: the ids forward uploaded (the host array itself on the CPU).
+  const int32_t* uploaded_ids(const DeviceBuffer<int32_t>& buf, const int32_t* host) const {
+    return opt_.device == Device::Cpu ? host : buf.data();
+  }
   kernels::Dropout dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
   kernels::AttentionShape attention_shape(int B, int T) const;
   // The layer's working activations: its own, or the shared scratch under full recomputation.
@@ -148,7 +157,6 @@ class GptStage {
   Buffer branch_;  // forward scratch [N, C]
   Buffer d_resid_, d_ln_, d_qkv_, d_atty_, d_fc_, d_branch_;
   Buffer ce_target_;
-  DeviceBuffer<int32_t> tokens_dev_, labels_dev_;
   // Recomputation: the layer activations rebuilt in backward (full), the
   // attention state rebuilt (selective), and a sink for recomputed outputs.
   LayerActivations recompute_layer_;
