@@ -37,15 +37,10 @@ while (($#)); do
 done
 bash scripts/setup.sh > /dev/null
 mkdir -p "$OUT"
-DATA=$OUT/data
-[[ -f $DATA/kjv.idx ]] || { mkdir -p "$DATA"; build/optimus-cc preprocess --input data/kjv.txt.zst --output-prefix "$DATA/kjv" --vocab-size 4096; }
+source scripts/quality_model.sh
+quality_model "$OUT" "$ITERS" "$EVAL"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 [[ $(id -u) -eq 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 6 --hidden-size 256
-  --num-attention-heads 8 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 4 --global-batch-size 32
-  --train-iters "$ITERS" --lr 1e-3 --min-lr 1e-4 --lr-warmup-fraction 0.05 --weight-decay 0.1 --clip-grad 1.0
-  --hidden-dropout 0.1 --attention-dropout 0.1 --eval-interval "$EVAL" --eval-iters 8 --log-interval 1000
-  --pipeline-model-parallel-size 2)
 CB="--inter-grad-comp --inter-grad-comp-rank @R"  # @R: the CB rank of the run
 DPC="--grad-comp --grad-comp-rank ${DP_RANK:-16} --grad-comp-warm-up 0.1"
 declare -A VARIANTS=(

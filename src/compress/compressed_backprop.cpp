@@ -6,13 +6,13 @@ namespace occ {
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
                                        uint64_t link_key) {
-  auto power = std::make_unique<PowerSgdCompressor>(rows, cols, cfg.rank, seed, link_key);
+  auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key);
   if (cfg.lazy_error) {
-    auto fb = std::make_unique<ErrorFeedback>(std::move(power));
+    auto fb = std::make_unique<ErrorFeedback>(std::move(inner));
     feedback_ = fb.get();
     compressor_ = std::move(fb);
   } else {
-    compressor_ = std::move(power);
+    compressor_ = std::move(inner);
   }
 }
 

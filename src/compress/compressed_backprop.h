@@ -1,16 +1,19 @@
 #pragma once
 // Optimus-CC's compressed backpropagation (CB) between pipeline stages, with
 // lazy error propagation (LEP) and epilogue-only compression (EC).
-//   CB : the activation gradient a stage sends backward is PowerSGD-compressed
-//        (each TP rank its own 1/T slice: rows = tokens, cols = hidden).
+//   CB : the activation gradient a stage sends backward is compressed (each
+//        TP rank its own 1/T slice: rows = tokens, cols = hidden); by PowerSGD
+//        as in the paper, or by any method of compressor_factory.h.
 //   LEP: the sender keeps the error of the last compressed message on its link
 //        and adds it to the next one before compressing (kept across iterations).
 //   EC : stage s compresses only its last P - s backward sends of an iteration
 //        (its last steady-state send and its cool-down sends); the receiver
 //        derives the same set from the schedule.
-// Forward activations are never compressed.
+// LEP and EC apply to any method. Forward activations are compressed (or not)
+// separately: compress/compressed_activations.h.
 #include <memory>
 
+#include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
 #include "core/layout.h"
 #include "parallel/message_codec.h"
@@ -20,8 +23,11 @@ namespace occ {
 struct CompressedBackpropConfig {
   bool enabled = false;          // --inter-grad-comp
   int rank = 16;                 // --inter-grad-comp-rank
+  CompressionMethod method = CompressionMethod::PowerSgd;  // --inter-grad-comp-method
+  double topk_fraction = 0.1;    // --inter-grad-comp-topk-fraction
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
+  CompressorSpec spec() const { return {method, rank, topk_fraction}; }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.
@@ -42,6 +48,7 @@ class CompressedBackprop final : public MessageCodec {
   // The LEP residual after the last encode (empty without LEP).
   const std::vector<float>* residual() const;
 
+  bool stateful() const { return compressor_->stateful(); }
   void save_state(TensorFileWriter& w) const { compressor_->save_state(w, "cb/"); }
   bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, "cb/"); }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The compressor state a rank saves with a checkpoint, so a resumed run
 // continues bit-exactly: CB's outgoing link (warm start, LEP residual) and DP
-// PowerSGD (warm starts, error feedback). One file per rank, since DP ranks'
+// compression (warm starts, error feedback). Forward activation compression
+// is stateless. One file per rank, since DP ranks'
 // errors differ; where it goes in the checkpoint is the caller's business.
 #include <string>
 
@@ -9,7 +10,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "compress/compressed_backprop.h"
-#include "compress/dp_powersgd.h"
+#include "compress/dp_compressor.h"
 
 namespace occ {
 
@@ -24,8 +25,10 @@ enum class CompressionNotice {
 class CompressionState {
  public:
   // Either may be null (that technique is off on this rank); not owned.
-  CompressionState(CompressedBackprop* cb_link_out, DataParallelPowerSgd* dp)
-      : cb_(cb_link_out), dp_(dp) {}
+  // Stateless compressors hold nothing to save and are dropped here.
+  CompressionState(CompressedBackprop* cb_link_out, DataParallelCompressor* dp)
+      : cb_(cb_link_out && cb_link_out->stateful() ? cb_link_out : nullptr),
+        dp_(dp && dp->stateful() ? dp : nullptr) {}
 
   // Nothing to save or load on this rank.
   bool empty() const { return !cb_ && !dp_; }
@@ -41,7 +44,7 @@ class CompressionState {
 
  private:
   CompressedBackprop* cb_;
-  DataParallelPowerSgd* dp_;
+  DataParallelCompressor* dp_;
 };
 
 }  // namespace occ

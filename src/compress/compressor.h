@@ -20,6 +20,9 @@ class MatrixCompressor {
   virtual void encode(const float* m, float* wire) = 0;
   // Rebuilds the approximation of the encoded matrix into out[rows x cols].
   virtual void decode(const float* wire, float* out) const = 0;
+  // Does it keep state between messages (a warm start, a residual) that a
+  // checkpoint must hold? Stateless ones continue any run exactly when fresh.
+  virtual bool stateful() const { return true; }
   virtual void save_state(TensorFileWriter& w, const std::string& prefix) const = 0;
   // Loads what the file holds under prefix that fits this compressor; returns
   // false unless that was all of its state (the missing parts stay fresh).

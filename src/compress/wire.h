@@ -92,6 +92,7 @@ class StatelessCompressor : public MatrixCompressor {
   StatelessCompressor(int64_t rows, int64_t cols) : rows_(rows), cols_(cols) {}
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
+  bool stateful() const override { return false; }
   void save_state(TensorFileWriter&, const std::string&) const override {}
   bool load_state(const TensorFileReader&, const std::string&) override { return true; }
 

@@ -2,32 +2,68 @@
 
 namespace occ {
 
-namespace {
-int forward_tag(int mb) { return 2 * mb; }
-int backward_tag(int mb) { return 2 * mb + 1; }
-}  // namespace
-
 PipelineExchange::PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout,
                                    PhaseTimers& timers)
     : pp_(pp), tp_(tp), layout_(layout), timers_(timers) {}
 
-void PipelineExchange::send(const float* x, size_t count, int peer_stage, int tag, Traffic traffic, const char* what,
-                            const std::string& event) {
-  const size_t slice = count / size_t(layout_.tp_size);
-  const float* part = x + slice * size_t(layout_.tp_rank);
-  const double t0 = now_seconds();
-  pending_.push_back(pp_.isend(part, slice * sizeof(float), peer_stage, tag, traffic, what));
-  timers_.add_event(event, t0, now_seconds());
+// Tag 2 mb + 0 forward, 2 mb + 1 backward: the two directions never match each other.
+PipelineExchange::Direction PipelineExchange::forward_out() const {
+  return {layout_.pp_rank + 1, 0, Traffic::PipelineForward, "activations", "", "F"};
+}
+PipelineExchange::Direction PipelineExchange::forward_in() const {
+  return {layout_.pp_rank - 1, 0, Traffic::PipelineForward, "activations",
+          "activations from the previous stage", "F"};
+}
+PipelineExchange::Direction PipelineExchange::backward_out() const {
+  return {layout_.pp_rank - 1, 1, Traffic::PipelineBackward, "activation gradients", "", "B"};
+}
+PipelineExchange::Direction PipelineExchange::backward_in() const {
+  return {layout_.pp_rank + 1, 1, Traffic::PipelineBackward, "activation gradients",
+          "activation gradients from the next stage", "B"};
 }
 
-void PipelineExchange::recv(float* x, size_t count, int peer_stage, int tag, const char* what,
-                            const std::string& event) {
+void PipelineExchange::send(const Direction& d, const float* x, size_t count, int mb, MessageCodec* encoder,
+                            std::vector<std::vector<float>>& wires) {
+  const size_t slice = count / size_t(layout_.tp_size);
+  const float* part = x + slice * size_t(layout_.tp_rank);
+  const int tag = 2 * mb + d.tag_offset;
+  if (!encoder) {
+    const double t0 = now_seconds();
+    pending_.push_back(pp_.isend(part, slice * sizeof(float), d.peer_stage, tag, d.traffic, d.what));
+    timers_.add_event(fmt::format("send {}{}", d.letter, mb), t0, now_seconds());
+    return;
+  }
+  if (wires.size() <= size_t(mb)) wires.resize(size_t(mb) + 1);
+  auto& wire = wires[size_t(mb)];
+  wire.resize(size_t(encoder->wire_floats()));
+  {
+    ScopedPhase t(timers_, "compress", fmt::format("compress {}{}", d.letter, mb));
+    encoder->encode(part, wire.data());
+  }
+  const double t0 = now_seconds();
+  pending_.push_back(
+      pp_.isend(wire.data(), wire.size() * sizeof(float), d.peer_stage, tag, d.traffic, d.what));
+  pp_.counters().add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(wire.size() * sizeof(float)));
+  timers_.add_event(fmt::format("send {}{} (compressed)", d.letter, mb), t0, now_seconds());
+}
+
+void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, const MessageCodec* decoder) {
   const size_t slice = count / size_t(layout_.tp_size);
   float* part = x + slice * size_t(layout_.tp_rank);
-  {
-    ScopedPhase t(timers_, "pp_wait", event);
-    auto r = pp_.irecv(part, slice * sizeof(float), peer_stage, tag, what);
+  const int tag = 2 * mb + d.tag_offset;
+  if (!decoder) {
+    ScopedPhase t(timers_, "pp_wait", fmt::format("recv {}{}", d.letter, mb));
+    auto r = pp_.irecv(part, slice * sizeof(float), d.peer_stage, tag, d.recv_what);
     pp_.wait(r);
+  } else {
+    recv_wire_.resize(size_t(decoder->wire_floats()));
+    {
+      ScopedPhase t(timers_, "pp_wait", fmt::format("recv {}{} (compressed)", d.letter, mb));
+      auto r = pp_.irecv(recv_wire_.data(), recv_wire_.size() * sizeof(float), d.peer_stage, tag, d.recv_what);
+      pp_.wait(r);
+    }
+    ScopedPhase t(timers_, "decompress", fmt::format("decompress {}{}", d.letter, mb));
+    decoder->decode(recv_wire_.data(), part);
   }
   gather_slice(x, count);
 }
@@ -39,53 +75,17 @@ void PipelineExchange::gather_slice(float* x, size_t count) {
   tp_.allgather(x + slice * size_t(layout_.tp_rank), x, slice, Traffic::TensorParallel);
 }
 
-void PipelineExchange::send_forward(const float* x, size_t count, int mb) {
-  send(x, count, layout_.pp_rank + 1, forward_tag(mb), Traffic::PipelineForward, "activations",
-       fmt::format("send F{}", mb));
+void PipelineExchange::send_forward(const float* x, size_t count, int mb, MessageCodec* encoder) {
+  send(forward_out(), x, count, mb, encoder, forward_wire_);
 }
 void PipelineExchange::send_backward(const float* dx, size_t count, int mb, MessageCodec* encoder) {
-  if (!encoder) {
-    send(dx, count, layout_.pp_rank - 1, backward_tag(mb), Traffic::PipelineBackward, "activation gradients",
-         fmt::format("send B{}", mb));
-    return;
-  }
-  const size_t slice = count / size_t(layout_.tp_size);
-  if (wire_.size() <= size_t(mb)) wire_.resize(size_t(mb) + 1);
-  auto& wire = wire_[size_t(mb)];
-  wire.resize(size_t(encoder->wire_floats()));
-  {
-    ScopedPhase t(timers_, "compress", fmt::format("compress B{}", mb));
-    encoder->encode(dx + slice * size_t(layout_.tp_rank), wire.data());
-  }
-  const double t0 = now_seconds();
-  pending_.push_back(pp_.isend(wire.data(), wire.size() * sizeof(float), layout_.pp_rank - 1, backward_tag(mb),
-                               Traffic::PipelineBackward, "compressed activation gradients"));
-  pp_.counters().add_saved(Traffic::PipelineBackward, int64_t(slice * sizeof(float)) - int64_t(wire.size() * sizeof(float)));
-  timers_.add_event(fmt::format("send B{} (compressed)", mb), t0, now_seconds());
+  send(backward_out(), dx, count, mb, encoder, backward_wire_);
 }
-void PipelineExchange::recv_forward(float* x, size_t count, int mb) {
-  recv(x, count, layout_.pp_rank - 1, forward_tag(mb), "activations from the previous stage",
-       fmt::format("recv F{}", mb));
+void PipelineExchange::recv_forward(float* x, size_t count, int mb, const MessageCodec* decoder) {
+  recv(forward_in(), x, count, mb, decoder);
 }
 void PipelineExchange::recv_backward(float* dx, size_t count, int mb, const MessageCodec* decoder) {
-  if (!decoder) {
-    recv(dx, count, layout_.pp_rank + 1, backward_tag(mb), "activation gradients from the next stage",
-         fmt::format("recv B{}", mb));
-    return;
-  }
-  const size_t slice = count / size_t(layout_.tp_size);
-  recv_wire_.resize(size_t(decoder->wire_floats()));
-  {
-    ScopedPhase t(timers_, "pp_wait", fmt::format("recv B{} (compressed)", mb));
-    auto r = pp_.irecv(recv_wire_.data(), recv_wire_.size() * sizeof(float), layout_.pp_rank + 1, backward_tag(mb),
-                       "compressed activation gradients from the next stage");
-    pp_.wait(r);
-  }
-  {
-    ScopedPhase t(timers_, "decompress", fmt::format("decompress B{}", mb));
-    decoder->decode(recv_wire_.data(), dx + slice * size_t(layout_.tp_rank));
-  }
-  gather_slice(dx, count);
+  recv(backward_in(), dx, count, mb, decoder);
 }
 
 void PipelineExchange::wait_sends() {

@@ -11,8 +11,8 @@
 namespace occ {
 
 PipelineExecutor::PipelineExecutor(const ParallelLayout& layout, PipelineExchange& exchange, PhaseTimers& timers,
-                                   BackwardCompression compression)
-    : layout_(layout), exchange_(exchange), timers_(timers), compression_(std::move(compression)) {}
+                                   BackwardCompression compression, ForwardCompression forward)
+    : layout_(layout), exchange_(exchange), timers_(timers), compression_(std::move(compression)), forward_(forward) {}
 
 int PipelineExecutor::slots(int M) const { return std::min(layout_.pp_size - layout_.pp_rank, M); }
 
@@ -45,11 +45,11 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         ScopedPhase t(timers_, "data");
         steps.load(j, slot);
       }
-      if (!layout_.first_stage()) exchange_.recv_forward(x_in_.data(), count, j);
+      if (!layout_.first_stage()) exchange_.recv_forward(x_in_.data(), count, j, forward_.recv);
       auto& out = fwd_send_[size_t(j)];
       out.resize(layout_.last_stage() ? 0 : count);
       compute("forward", fmt::format("F{}", j), [&] { loss_sum += steps.forward(j, slot, x_in_.data(), out.data()); });
-      if (!layout_.last_stage()) exchange_.send_forward(out.data(), count, j);
+      if (!layout_.last_stage()) exchange_.send_forward(out.data(), count, j, forward_.send);
     } else {
       // CB/EC: sender and receiver derive from the schedule whether this message is compressed.
       const bool compressed_in = compresses(s + 1, M, j);

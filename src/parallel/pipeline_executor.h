@@ -45,10 +45,16 @@ struct BackwardCompression {
   std::function<bool(int num_stages, int sender, int M, int mb)> compresses;
 };
 
+// Forward messages: when set, every one is compressed (no schedule rule).
+struct ForwardCompression {
+  MessageCodec* send = nullptr;        // this stage's link to the next stage
+  const MessageCodec* recv = nullptr;  // the previous stage's link to this one
+};
+
 class PipelineExecutor {
  public:
   PipelineExecutor(const ParallelLayout& layout, PipelineExchange& exchange, PhaseTimers& timers,
-                   BackwardCompression compression);
+                   BackwardCompression compression, ForwardCompression forward = {});
 
   // Micro-batches in flight on this stage at once (min(P - s, M)): the number
   // of activation slots MicroBatchSteps uses.
@@ -64,6 +70,7 @@ class PipelineExecutor {
   PipelineExchange& exchange_;
   PhaseTimers& timers_;
   BackwardCompression compression_;
+  ForwardCompression forward_;
   std::vector<std::vector<float>> fwd_send_, bwd_send_;  // per micro-batch (in flight until wait_sends)
   std::vector<float> x_in_, dx_out_;
 };

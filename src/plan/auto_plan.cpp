@@ -8,17 +8,37 @@
 
 namespace occ::plan {
 
+namespace {
+// The flags that select `spec` on a link: --PREFIX-method (when not PowerSGD),
+// the PowerSGD rank or the topk fraction.
+std::string method_flags(const std::string& prefix, const CompressorSpec& spec) {
+  if (spec.method == CompressionMethod::PowerSgd) return fmt::format(" --{}-rank {}", prefix, spec.rank);
+  std::string f = fmt::format(" --{}-method {}", prefix, method_name(spec.method));
+  if (spec.method == CompressionMethod::Topk) f += fmt::format(" --{}-topk-fraction {:g}", prefix, spec.topk_fraction);
+  return f;
+}
+}  // namespace
+
 std::string compression_flags(const PlanConfig& c) {
   std::string f;
+  if (c.activation_comp.enabled) {
+    f += fmt::format(" --activation-comp-method {}", method_name(c.activation_comp.method));
+    if (c.activation_comp.method == CompressionMethod::Topk)
+      f += fmt::format(" --activation-comp-topk-fraction {:g}", c.activation_comp.topk_fraction);
+  }
   if (c.cb.enabled) {
-    f += fmt::format(" --inter-grad-comp --inter-grad-comp-rank {}", c.cb.rank);
+    f += " --inter-grad-comp" + method_flags("inter-grad-comp", c.cb.spec());
     if (c.cb.epilogue_only) f += " --inter-grad-comp-epilogue-only";
   }
-  if ((c.cb.enabled && c.cb.lazy_error) || (c.grad_comp.enabled && c.grad_comp.error_feedback))
-    f += " --use-error-feedback";
+  // --use-error-feedback is LEP and DP error feedback at once (the prototype's
+  // flag); DP error feedback alone has its own flag.
+  const bool dp_ef = c.grad_comp.enabled && c.grad_comp.error_feedback;
+  if (c.cb.enabled && c.cb.lazy_error) f += " --use-error-feedback";
   if (c.emb_comm_opt) f += " --emb-comm-opt";
   if (c.grad_comp.enabled) {
-    f += fmt::format(" --grad-comp --grad-comp-rank {}", c.grad_comp.rank);
+    f += " --grad-comp" + method_flags("grad-comp", c.grad_comp.spec());
+    if (dp_ef && !(c.cb.enabled && c.cb.lazy_error)) f += " --grad-comp-error-feedback";
+    if (c.grad_comp.warmup_fraction > 0) f += fmt::format(" --grad-comp-warm-up {:g}", c.grad_comp.warmup_fraction);
     if (c.grad_comp.selective_way >= 1 && c.grad_comp.selective_way < c.pp)
       f += fmt::format(" --selective-grad-comp-way {}", c.grad_comp.selective_way);
   }
@@ -27,12 +47,14 @@ std::string compression_flags(const PlanConfig& c) {
 
 std::string compression_summary(const PlanConfig& c) {
   std::vector<std::string> parts;
+  if (c.activation_comp.enabled) parts.push_back("activations " + describe(c.activation_comp.spec()));
   if (c.cb.enabled)
-    parts.push_back(fmt::format("CB rank {}{}{}", c.cb.rank, c.cb.lazy_error ? " + LEP" : "",
+    parts.push_back(fmt::format("CB {}{}{}", describe(c.cb.spec()), c.cb.lazy_error ? " + LEP" : "",
                                 c.cb.epilogue_only ? " + EC" : ""));
   if (c.emb_comm_opt) parts.push_back("FE");
   if (c.grad_comp.enabled)
-    parts.push_back(fmt::format("DP PowerSGD rank {}{}", c.grad_comp.rank,
+    parts.push_back(fmt::format("DP {}{}{}", describe(c.grad_comp.spec()),
+                                c.grad_comp.error_feedback && !(c.cb.enabled && c.cb.lazy_error) ? " + EF" : "",
                                 c.grad_comp.selective_way >= 1 && c.grad_comp.selective_way < c.pp
                                     ? fmt::format(" on stages < {} (SC)", c.grad_comp.selective_way)
                                     : std::string(" on every stage")));
@@ -81,21 +103,121 @@ std::map<std::string, double> critical_by_kind(const SimResult& r) {
   return out;
 }
 
+// Why: the critical path of the baseline versus the chosen plan.
+void explain(AutoResult& res, const Measured* measured) {
+  // Why: critical path of the baseline versus the chosen plan.
+  const SimResult before = simulate(build_cost_model(res.baseline.cfg, measured).input);
+  const SimResult after = simulate(build_cost_model(res.chosen.cfg, measured).input);
+  auto b = critical_by_kind(before), a = critical_by_kind(after);
+  std::vector<std::tuple<double, std::string>> changes;
+  for (auto& [k, v] : b) changes.push_back({a[k] - v, k});
+  for (auto& [k, v] : a)
+    if (!b.count(k)) changes.push_back({v, k});
+  std::sort(changes.begin(), changes.end());
+  for (auto& [delta, k] : changes) {
+    if (std::abs(delta) < 0.005 * before.iteration) continue;
+    const double was = b.count(k) ? b[k] : 0.0, now = a.count(k) ? a[k] : 0.0;
+    res.explanation.push_back(fmt::format("{:<34} {:>10.3f} ms -> {:>10.3f} ms on the critical path ({:+.3f} ms){}", k,
+                                          was * 1e3, now * 1e3, delta * 1e3,
+                                          now == 0 && was > 0 ? "  [taken off]" : ""));
+  }
+}
+
+// A link setting of the sweep as the engine's configuration.
+CompressorSpec spec_of(const LinkSetting& s) {
+  CompressorSpec spec;
+  spec.method = parse_method(s.method, "compressors.json method", all_methods());
+  if (s.rank > 0) spec.rank = s.rank;
+  if (s.fraction > 0) spec.topk_fraction = s.fraction;
+  return spec;
+}
+
+// Quality-aware candidates: every combination of measured settings (and none)
+// per link class, with EC / SC variants and FE.
+std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTable& t) {
+  std::vector<ActivationCompressionConfig> fwds{{}};
+  if (base.pp > 1)
+    for (const MeasuredCost& m : t.singles(LinkClass::Forward)) {
+      const LinkSetting& s = *m.links[size_t(LinkClass::Forward)];
+      const CompressorSpec spec = spec_of(s);
+      fwds.push_back({.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction});
+    }
+  std::vector<CompressedBackpropConfig> bwds{{}};
+  if (base.pp > 1)
+    for (const MeasuredCost& m : t.singles(LinkClass::Backward)) {
+      const LinkSetting& s = *m.links[size_t(LinkClass::Backward)];
+      const CompressorSpec spec = spec_of(s);
+      for (bool ec : {false, true}) {
+        if (s.ec && !ec) continue;
+        bwds.push_back({.enabled = true, .rank = spec.rank, .method = spec.method, .topk_fraction = spec.topk_fraction,
+                        .lazy_error = s.lep, .epilogue_only = ec});
+      }
+    }
+  std::vector<GradCompressionConfig> dps{{}};
+  if (base.dp > 1)
+    for (const MeasuredCost& m : t.singles(LinkClass::DataParallel)) {
+      const LinkSetting& s = *m.links[size_t(LinkClass::DataParallel)];
+      const CompressorSpec spec = spec_of(s);
+      for (int k = 1; k <= base.pp; ++k) {
+        if (s.sc > 0 && (k == base.pp || k > s.sc)) continue;
+        dps.push_back({.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
+                       .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
+                       .method = spec.method, .topk_fraction = spec.topk_fraction});
+      }
+    }
+  std::vector<PlanConfig> plans;
+  for (bool fe : {false, true})
+    for (const auto& fwd : fwds)
+      for (const auto& bwd : bwds)
+        for (const auto& dp : dps) {
+          // --use-error-feedback couples LEP and DP error feedback: LEP without
+          // DP error feedback cannot be asked for.
+          if (bwd.enabled && bwd.lazy_error && dp.enabled && !dp.error_feedback) continue;
+          PlanConfig c = base;
+          c.emb_comm_opt = fe, c.activation_comp = fwd, c.cb = bwd, c.grad_comp = dp;
+          plans.push_back(c);
+        }
+  return plans;
+}
+
 }  // namespace
 
 AutoResult auto_plan(const PlanConfig& base_in, const AutoLimits& lim, const Measured* measured) {
   PlanConfig base = base_in;
   base.cb = {};
   base.grad_comp = {};
+  base.activation_comp = {};
   base.emb_comm_opt = false;
   AutoResult res;
   res.baseline = evaluate(base, measured);
   std::vector<Candidate> all;
+  if (lim.loss_costs) {
+    res.baseline.loss = lim.loss_costs->estimate(base);
+    for (const PlanConfig& c : measured_plans(base, *lim.loss_costs)) {
+      ++res.evaluated;
+      LossEstimate loss = lim.loss_costs->estimate(c);
+      if (!loss.known || loss.pct > lim.max_loss_increase + 1e-12) continue;
+      Candidate cand = evaluate(c, measured);
+      cand.loss = loss;
+      all.push_back(cand);
+    }
+    res.within_budget = int(all.size());
+    res.fastest = *std::min_element(all.begin(), all.end(),
+                                    [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    // Among the (nearly) fastest, the lowest expected loss cost, then the faster.
+    res.chosen = res.fastest;
+    for (const Candidate& c : all)
+      if (c.seconds <= res.fastest.seconds * (1 + lim.tolerance) &&
+          std::make_tuple(c.loss.pct, c.seconds) < std::make_tuple(res.chosen.loss.pct, res.chosen.seconds))
+        res.chosen = c;
+    explain(res, measured);
+    return res;
+  }
   std::vector<CompressedBackpropConfig> cbs{{}};
   if (lim.allow_cb && base.pp > 1)
     for (int r : lim.cb_ranks)
       if (r >= lim.min_cb_rank)
-        for (bool ec : {false, true}) cbs.push_back({true, r, true, ec});
+        for (bool ec : {false, true}) cbs.push_back({.enabled = true, .rank = r, .lazy_error = true, .epilogue_only = ec});
   std::vector<GradCompressionConfig> dps{{}};
   if (lim.allow_dp && base.dp > 1)
     for (int r : lim.dp_ranks)
@@ -122,22 +244,7 @@ AutoResult auto_plan(const PlanConfig& base_in, const AutoLimits& lim, const Mea
   for (const Candidate& c : all)
     if (c.seconds <= res.fastest.seconds * (1 + lim.tolerance) && lossiness(c) < lossiness(res.chosen)) res.chosen = c;
 
-  // Why: critical path of the baseline versus the chosen plan.
-  const SimResult before = simulate(build_cost_model(res.baseline.cfg, measured).input);
-  const SimResult after = simulate(build_cost_model(res.chosen.cfg, measured).input);
-  auto b = critical_by_kind(before), a = critical_by_kind(after);
-  std::vector<std::tuple<double, std::string>> changes;
-  for (auto& [k, v] : b) changes.push_back({a[k] - v, k});
-  for (auto& [k, v] : a)
-    if (!b.count(k)) changes.push_back({v, k});
-  std::sort(changes.begin(), changes.end());
-  for (auto& [delta, k] : changes) {
-    if (std::abs(delta) < 0.005 * before.iteration) continue;
-    const double was = b.count(k) ? b[k] : 0.0, now = a.count(k) ? a[k] : 0.0;
-    res.explanation.push_back(fmt::format("{:<34} {:>10.3f} ms -> {:>10.3f} ms on the critical path ({:+.3f} ms){}", k,
-                                          was * 1e3, now * 1e3, delta * 1e3,
-                                          now == 0 && was > 0 ? "  [taken off]" : ""));
-  }
+  explain(res, measured);
   return res;
 }
 

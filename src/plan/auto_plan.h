@@ -5,9 +5,17 @@
 // limits, then, among the plans within `tolerance` of that time, takes the
 // one that compresses least (lossy compression costs accuracy: the paper's
 // argument for SC and EC), and explains which transfers left the critical path.
+//
+// Quality-aware (with a LossCostTable, --max-loss-increase): the candidates are
+// the settings the compressor sweep measured, on each link class (activation
+// compression, CB by any method, DP by any method, with EC / SC variants and
+// FE); each plan's expected loss cost comes from the table (loss_costs.h);
+// the fastest plan whose cost is within the budget wins, and among plans
+// within `tolerance` of its time, the one with the lowest cost.
 #include <string>
 #include <vector>
 
+#include "plan/loss_costs.h"
 #include "plan/model_cost.h"
 
 namespace occ::plan {
@@ -18,6 +26,9 @@ struct AutoLimits {
   bool allow_cb = true, allow_dp = true;
   double tolerance = 0.01;  // relative: plans this close to the fastest count as equally fast
   std::vector<int> cb_ranks{4, 8, 16, 32, 64}, dp_ranks{16, 32, 64, 128, 256};
+  // Quality-aware mode: measured loss costs and the budget in % of the baseline's loss.
+  const LossCostTable* loss_costs = nullptr;
+  double max_loss_increase = 0.5;
 };
 
 struct Candidate {
@@ -25,11 +36,13 @@ struct Candidate {
   double seconds = 0;
   double compressed_fraction = 0;  // DP gradient elements compressed / all
   double cb_fraction = 0;          // backward messages compressed / all
+  LossEstimate loss;               // quality-aware mode: expected loss cost
 };
 
 struct AutoResult {
   Candidate baseline, fastest, chosen;
   int evaluated = 0;
+  int within_budget = 0;  // quality-aware mode: plans whose loss cost is known and within the budget
   std::vector<std::string> explanation;  // why: the critical path before and after
 };
 

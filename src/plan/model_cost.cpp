@@ -31,6 +31,11 @@ void PlanConfig::validate() const {
         fmt::format("--global-batch-size {} is not a multiple of --micro-batch-size {} x data-parallel size {}",
                     global_batch_size, micro_batch_size, dp));
   usage(!cb.enabled || cb.rank >= 1, "--inter-grad-comp-rank must be >= 1");
+  auto fraction_ok = [](double f) { return f > 0.0 && f <= 1.0; };
+  usage(fraction_ok(cb.topk_fraction) && fraction_ok(grad_comp.topk_fraction) &&
+            fraction_ok(activation_comp.topk_fraction),
+        "topk fractions (--inter-grad-comp-topk-fraction, --grad-comp-topk-fraction, "
+        "--activation-comp-topk-fraction) must be in (0, 1]");
   usage(!grad_comp.enabled || grad_comp.rank >= 1, "--grad-comp-rank must be >= 1");
   usage(grad_comp.selective_way == -1 || (grad_comp.selective_way >= 1 && grad_comp.selective_way <= pp),
         fmt::format("--selective-grad-comp-way must be between 1 and the pipeline size {} (or -1: all stages)", pp));
@@ -116,13 +121,31 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   in.blocking_sends = cfg.blocking_sends;
   // Point-to-point messages (Megatron scatter-gather: each TP rank sends 1/T).
   const int64_t rows = cfg.tokens() / T, cols = cfg.model.hidden_size;
-  const int64_t k_cb = powersgd::effective_rank(rows, cols, cfg.cb.rank);
-  out.pp_message_bytes = double(rows) * double(cols) * bpv;
-  out.pp_compressed_bytes = double(k_cb * (rows + cols)) * bpv;
-  const double rc = double(rows) * double(cols), kc = double(k_cb);
+  const double rc = double(rows) * double(cols);
+  out.pp_message_bytes = rc * bpv;
+  // Compressed wires are 4-byte words whatever --bytes-per-value says (the engine's formats).
+  out.pp_compressed_bytes = 4.0 * double(compressed_wire_floats(cfg.cb.spec(), rows, cols));
   const double lep = cfg.cb.lazy_error ? 1.0 : 0.0;
-  const double compress_s = kernel(4 * rc * kc + 4 * double(rows) * kc * kc + lep * 2 * rc * kc, rc * bpv * (2 + 4 * lep));
-  const double decompress_s = kernel(2 * rc * kc, rc * bpv);
+  double compress_s = 0, decompress_s = 0;
+  if (cfg.cb.method == CompressionMethod::PowerSgd) {
+    const double kc = double(powersgd::effective_rank(rows, cols, cfg.cb.rank));
+    compress_s = kernel(4 * rc * kc + 4 * double(rows) * kc * kc + lep * 2 * rc * kc, rc * bpv * (2 + 4 * lep));
+    decompress_s = kernel(2 * rc * kc, rc * bpv);
+  } else {
+    // Byte methods are memory-bound: read the matrix twice (scale, codes), write
+    // the wire; LEP adds the residual's read, the decode and the residual's write.
+    compress_s = kernel(4 * rc, rc * bpv * (2 + 3 * lep) + out.pp_compressed_bytes);
+    decompress_s = kernel(rc, rc * bpv + out.pp_compressed_bytes);
+  }
+  // Forward activations (--activation-comp-method): every message is compressed;
+  // encode and decode run on the main thread, so they lengthen the forward.
+  double act_encode = 0, act_decode = 0;
+  out.pp_forward_bytes = out.pp_message_bytes;
+  if (cfg.activation_comp.enabled) {
+    out.pp_forward_bytes = 4.0 * double(compressed_wire_floats(cfg.activation_comp.spec(), rows, cols));
+    act_encode = kernel(4 * rc, 2 * rc * bpv + out.pp_forward_bytes);
+    act_decode = kernel(rc, rc * bpv + out.pp_forward_bytes);
+  }
 
   for (int s = 0; s < P; ++s) {
     StageTimes st;
@@ -148,8 +171,10 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     // Pipeline links.
     if (!last) {
       const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s + 1, 0, 0)};
-      st.send_forward = transfer_seconds(out.pp_message_bytes, place.link(ends), place.link_sharing(ends, s));
+      st.send_forward = transfer_seconds(out.pp_forward_bytes, place.link(ends), place.link_sharing(ends, s));
+      st.forward += act_encode;
     }
+    if (!first) st.forward += act_decode;
     if (!first) {
       const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s - 1, 0, 0)};
       const LinkSpec l = place.link(ends);
@@ -200,7 +225,24 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       }
       f.buckets = int(st.buckets.size());
     }
-    if (compress_stage) {
+    if (compress_stage && cfg.grad_comp.method != CompressionMethod::PowerSgd) {
+      // Byte methods (compress/dp_gather_compression.h): encode, all-gather the
+      // D messages, decode all D and sum them.
+      double elems = 0, words = 0;
+      for (const auto& t : pl.tensors()) {
+        if (!compressible(t)) continue;
+        const int64_t n = t.shape[0], m = t.numel / n;
+        elems += double(t.numel), words += double(compressed_wire_floats(cfg.grad_comp.spec(), n, m));
+        f.compressed_params += t.numel;
+      }
+      const double ef = cfg.grad_comp.error_feedback ? 3.0 : 0.0;
+      st.dp_compression = {
+          {"dp compress (encode)", Category::Compress, kernel(4 * elems, elems * bpv * (2 + ef) + 4 * words)},
+          {"dp all-gather", Category::DataParallel, ring_allgather_seconds(4 * words * D, D, dp_link, dp_sharing)},
+          {"dp decompress (decode + sum)", Category::Decompress,
+           kernel(2 * elems * D, elems * bpv * (1 + 2.0 * D) + 4 * words * D)}};
+      f.dp_bytes += (D - 1) * 4 * words;
+    } else if (compress_stage) {
       double c1 = 0, c2 = 0, dec = 0, mem = 0, pf = 0, qf = 0;
       for (const auto& t : pl.tensors()) {
         if (!compressible(t)) continue;

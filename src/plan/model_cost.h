@@ -5,13 +5,15 @@
 // backward twice the forward, plus one more forward with activation
 // recomputation), message and bucket sizes taken from the engine's own
 // parameter layout and bucketing (model/params.h, parallel/grad_sync.h), and
-// PowerSGD kernel costs as a roofline of FLOPs and memory traffic.
+// compression kernel costs as a roofline of FLOPs and memory traffic, and
+// the wire sizes of every method taken from compress/compressor_factory.h.
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compress/compressed_backprop.h"
-#include "compress/dp_powersgd.h"
+#include "compress/compressed_activations.h"
+#include "compress/dp_compressor.h"
 #include "model/config.h"
 #include "core/layout.h"
 #include "plan/cluster.h"
@@ -25,6 +27,7 @@ struct PlanConfig {
   int tp = 1, pp = 1, dp = 1;
   CompressedBackpropConfig cb;
   GradCompressionConfig grad_comp;
+  ActivationCompressionConfig activation_comp;
   bool emb_comm_opt = false;
   int64_t dp_bucket_elems = 1 << 18;
   int bytes_per_value = 4;         // on the wire and in the all-reduces (our engine: fp32)
@@ -63,6 +66,7 @@ struct CostModel {
   SimInput input;
   std::vector<StageFacts> facts;
   double pp_message_bytes = 0, pp_compressed_bytes = 0;  // per TP rank
+  double pp_forward_bytes = 0;                           // an activation message as sent (compressed or not)
   double embedding_bytes = 0;                            // word-embedding gradient per rank
   std::string compute_source;                            // "model FLOPs" or "calibrated ..."
 };

@@ -25,7 +25,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
     if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel});
     group[t.name] = fused(t) ? -1 : compressible(t) ? 1 : 0;
   }
-  if (compress_stage) dp_comp_ = std::make_unique<DataParallelPowerSgd>(opt_.grad_comp, to_compress, opt_.seed);
+  if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed);
   reducer_ = std::make_unique<DataParallelReducer>(
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,

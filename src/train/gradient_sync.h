@@ -1,7 +1,8 @@
 #pragma once
 // Makes this rank's gradients the job's after the 1F1B schedule, in one place:
 // bucketed DP averaging overlapped with the last micro-batch's backward
-// (DataParallelReducer), DP PowerSGD on the matrices of compressing stages
+// (DataParallelReducer), DP compression (PowerSGD or a byte method, see
+// compress/dp_compressor.h) on the matrices of compressing stages
 // (after its uncompressed warm-up), and the tied word-embedding
 // synchronisation (baseline, or FE around the DP all-reduce). Which gradient
 // takes which path is decided once, from the model's parameter layout.
@@ -9,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "compress/dp_powersgd.h"
+#include "compress/dp_compressor.h"
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/grad_sync.h"
@@ -33,9 +34,9 @@ class GradientSync {
   // embedding sync; the gradients are then the job's averages.
   void finish();
 
-  // DP PowerSGD of this rank (null where the stage does not compress), for
-  // its checkpointed state.
-  DataParallelPowerSgd* powersgd() { return dp_comp_.get(); }
+  // DP compression of this rank (null where the stage does not compress),
+  // for its checkpointed state.
+  DataParallelCompressor* dp_compressor() { return dp_comp_.get(); }
 
  private:
   struct Span {
@@ -45,10 +46,10 @@ class GradientSync {
   Topology& topo_;
   float* grads_;
   PhaseTimers& timers_;
-  std::unique_ptr<DataParallelPowerSgd> dp_comp_;
+  std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order
-  bool compressing_ = false;           // DP PowerSGD runs this iteration
+  bool compressing_ = false;           // DP compression runs this iteration
 };
 
 }  // namespace occ

@@ -44,6 +44,22 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             grad_comp.selective_way);
   OCC_CHECK(grad_comp.selective_way == -1 || grad_comp.enabled, "--selective-grad-comp-way needs --grad-comp");
   OCC_CHECK(!cb.epilogue_only || cb.enabled, "--inter-grad-comp-epilogue-only needs --inter-grad-comp");
+  OCC_CHECK(cb.method == CompressionMethod::PowerSgd || cb.enabled,
+            "--inter-grad-comp-method {} needs --inter-grad-comp (CB) to be on", method_name(cb.method));
+  OCC_CHECK(!grad_comp.error_feedback || grad_comp.enabled, "--grad-comp-error-feedback needs --grad-comp");
+  OCC_CHECK(grad_comp.method == CompressionMethod::PowerSgd || grad_comp.enabled,
+            "--grad-comp-method {} needs --grad-comp to be on", method_name(grad_comp.method));
+  auto fraction_ok = [](double f) { return f > 0.0 && f <= 1.0; };
+  OCC_CHECK(fraction_ok(cb.topk_fraction), "--inter-grad-comp-topk-fraction must be in (0, 1] (got {})",
+            cb.topk_fraction);
+  OCC_CHECK(fraction_ok(grad_comp.topk_fraction), "--grad-comp-topk-fraction must be in (0, 1] (got {})",
+            grad_comp.topk_fraction);
+  OCC_CHECK(fraction_ok(activation_comp.topk_fraction), "--activation-comp-topk-fraction must be in (0, 1] (got {})",
+            activation_comp.topk_fraction);
+  OCC_CHECK(!activation_comp.enabled || layout.pp_size > 1,
+            "--activation-comp-method {} needs --pipeline-model-parallel-size >= 2 (it compresses the activations "
+            "sent between stages)",
+            method_name(activation_comp.method));
   OCC_CHECK(!check_lep || (cb.enabled && cb.lazy_error), "--check-lep needs --inter-grad-comp and --use-error-feedback");
   OCC_CHECK(recompute_granularity.empty() || recompute_granularity == "selective" || recompute_granularity == "full",
             "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
@@ -98,6 +114,13 @@ nlohmann::json TrainOptions::to_json() const {
           {"inter_grad_comp_rank", cb.rank},
           {"use_error_feedback", cb.lazy_error},
           {"inter_grad_comp_epilogue_only", cb.epilogue_only},
+          {"inter_grad_comp_method", method_name(cb.method)},
+          {"inter_grad_comp_topk_fraction", cb.topk_fraction},
+          {"grad_comp_method", method_name(grad_comp.method)},
+          {"grad_comp_topk_fraction", grad_comp.topk_fraction},
+          {"grad_comp_error_feedback", grad_comp.error_feedback},
+          {"activation_comp_method", activation_comp.enabled ? method_name(activation_comp.method) : "none"},
+          {"activation_comp_topk_fraction", activation_comp.topk_fraction},
           {"grad_comp", grad_comp.enabled},
           {"grad_comp_rank", grad_comp.rank},
           {"grad_comp_warm_up", grad_comp.warmup_fraction},

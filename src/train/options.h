@@ -8,7 +8,8 @@
 
 #include "compress/compressed_backprop.h"
 #include "core/device.h"
-#include "compress/dp_powersgd.h"
+#include "compress/compressed_activations.h"
+#include "compress/dp_compressor.h"
 #include "model/config.h"
 #include "train/adamw.h"
 #include "train/loss_scaler.h"
@@ -55,9 +56,14 @@ struct TrainOptions {
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
   // Optimus-CC (see compress/).
   CompressedBackpropConfig cb;       // CB, LEP, EC
-  GradCompressionConfig grad_comp;   // DP PowerSGD, SC
+  GradCompressionConfig grad_comp;   // DP PowerSGD (or another method), SC
+  ActivationCompressionConfig activation_comp;  // forward activations between stages (beyond the paper)
   bool emb_comm_opt = false;         // FE
   bool check_lep = false;            // record LEP error vs activation change (paper Fig. 11)
+  // DP error feedback: --grad-comp-error-feedback, or --use-error-feedback (the
+  // prototype's one flag for LEP and DP error feedback). Sets g.error_feedback.
+  void resolve_error_feedback(GradCompressionConfig& g) const { g.error_feedback = g.error_feedback || cb.lazy_error; }
+  // CB or DP compression: the techniques with state (warm starts, residuals).
   bool any_compression() const { return cb.enabled || grad_comp.enabled; }
 
   int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }

@@ -23,7 +23,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   OCC_CHECK(opt_.model.vocab_size > 0, "--tokenizer-model (or --vocab-size) is required to size the vocabulary");
   opt_.resolve_device();
   opt_.validate(layout_);
-  opt_.grad_comp.error_feedback = opt_.cb.lazy_error;  // one flag for LEP and DP error feedback, as the prototype
+  opt_.resolve_error_feedback(opt_.grad_comp);
 
   dataset_ = std::make_unique<IndexedDataset>(IndexedDataset::open(opt_.data_path));
   check_token_range(*dataset_, opt_.model.vocab_size, opt_.data_path);
@@ -64,7 +64,12 @@ void Trainer::connect(double comm_timeout_s) {
   BackwardCompression cb{cb_send_.get(), cb_recv_.get(), [cfg = opt_.cb](int P, int sender, int M, int mb) {
                            return CompressedBackprop::compresses(cfg, P, sender, M, mb);
                          }};
-  executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb));
+  auto act = make_activation_links(opt_.activation_comp, layout_,
+                                   int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size);
+  act_send_ = std::move(act.send);
+  act_recv_ = std::move(act.recv);
+  executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
+                                                 ForwardCompression{act_send_.get(), act_recv_.get()});
 }
 
 void Trainer::load() {
@@ -195,13 +200,15 @@ double Trainer::evaluate() {
   StageActivations acts = stage_->make_activations();
   double loss_sum = 0.0;
   // The same first eval_iters global batches every time, so points on the curve compare.
+  // Activations travel compressed as in training (--activation-comp-method): the
+  // validation loss is the one of the pipeline as it runs.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
     read_micro_batch(*valid_data_, base, 0);
-    if (!layout_.first_stage()) exchange_->recv_forward(x_in_.data(), NC, int(j));
+    if (!layout_.first_stage()) exchange_->recv_forward(x_in_.data(), NC, int(j), act_recv_.get());
     loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in_.data(), out.data(), false);
     if (!layout_.last_stage()) {
-      exchange_->send_forward(out.data(), NC, int(j));
+      exchange_->send_forward(out.data(), NC, int(j), act_send_.get());
       exchange_->wait_sends();  // `out` is reused by the next micro-batch
     }
   }

@@ -51,7 +51,7 @@ class Trainer {
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void check_lep(int slot, const float* grad);
   void save_checkpoint();
-  CompressionState compression_state() { return {cb_send_.get(), grad_sync_->powersgd()}; }
+  CompressionState compression_state() { return {cb_send_.get(), grad_sync_->dp_compressor()}; }
   std::string compression_state_path(const std::string& dir) const;
   void log_iteration(const IterationStats& s);
 
@@ -67,6 +67,7 @@ class Trainer {
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<PipelineExchange> exchange_;
   std::unique_ptr<CompressedBackprop> cb_send_, cb_recv_;  // this stage's backward link out / in
+  std::unique_ptr<CompressedActivations> act_send_, act_recv_;  // --activation-comp-method: forward link out / in
   std::unique_ptr<PipelineExecutor> executor_;
   LepProbe lep_probe_;                                      // --check-lep
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()

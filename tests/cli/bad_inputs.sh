@@ -34,6 +34,25 @@ expect_error "seq-length above max positions" "exceeds --max-position-embeddings
 expect_error "global batch not divisible" "global-batch-size" -- "$BIN" train "${T[@]}" --global-batch-size 5
 expect_error "bad lr decay style" "lr-decay-style" -- "$BIN" train "${T[@]}" --lr-decay-style exponential
 expect_error "bad split" "split" -- "$BIN" train "${T[@]}" --split 1,x
+# Compression methods (beyond the paper): unknown names, a method that a link class does not
+# take, a method without its technique, out-of-range fractions, activation compression
+# without a pipeline.
+expect_error "unknown CB method" "inter-grad-comp-method 'zip'.*powersgd\|int8" -- "$BIN" train "${T[@]}" \
+  --inter-grad-comp --inter-grad-comp-method zip
+expect_error "sign is not an activation method" "activation-comp-method 'sign' is not offered.*none\|int8\|fp8-e4m3\|topk" -- \
+  "$BIN" train "${T[@]}" --activation-comp-method sign
+expect_error "activation compression without a pipeline" "activation-comp-method int8 needs --pipeline" -- \
+  "$BIN" train "${T[@]}" --activation-comp-method int8
+expect_error "DP method without --grad-comp" "grad-comp-method int8 needs --grad-comp" -- \
+  "$BIN" train "${T[@]}" --grad-comp-method int8
+expect_error "CB method without --inter-grad-comp" "inter-grad-comp-method sign needs --inter-grad-comp" -- \
+  "$BIN" train "${T[@]}" --inter-grad-comp-method sign
+expect_error "DP error feedback without --grad-comp" "grad-comp-error-feedback needs --grad-comp" -- \
+  "$BIN" train "${T[@]}" --grad-comp-error-feedback
+expect_error "topk fraction 0" "inter-grad-comp-topk-fraction must be in \(0, 1\]" -- "$BIN" train "${T[@]}" \
+  --inter-grad-comp --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 0
+expect_error "topk fraction above 1" "activation-comp-topk-fraction must be in" -- "$BIN" train "${T[@]}" \
+  --activation-comp-topk-fraction 1.5
 expect_error "unreadable tokenizer model" "tokenizer" -- "$BIN" train "${T[@]}" --tokenizer-model "$SRC/README.md"
 echo '{"num-layers": 2,' > "$WORK/bad.json"
 expect_error "invalid --config JSON" "not valid JSON" -- "$BIN" train "${T[@]}" --config "$WORK/bad.json"

@@ -13,14 +13,18 @@
 #     elements sent = 2n - len((r+1) mod S) - len((r+2) mod S)   (0 when S = 1).
 #
 #   CB matrix of one TP rank: n = N/T rows (tokens), m = C columns, k = min(r_cb, n, m).
+#   words(method, n, m): 4-byte words of one compressed n x m message (compress/*_compressor.h):
+#     powersgd k (n + m); int8, fp8-e4m3, fp8-e5m2 ceil((4n + n m) / 4);
+#     topk (k = clamp(round(f m), 1, m)) min(2 n k, ceil((4 n k + n ceil(m/8)) / 4));
+#     sign ceil((4n + ceil(n m / 8)) / 4).
 #   c_p compressed backward sends of stage p > 0 per iteration:
 #     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
 #   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
-#   pp_fwd  stage p < P-1: M * 4 n m (forward activations are never compressed).
-#   pp_bwd  stage p > 0:   c_p * 4 k (n + m)  +  (M - c_p) * 4 n m.
+#   pp_fwd  stage p < P-1: M * 4 n m; with --activation-comp-method A: M * 4 words(A, n, m).
+#   pp_bwd  stage p > 0:   c_p * 4 words(CB method, n, m)  +  (M - c_p) * 4 n m.
 #           A compressed message is smaller than an uncompressed one iff k (n + m) < n m,
 #           i.e. r < n m / (n + m); checked on the measured bytes against the baseline.
-#   bytes_saved.pp_bwd (where reported): c_p * (4 n m - 4 k (n + m)).
+#   bytes_saved.pp_bwd (where reported): c_p * (4 n m - 4 words); pp_fwd likewise with M sends.
 #   tp      (T > 1) as tests/cli/byte_counters.sh (compression does not change it: the
 #           decoded slice is all-gathered over TP like a received one).
 #   dp      buckets = make_buckets (parallel/grad_sync.h) over the rank's ParamLayout with
@@ -34,6 +38,8 @@
 #                                        + ring(sum_i n_i k_i, D, d) + ring(sum_i m_i k_i, D, d))
 #           over the compressed matrices i viewed as n_i = shape[0] by m_i = numel / shape[0],
 #           k_i = min(r_dp, n_i, m_i) (one all-reduce of all P's, one of all Q's).
+#           A byte method (--grad-comp-method int8|fp8-*|topk|sign) all-gathers instead:
+#           4 * (sum over group-0 buckets of ring(n_bucket, D, d) + (D - 1) sum_i words(i)).
 #   emb     first and last stage (P > 1). Baseline: ring(V/T C, 2, 0 if first else 1).
 #           FE: one all-reduce over {first, last} x D ranks of the same tp rank, ordered by
 #           (stage, dp): 4 * ring(V/T C, 2 D, d if first else D + d).
@@ -56,7 +62,8 @@ V=512  # the fixture tokenizer's 512 tokens, already a multiple of 128
 
 # check NAME key=value... -- flags...: 4 ranks; compares every iteration with the formulas.
 # Keys: gb T P D bucket cb (CB rank, 0: off) ec (0/1) fe (0/1) dp (DP rank, 0: off)
-#       sc (K, -1: every stage) warmup (fraction).
+#       sc (K, -1: every stage) warmup (fraction); optional methods cbm, dpm (default powersgd),
+#       am (activations, default none) and their topk fractions cbf, dpf, af.
 check() {
   local name=$1
   shift
@@ -71,7 +78,7 @@ check() {
   fi
   local out
   if out=$("$PY" - "$WORK/$name.jsonl" L=4 C=64 V=$V maxpos=32 s=32 b=2 iters=$ITERS "${params[@]}" <<'EOF'
-import json, sys
+import json, math, sys
 
 import os
 sys.path.insert(0, os.environ["OCC_FIXTURE"])
@@ -84,6 +91,27 @@ r_cb, ec, fe, r_dp, sc, warmup = int(p["cb"]), p["ec"] == "1", p["fe"] == "1", i
 W, Ls, M, N, F = T * P * D, L // P, gb // (b * D), b * s, 4 * C
 n, m = N // T, C
 k = min(r_cb, n, m)
+cbm, dpm, am = p.get("cbm", "powersgd"), p.get("dpm", "powersgd"), p.get("am", "none")
+cbf, dpf, af = float(p.get("cbf", 0.1)), float(p.get("dpf", 0.01)), float(p.get("af", 0.25))
+
+
+def words(method, rows, cols, rank, frac):
+    """4-byte words of one compressed rows x cols message."""
+    if method == "powersgd":
+        kk = min(rank, rows, cols)
+        return kk * (rows + cols)
+    if method in ("int8", "fp8-e4m3", "fp8-e5m2"):
+        return math.ceil((4 * rows + rows * cols) / 4)
+    if method == "topk":
+        kk = min(max(math.floor(frac * cols + 0.5), 1), cols)
+        return min(2 * rows * kk, math.ceil((4 * rows * kk + rows * math.ceil(cols / 8)) / 4))
+    if method == "sign":
+        return math.ceil((4 * rows + math.ceil(rows * cols / 8)) / 4)
+    raise ValueError(method)
+
+
+cb_words = words(cbm, n, m, r_cb, cbf)
+fwd_words = n * m if am == "none" else words(am, n, m, 0, af)
 
 
 def tensors(pp):
@@ -115,8 +143,8 @@ def compressed_sends(pp):
 def expected(it, tp, pp, dp, rank):
     first, last = pp == 0, pp == P - 1
     c = compressed_sends(pp)
-    e = {"pp_fwd": 0 if last else M * 4 * n * m,
-         "pp_bwd": 0 if first else c * 4 * k * (n + m) + (M - c) * 4 * n * m}
+    e = {"pp_fwd": 0 if last else M * 4 * fwd_words,
+         "pp_bwd": 0 if first else c * 4 * cb_words + (M - c) * 4 * n * m}
     tpe = 0
     if T > 1:
         NC = N * C
@@ -130,10 +158,15 @@ def expected(it, tp, pp, dp, rank):
     bk = buckets_of(pp)
     if dp_on:
         mats = [t[0] for t in tensors(pp) if group(pp, t) == 1]
-        ks = [min(r_dp, sh[0], numel(sh) // sh[0]) for sh in mats]
-        p_total = sum(sh[0] * kk for sh, kk in zip(mats, ks))
-        q_total = sum(numel(sh) // sh[0] * kk for sh, kk in zip(mats, ks))
-        e["dp"] = 4 * (sum(ring(x, D, dp) for x, g in bk if g == 0) + ring(p_total, D, dp) + ring(q_total, D, dp))
+        dense = sum(ring(x, D, dp) for x, g in bk if g == 0)
+        if dpm == "powersgd":
+            ks = [min(r_dp, sh[0], numel(sh) // sh[0]) for sh in mats]
+            p_total = sum(sh[0] * kk for sh, kk in zip(mats, ks))
+            q_total = sum(numel(sh) // sh[0] * kk for sh, kk in zip(mats, ks))
+            e["dp"] = 4 * (dense + ring(p_total, D, dp) + ring(q_total, D, dp))
+        else:
+            msg = sum(words(dpm, sh[0], numel(sh) // sh[0], r_dp, dpf) for sh in mats)
+            e["dp"] = 4 * (dense + (D - 1) * msg)
     else:
         e["dp"] = 4 * sum(ring(x, D, dp) for x, g in bk)
     emb = V // T * C
@@ -142,9 +175,10 @@ def expected(it, tp, pp, dp, rank):
     else:
         e["emb"] = 0
     e["other"] = 8 * ring(1, T * P, pp * T + tp) + 8 * ring(1, W, rank)
-    saved = c * (4 * n * m - 4 * k * (n + m))
-    encodes = c > 0 or dp_on
-    decodes = (pp < P - 1 and compressed_sends(pp + 1) > 0) or dp_on
+    saved = {"pp_bwd": c * (4 * n * m - 4 * cb_words),
+             "pp_fwd": 0 if last or am == "none" else M * (4 * n * m - 4 * fwd_words)}
+    encodes = c > 0 or dp_on or (am != "none" and not last)
+    decodes = (pp < P - 1 and compressed_sends(pp + 1) > 0) or dp_on or (am != "none" and not first)
     return e, c, saved, encodes, decodes
 
 
@@ -172,9 +206,10 @@ for row in rows:
         elif cb != {"sends": M, "compressed": c}:
             bad.append(f"{where}: cb = {cb}, expected sends {M}, compressed {c}")
         if has_saved:
-            got = r.get("bytes_saved", {}).get("pp_bwd", 0)
-            if got != saved:
-                bad.append(f"{where}: bytes_saved.pp_bwd = {got}, expected {saved}")
+            for key in ("pp_bwd", "pp_fwd"):
+                got = r.get("bytes_saved", {}).get(key, 0)
+                if got != saved[key]:
+                    bad.append(f"{where}: bytes_saved.{key} = {got}, expected {saved[key]}")
         tm = r["timers"]
         if (tm.get("compress", 0) > 0) != encodes:
             bad.append(f"{where}: compress timer {tm.get('compress')} ms, expected {'> 0' if encodes else '0'}")
@@ -244,4 +279,23 @@ check P2D2_fe gb=8 T=1 P=2 D=2 bucket=262144 $OFF fe=1 -- "${P2D2[@]}" --emb-com
 check P2D2_all gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 fe=1 dp=4 sc=1 -- "${P2D2[@]}" --dp-bucket-size 5000 \
   "${CB4[@]}" --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt --grad-comp --grad-comp-rank 4 \
   --selective-grad-comp-way 1
+# Beyond the paper: the other methods on each link class (their wire formulas above).
+check P4_cb_int8 gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 cbm=int8 -- "${P4[@]}" --global-batch-size 12 \
+  "${CB4[@]}" --inter-grad-comp-method int8
+check P4_cb_sign_lep_ec gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 ec=1 cbm=sign -- "${P4[@]}" \
+  --global-batch-size 12 "${CB4[@]}" --inter-grad-comp-method sign --use-error-feedback --inter-grad-comp-epilogue-only
+check P4_act_topk_cb_topk gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 cbm=topk cbf=0.05 am=topk af=0.5 -- "${P4[@]}" \
+  --global-batch-size 12 "${CB4[@]}" --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 0.05 \
+  --activation-comp-method topk --activation-comp-topk-fraction 0.5
+check T2P2_act_fp8_cb_e5m2 gb=8 T=2 P=2 D=1 bucket=262144 $OFF cb=4 cbm=fp8-e5m2 am=fp8-e4m3 -- \
+  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --global-batch-size 8 "${CB4[@]}" \
+  --inter-grad-comp-method fp8-e5m2 --activation-comp-method fp8-e4m3
+check P2D2_dp_int8_warmup gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=int8 warmup=0.5 -- "${P2D2[@]}" \
+  --dp-bucket-size 5000 --grad-comp --grad-comp-method int8 --grad-comp-warm-up 0.5 --use-error-feedback
+check P2D2_dp_topk_sc gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=topk dpf=0.02 sc=1 fe=1 -- "${P2D2[@]}" \
+  --dp-bucket-size 5000 --grad-comp --grad-comp-method topk --grad-comp-topk-fraction 0.02 \
+  --selective-grad-comp-way 1 --emb-comm-opt
+check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
+  --dp-bucket-size 5000 "${CB4[@]}" --inter-grad-comp-method int8 --use-error-feedback \
+  --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8
 finish

@@ -17,6 +17,9 @@
 # CB variants report compressed pipeline sends, DP variants other dp bytes than the
 # baseline on the compressing stages, FE other emb bytes.
 # --check-lep: at the lossless rank the residual LEP carries is ~0; at rank 4 it is not.
+# The other methods' lossless setting is topk with fraction 1 (every entry sent, values
+# exact): on CB (+ LEP, whose residual must then be exactly 0), on the forward activations,
+# on DP (all-gathered, decoded, summed in rank order) with error feedback, and all at once.
 #
 # Why --adam-eps 1e-3 (as in layouts_equal.sh): with Adam's eps 1e-8 an element whose true
 # gradient is ~0 gets an update of about lr * noise / |noise|, so the fp32 rounding of any
@@ -51,6 +54,7 @@ run() {
 #   At T2P2 (DP = 1) FE's group {first, last} x DP is the tied-embedding pair itself: the same
 #   bytes as the baseline, so only the losses are compared there.
 #   emb       the emb bytes differ from the reference's
+#   fwd       the pp_fwd bytes differ from the reference's (activations went compressed)
 compare() {
   local ref=$1 name=$2 out
   shift 2
@@ -86,6 +90,8 @@ for what in whats:
                                f"{want[x['rank']]['bytes']['dp']} (stage must not compress)")
         if what == "emb" and g["bytes"]["emb"] == r["bytes"]["emb"]:
             bad.append(f"iter {g['iter']}: emb bytes {g['bytes']['emb']} as the baseline's")
+        if what == "fwd" and g["bytes"]["pp_fwd"] == r["bytes"]["pp_fwd"]:
+            bad.append(f"iter {g['iter']}: pp_fwd bytes {g['bytes']['pp_fwd']} as the baseline's")
 for line in bad[:10]:
     print("   ", line)
 print(f"worst relative loss difference {worst:.1e}")
@@ -137,6 +143,15 @@ run base 1 && {
   run sc 1 "${DPC[@]}" --selective-grad-comp-way 1 && compare base sc dp:0 dpsame:1
   run all 1 "${CB[@]}" --use-error-feedback --inter-grad-comp-epilogue-only --emb-comm-opt "${DPC[@]}" \
     --selective-grad-comp-way 1 && compare base all cb dp:0 dpsame:1@fe emb
+  TOPK1=(--inter-grad-comp --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 1)
+  run topk1_cb_lep 1 "${TOPK1[@]}" --use-error-feedback --check-lep && compare base topk1_cb_lep cb \
+    && check_lep topk1_cb_lep 0 0
+  run topk1_act 1 --activation-comp-method topk --activation-comp-topk-fraction 1 && compare base topk1_act fwd
+  run topk1_dp 1 --grad-comp --grad-comp-method topk --grad-comp-topk-fraction 1 --grad-comp-error-feedback \
+    && compare base topk1_dp dp:0,1
+  run topk1_all 1 "${TOPK1[@]}" --use-error-feedback --inter-grad-comp-epilogue-only --activation-comp-method topk \
+    --activation-comp-topk-fraction 1 --grad-comp --grad-comp-method topk --grad-comp-topk-fraction 1 \
+    && compare base topk1_all cb fwd dp:0,1
 }
 run t2p2_base 2 && run t2p2_fe 2 --emb-comm-opt && compare t2p2_base t2p2_fe
 finish

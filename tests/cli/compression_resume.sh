@@ -7,7 +7,9 @@
 #   1. 2N iterations straight vs N, stop, --load, N more: the same loss (and validation
 #      loss) sequence, compared as exact repr strings, and bit-identical final checkpoints:
 #      every file of the final iteration directory, i.e. the model shards AND each rank's
-#      compress_dp_*.bin.
+#      compress_dp_*.bin. Then the same for every other method (int8, fp8-e4m3, fp8-e5m2,
+#      topk, sign) on CB (+ LEP + EC) and DP (+ error feedback, SC), with activation
+#      compression on the forward link.
 #   2. A checkpoint saved without compression loads into the compressed run, and a
 #      compressed checkpoint into an uncompressed run: each prints a "notice:" line about the
 #      compressor state and trains its remaining iterations to finite losses. Also with CB +
@@ -50,44 +52,49 @@ for l in open(sys.argv[1]):
     j=json.loads(l)
     if j['iter']>$N: print(j['iter'], repr(j['loss']), repr(j.get('val_loss')))" "$1"; }
 
-# ---- 1. straight vs resumed, everything compressed ------------------------------------
-if train straight "${COMP[@]}" --save "$WORK/straight" --save-interval $N; then
-  interrupted straight resumed
-  if train resumed "${COMP[@]}" --load "$WORK/resumed" --save "$WORK/resumed" --save-interval $N; then
-    if diff <(loss_lines "$WORK/straight.jsonl") <(loss_lines "$WORK/resumed.jsonl"); then
-      pass "losses and validation losses of iterations $((N + 1))..$((2 * N)) identical (repr)"
+# resume_check NAME FLAGS...: 2N iterations straight vs N, stop, --load, N more, both saving
+# every N: identical loss sequences and bit-identical final checkpoints (compressor state
+# included: one compress_dp_*.bin per rank that keeps state, NSTATE of them).
+resume_check() {
+  local name=$1 nstate=$2
+  shift 2
+  local straight=${name}_straight resumed=${name}_resumed differ=() files other ncomp nmodel f
+if train $straight "$@" --save "$WORK/$straight" --save-interval $N; then
+  interrupted $straight $resumed
+  if train $resumed "$@" --load "$WORK/$resumed" --save "$WORK/$resumed" --save-interval $N; then
+    if diff <(loss_lines "$WORK/$straight.jsonl") <(loss_lines "$WORK/$resumed.jsonl"); then
+      pass "$name: losses and validation losses of iterations $((N + 1))..$((2 * N)) identical (repr)"
     else
-      failed "losses differ after resume"
+      failed "$name: losses differ after resume"
     fi
-    [[ $(loss_lines "$WORK/resumed.jsonl" | wc -l) -eq $N ]] && pass "resumed run trained $N iterations" \
-      || failed "resumed run did not train $N iterations"
-    grep -q "notice:" "$WORK/resumed.log" && failed "resume of a matching checkpoint printed a notice: \
-$(grep "notice:" "$WORK/resumed.log")" || pass "resume of a matching checkpoint printed no notice"
+    [[ $(loss_lines "$WORK/$resumed.jsonl" | wc -l) -eq $N ]] && pass "$name: resumed run trained $N iterations" \
+      || failed "$name: resumed run did not train $N iterations"
+    grep -q "notice:" "$WORK/$resumed.log" && failed "$name: resume of a matching checkpoint printed a notice: \
+$(grep "notice:" "$WORK/$resumed.log")" || pass "$name: resume of a matching checkpoint printed no notice"
     # Every file of the final checkpoint, both ways (a file only one side has fails too).
-    files=$(cd "$WORK/straight/$ITER_2N" && find . -type f | sort)
-    other=$(cd "$WORK/resumed/$ITER_2N" && find . -type f | sort)
+    files=$(cd "$WORK/$straight/$ITER_2N" && find . -type f | sort)
+    other=$(cd "$WORK/$resumed/$ITER_2N" && find . -type f | sort)
     ncomp=$(grep -c 'compress_dp_[0-9]*\.bin$' <<< "$files")
     nmodel=$(grep -c 'model_optim_rng\.bin$' <<< "$files")
-    # P2 D2: every rank keeps compressor state (stage 0: DP PowerSGD; stage 1: CB's LEP).
-    if [[ $ncomp -eq 4 && $nmodel -eq 2 ]]; then
-      pass "final checkpoint holds 2 model shards and 4 compressor states (one per rank)"
+    if [[ $ncomp -eq $nstate && $nmodel -eq 2 ]]; then
+      pass "$name: final checkpoint holds 2 model shards and $nstate compressor states"
     else
-      failed "final checkpoint holds $nmodel model shards and $ncomp compressor states (expected 2 and 4): $files"
+      failed "$name: final checkpoint holds $nmodel model shards and $ncomp compressor states (expected 2 and $nstate): $files"
     fi
     if [[ "$files" != "$other" ]]; then
-      failed "final checkpoints hold different files: $(diff <(echo "$files") <(echo "$other") | tr '\n' ' ')"
+      failed "$name: final checkpoints hold different files: $(diff <(echo "$files") <(echo "$other") | tr '\n' ' ')"
     fi
     differ=()
     for f in $files; do
-      cmp -s "$WORK/straight/$ITER_2N/$f" "$WORK/resumed/$ITER_2N/$f" || differ+=("$f")
+      cmp -s "$WORK/$straight/$ITER_2N/$f" "$WORK/$resumed/$ITER_2N/$f" || differ+=("$f")
     done
     if [[ ${#differ[@]} -eq 0 ]]; then
-      pass "final checkpoints bit-identical: $(wc -w <<< "$files") files incl. model shards and compress_dp_*.bin"
+      pass "$name: final checkpoints bit-identical: $(wc -w <<< "$files") files incl. model shards and compress_dp_*.bin"
     else
-      failed "final checkpoint files differ: ${differ[*]}"
+      failed "$name: final checkpoint files differ: ${differ[*]}"
       # Name the tensors that differ (tensor files: JSON header, then data).
       for f in "${differ[@]}"; do
-        "$PY" - "$WORK/straight/$ITER_2N/$f" "$WORK/resumed/$ITER_2N/$f" <<'EOF'
+        "$PY" - "$WORK/$straight/$ITER_2N/$f" "$WORK/$resumed/$ITER_2N/$f" <<'EOF'
 import json, struct, sys
 def load(p):
     b = open(p, "rb").read()
@@ -110,6 +117,26 @@ EOF
   fi
 fi
 
+}
+
+# ---- 1. straight vs resumed, everything compressed ------------------------------------
+# P2 D2: every rank keeps compressor state (stage 0: DP PowerSGD; stage 1: CB's LEP).
+resume_check all 4 "${COMP[@]}"
+# Every other method on every link class, with LEP/EC, SC and error feedback where they
+# apply: the residuals (error feedback) are the state; activations are stateless.
+for method in int8 fp8-e4m3 fp8-e5m2 topk sign; do
+  act=int8
+  [[ $method == fp8-* ]] && act=fp8-e4m3
+  [[ $method == topk ]] && act=topk
+  resume_check "$method" 4 --inter-grad-comp --inter-grad-comp-method $method --use-error-feedback \
+    --inter-grad-comp-epilogue-only --activation-comp-method $act --grad-comp --grad-comp-method $method \
+    --grad-comp-topk-fraction 0.05 --selective-grad-comp-way 1 --emb-comm-opt
+done
+# --grad-comp-error-feedback is DP error feedback alone: CB (int8, no LEP) keeps no state,
+# so only the two stage-0 ranks (DP int8 + error feedback, SC K = 1) save compressor state.
+resume_check dp_ef_only 2 --inter-grad-comp --inter-grad-comp-method int8 --grad-comp --grad-comp-method int8 \
+  --grad-comp-error-feedback --selective-grad-comp-way 1
+
 # ---- 2. across compression settings -----------------------------------------------------
 # An uncompressed checkpoint into the compressed run.
 if train plain --save "$WORK/plain" --save-interval $N; then
@@ -120,9 +147,9 @@ if train plain --save "$WORK/plain" --save-interval $N; then
       || failed "uncompressed checkpoint into a compressed run printed no notice"
   fi
 fi
-# The compressed checkpoint (of the straight run) into an uncompressed run.
-if [[ -d "$WORK/straight/$ITER_N" ]]; then
-  interrupted straight comp_to_plain
+# The compressed checkpoint (of the straight run of all techniques) into an uncompressed run.
+if [[ -d "$WORK/all_straight/$ITER_N" ]]; then
+  interrupted all_straight comp_to_plain
   if train comp_to_plain --load "$WORK/comp_to_plain"; then
     grep -q "^notice:.*compressor state" "$WORK/comp_to_plain.log" \
       && pass "compressed checkpoint into an uncompressed run: $(grep "notice:" "$WORK/comp_to_plain.log" | head -1)" \
@@ -132,8 +159,8 @@ fi
 # The compressed checkpoint into the compressed run at other ranks (CB 8, DP 8): the saved
 # Q's have other shapes. Either it starts the compressor state fresh with a notice and
 # trains, or it stops with an error that names the rank (not a misleading one).
-if [[ -d "$WORK/straight/$ITER_N" ]]; then
-  interrupted straight rank_change
+if [[ -d "$WORK/all_straight/$ITER_N" ]]; then
+  interrupted all_straight rank_change
   RANK8=(--inter-grad-comp --inter-grad-comp-rank 8 --use-error-feedback --inter-grad-comp-epilogue-only
          --emb-comm-opt --grad-comp --grad-comp-rank 8 --selective-grad-comp-way 1)
   if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${MODEL[@]}" "${RANK8[@]}" --load "$WORK/rank_change" \

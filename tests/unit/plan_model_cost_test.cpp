@@ -52,7 +52,7 @@ TEST(PlanModelCost, FusedEmbeddingTakesTheWordEmbeddingOutOfTheBuckets) {
 TEST(PlanModelCost, CompressedMessagesAndSelectiveStages) {
   PlanConfig c = small(1, 4, 2);
   c.global_batch_size = 64;
-  c.cb = {true, 16, true, true};
+  c.cb = {.enabled = true, .rank = 16, .lazy_error = true, .epilogue_only = true};
   c.grad_comp.enabled = true;
   c.grad_comp.rank = 8;
   c.grad_comp.selective_way = 2;
@@ -120,5 +120,34 @@ TEST(PlanModelCost, ValidationNamesTheFlag) {
     FAIL() << "expected a usage error";
   } catch (const occ::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("--pipeline-model-parallel-size"), std::string::npos);
+  }
+}
+
+// The other methods (compress/compressor_factory.h): the planner's bytes are the
+// engine's wire formulas (tests/cli/compression_counts.sh checks the engine's).
+TEST(PlanModelCost, ByteMethodsOnEveryLinkClass) {
+  PlanConfig c = small();  // P2 D2; one message: 512 tokens x 128 hidden
+  c.cb.enabled = true;
+  c.cb.method = occ::CompressionMethod::Int8;
+  c.activation_comp = {.enabled = true, .method = occ::CompressionMethod::Topk, .topk_fraction = 0.25};
+  const CostModel m = build_cost_model(c);
+  EXPECT_DOUBLE_EQ(m.pp_compressed_bytes, 4.0 * 512 + 512.0 * 128);            // int8: scales + codes
+  EXPECT_DOUBLE_EQ(m.pp_forward_bytes, 4.0 * 512 * 32 + 512.0 * (128 / 8));    // topk k=32: values + bitmaps
+  EXPECT_DOUBLE_EQ(m.pp_message_bytes, 4.0 * 512 * 128);
+  EXPECT_GT(m.input.stages[0].send_forward, 0);
+  EXPECT_LT(m.input.stages[0].send_forward, build_cost_model(small()).input.stages[0].send_forward);
+
+  // DP int8, all-gathered: (D - 1) x the message, plus the uncompressed (1-D) buckets.
+  PlanConfig d = small();
+  d.grad_comp.enabled = true;
+  d.grad_comp.method = occ::CompressionMethod::Int8;
+  const CostModel md = build_cost_model(d);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_GT(md.facts[size_t(s)].compressed_params, 0);
+    const double words_bytes = double(md.facts[size_t(s)].compressed_params);  // ~1 byte per entry + row scales
+    EXPECT_GT(md.facts[size_t(s)].dp_bytes, words_bytes);
+    EXPECT_LT(md.facts[size_t(s)].dp_bytes, md.facts[size_t(s)].dp_dense_bytes / 3);
+    ASSERT_EQ(md.input.stages[size_t(s)].dp_compression.size(), 3u);
+    EXPECT_EQ(md.input.stages[size_t(s)].dp_compression[1].name, "dp all-gather");
   }
 }

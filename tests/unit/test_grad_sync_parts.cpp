@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compress/compression_state.h"
+#include "compress/dp_powersgd.h"
 #include "core/tensor_file.h"
 #include "model/tensor_descs.h"
 #include "parallel/grad_sync.h"

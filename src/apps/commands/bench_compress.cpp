@@ -1,5 +1,5 @@
-// Compression / decompression throughput of the PowerSGD compressor (paper
-// Fig. 14): GB/s of uncompressed input, best and median over repeats.
+// Compression / decompression throughput of every compression method
+// (PowerSGD: paper Fig. 14): GB/s of uncompressed input, best and median over repeats.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +9,7 @@
 
 #include "apps/commands/commands.h"
 #include "apps/commands/train_flags.h"
+#include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -16,20 +17,25 @@
 namespace occ::cmd {
 
 int bench_compress(int argc, char** argv) {
-  CLI::App app{"PowerSGD compression and decompression throughput. Default shape: the paper's GPT-2.5B activation "
-               "gradient (seq 1024 x micro-batch 8 rows, hidden 1920 columns)",
+  CLI::App app{"Compression and decompression throughput of every method (PowerSGD at several ranks; int8, fp8, "
+               "topk, sign). Default shape: the paper's GPT-2.5B activation gradient (seq 1024 x micro-batch 8 rows, "
+               "hidden 1920 columns)",
                "bench-compress"};
   int64_t rows = 1024 * 8, cols = 1920;
-  std::string ranks_text = "8,16,24,32,40";
+  std::string ranks_text = "8,16,24,32,40", methods_text = "powersgd,int8,fp8-e4m3,fp8-e5m2,topk,sign";
+  double topk_fraction = 0.1;
   int repeats = 5;
   std::string json_path;
   app.add_option("--rows", rows, "matrix rows (tokens of a micro-batch / TP)")->capture_default_str();
   app.add_option("--cols", cols, "matrix columns (hidden size)")->capture_default_str();
+  app.add_option("--methods", methods_text, "comma-separated compression methods")->capture_default_str();
   app.add_option("--ranks", ranks_text, "comma-separated PowerSGD ranks")->capture_default_str();
+  app.add_option("--topk-fraction", topk_fraction, "topk: the share of each row's entries sent")->capture_default_str();
   app.add_option("--repeats", repeats)->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   OCC_CHECK(rows >= 1 && cols >= 1 && repeats >= 1, "--rows, --cols and --repeats must be >= 1");
+  OCC_CHECK(topk_fraction > 0 && topk_fraction <= 1, "--topk-fraction must be in (0, 1] (got {})", topk_fraction);
   std::vector<int64_t> ranks;
   std::stringstream ss(ranks_text);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -40,6 +46,16 @@ int bench_compress(int argc, char** argv) {
     }
     OCC_CHECK(ranks.back() >= 1, "--ranks entries must be >= 1");
   }
+  // Every (method, parameter) to measure, in the order given.
+  std::vector<CompressorSpec> specs;
+  std::stringstream ms(methods_text);
+  for (std::string item; std::getline(ms, item, ',');) {
+    const CompressionMethod m = parse_method(item, "--methods", all_methods());
+    if (m == CompressionMethod::PowerSgd)
+      for (int64_t r : ranks) specs.push_back({m, int(r), topk_fraction});
+    else
+      specs.push_back({m, 0, topk_fraction});
+  }
 
   // A gradient-like matrix: low-rank structure plus noise.
   std::vector<float> m(size_t(rows * cols)), out(size_t(rows * cols));
@@ -49,17 +65,17 @@ int bench_compress(int argc, char** argv) {
   nlohmann::json results = nlohmann::json::array();
   std::printf("matrix %lld x %lld (%.1f MB); GB/s of uncompressed input, best / median of %d\n", (long long)rows,
               (long long)cols, gb * 1e3, repeats);
-  std::printf("%6s %12s %22s %22s\n", "rank", "wire ratio", "compress GB/s", "decompress GB/s");
-  for (int64_t r : ranks) {
-    PowerSgdCompressor c(rows, cols, r, 1234, 7);
-    std::vector<float> wire(size_t(c.wire_floats()));
+  std::printf("%-18s %12s %22s %22s\n", "method", "wire ratio", "compress GB/s", "decompress GB/s");
+  for (const CompressorSpec& spec : specs) {
+    auto c = make_compressor(spec, rows, cols, 1234, 7);
+    std::vector<float> wire(size_t(c->wire_floats()));
     std::vector<double> enc, dec;
-    c.encode(m.data(), wire.data());  // warm-up
+    c->encode(m.data(), wire.data());  // warm-up
     for (int i = 0; i < repeats; ++i) {
       double t0 = now_seconds();
-      c.encode(m.data(), wire.data());
+      c->encode(m.data(), wire.data());
       double t1 = now_seconds();
-      c.decode(wire.data(), out.data());
+      c->decode(wire.data(), out.data());
       double t2 = now_seconds();
       enc.push_back(gb / (t1 - t0));
       dec.push_back(gb / (t2 - t1));
@@ -69,15 +85,22 @@ int bench_compress(int argc, char** argv) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    const double ratio = double(rows * cols) / double(c.wire_floats());
-    std::printf("%6lld %11.1fx %10.2f / %8.2f %10.2f / %8.2f\n", (long long)c.rank(), ratio, best(enc), median(enc),
-                best(dec), median(dec));
-    results.push_back({{"rank", c.rank()},
-                       {"compression_ratio", ratio},
-                       {"compress_gbps_best", best(enc)},
-                       {"compress_gbps_median", median(enc)},
-                       {"decompress_gbps_best", best(dec)},
-                       {"decompress_gbps_median", median(dec)}});
+    const double ratio = double(rows * cols) / double(c->wire_floats());
+    // PowerSGD's rank is capped at min(rows, cols): say the one used.
+    CompressorSpec used = spec;
+    if (spec.method == CompressionMethod::PowerSgd) used.rank = int(powersgd::effective_rank(rows, cols, spec.rank));
+    std::printf("%-18s %11.1fx %10.2f / %8.2f %10.2f / %8.2f\n", describe(used).c_str(), ratio, best(enc),
+                median(enc), best(dec), median(dec));
+    nlohmann::json row = {{"method", method_name(spec.method)},
+                          {"compression_ratio", ratio},
+                          {"wire_bytes", 4 * c->wire_floats()},
+                          {"compress_gbps_best", best(enc)},
+                          {"compress_gbps_median", median(enc)},
+                          {"decompress_gbps_best", best(dec)},
+                          {"decompress_gbps_median", median(dec)}};
+    if (spec.method == CompressionMethod::PowerSgd) row["rank"] = used.rank;
+    if (spec.method == CompressionMethod::Topk) row["topk_fraction"] = spec.topk_fraction;
+    results.push_back(row);
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);

@@ -115,6 +115,14 @@ int plan(int argc, char** argv) {
   app.add_option("--tolerance", lim.tolerance,
                  "--auto: plans within this relative time of the fastest count as equal; the least compressing wins")
       ->capture_default_str();
+  std::string loss_costs_path = "docs/results/compressors.json";
+  app.add_option("--max-loss-increase", lim.max_loss_increase,
+                 "--auto, quality-aware: the largest expected final-validation-loss increase allowed, in % of the "
+                 "baseline's, as measured by the compressor sweep (--compressors-json); candidates are the methods "
+                 "it measured on each link class");
+  app.add_option("--compressors-json", loss_costs_path,
+                 "--max-loss-increase: the sweep's measured loss costs (scripts/experiment-compressors.sh)")
+      ->capture_default_str();
   app.add_flag("--critical-path", show_path, "print every node of the critical path");
   app.add_option("--json", json_path, "also write the prediction as JSON");
   app.add_flag("--ignore-unknown-flags", ignore_unknown, "accept (and ignore) flags plan does not know");
@@ -134,7 +142,8 @@ int plan(int argc, char** argv) {
   cfg.tp = opt.tensor_parallel, cfg.pp = opt.pipeline_parallel;
   cfg.cb = opt.cb;
   cfg.grad_comp = opt.grad_comp;
-  cfg.grad_comp.error_feedback = opt.cb.lazy_error;  // one flag for both, as train
+  cfg.activation_comp = opt.activation_comp;
+  opt.resolve_error_feedback(cfg.grad_comp);
   cfg.emb_comm_opt = opt.emb_comm_opt;
   cfg.dp_bucket_elems = opt.dp_bucket_elems;
   cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
@@ -163,7 +172,7 @@ int plan(int argc, char** argv) {
     if (!run_flags.empty()) {
       CLI::App parse_run{"calibration run flags", "plan"};
       TrainOptions o = opt;  // model and batch as the plan's unless the string says otherwise
-      o.cb = {}, o.grad_comp = {}, o.emb_comm_opt = false;
+      o.cb = {}, o.grad_comp = {}, o.activation_comp = {}, o.emb_comm_opt = false;
       add_train_flags(parse_run, o);
       parse_run.add_option("--vocab-size", o.model.vocab_size);
       parse_run.allow_extras();
@@ -173,7 +182,8 @@ int plan(int argc, char** argv) {
         throw UsageError(fmt::format("--calibrated-run-flags: {}; give the run's train flags as one string", e.what()));
       }
       run.cb = o.cb, run.grad_comp = o.grad_comp, run.emb_comm_opt = o.emb_comm_opt;
-      run.grad_comp.error_feedback = o.cb.lazy_error;
+      run.activation_comp = o.activation_comp;
+      o.resolve_error_feedback(run.grad_comp);
     }
     cal = std::make_unique<Calibration>(
         calibrate(calibrate_path, run, inter_bw->count() || inter_lat->count(), intra_bw->count() || intra_lat->count(),
@@ -199,8 +209,33 @@ int plan(int argc, char** argv) {
               cl.nodes, cl.devices_per_node, cfg.tp, cfg.pp, cfg.dp, cl.intra.bandwidth / 1e9, cl.intra.latency * 1e6,
               cl.inter.bandwidth / 1e9, cl.inter.latency * 1e6, cl.free_comm ? " (--no-comm: all free)" : "");
 
+  if (app.count("--max-loss-increase") && !auto_mode)
+    throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
+  if (app.count("--max-loss-increase") && lim.max_loss_increase < 0)
+    throw UsageError(fmt::format("--max-loss-increase must be >= 0 (a percentage; got {})", lim.max_loss_increase));
+  std::unique_ptr<LossCostTable> loss_costs;
+  if (app.count("--max-loss-increase")) {
+    loss_costs = std::make_unique<LossCostTable>(LossCostTable::load(loss_costs_path));
+    lim.loss_costs = loss_costs.get();
+  }
   PlanConfig shown = cfg;
-  if (auto_mode) {
+  if (auto_mode && loss_costs) {
+    const AutoResult a = auto_plan(cfg, lim, measured);
+    std::printf("auto (quality-aware): %d plans from the measured methods of %s; %d within +%.2f %% expected loss\n",
+                a.evaluated, loss_costs->path().c_str(), a.within_budget, lim.max_loss_increase);
+    std::printf("baseline %.3f ms; fastest within budget %.3f ms (%s; expected loss %+.2f %%)\n",
+                a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str(),
+                a.fastest.loss.pct);
+    std::printf("chosen: %.3f ms, %.3fx over baseline: %s (the lowest expected loss within %.1f %% of the fastest)\n",
+                a.chosen.seconds * 1e3, a.baseline.seconds / a.chosen.seconds, compression_summary(a.chosen.cfg).c_str(),
+                lim.tolerance * 100);
+    std::printf("expected loss cost: %+.2f %% of the baseline's final validation loss: %s\n", a.chosen.loss.pct,
+                a.chosen.loss.how.c_str());
+    std::printf("train flags: %s\n", compression_flags(a.chosen.cfg).c_str());
+    std::printf("why (critical path, baseline -> chosen):\n");
+    for (const auto& line : a.explanation) std::printf("  %s\n", line.c_str());
+    shown = a.chosen.cfg;
+  } else if (auto_mode) {
     const AutoResult a = auto_plan(cfg, lim, measured);
     std::printf("auto: %d plans evaluated; baseline %.3f ms, fastest %.3f ms (%s)\n", a.evaluated,
                 a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str());
@@ -220,6 +255,11 @@ int plan(int argc, char** argv) {
   if (!json_path.empty()) {
     nlohmann::json j = {{"iteration_ms", r.iteration * 1e3}, {"compression", compression_summary(shown)},
                         {"train_flags", compression_flags(shown)}};
+    if (loss_costs) {
+      const LossEstimate e = loss_costs->estimate(shown);
+      j["expected_loss_increase_pct"] = e.known ? nlohmann::json(e.pct) : nlohmann::json();
+      j["expected_loss_how"] = e.how;
+    }
     for (Category c : all_categories()) j["critical_ms"][category_name(c)] = r.critical.at(c) * 1e3;
     if (cal) j["calibrated_ms"] = cal->measured_ms;
     std::ofstream(json_path) << j.dump(2) << "\n";

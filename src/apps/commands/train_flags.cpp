@@ -86,15 +86,43 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
       ->capture_default_str();
   // Optimus-CC.
-  app.add_flag("--inter-grad-comp", o.cb.enabled, "CB: PowerSGD-compress activation gradients sent backward");
+  app.add_flag("--inter-grad-comp", o.cb.enabled,
+               "CB: compress activation gradients sent backward (PowerSGD unless --inter-grad-comp-method)");
   app.add_option("--inter-grad-comp-rank", o.cb.rank, "CB: PowerSGD rank")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--inter-grad-comp-method",
+         [&o](const std::string& v) { o.cb.method = parse_method(v, "--inter-grad-comp-method", all_methods()); },
+         "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign");
+  app.add_option("--inter-grad-comp-topk-fraction", o.cb.topk_fraction,
+                 "CB with topk: the share of each row's entries sent")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--activation-comp-method",
+         [&o](const std::string& v) {
+           o.activation_comp.enabled = v != "none";
+           if (o.activation_comp.enabled)
+             o.activation_comp.method = parse_method(v, "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
+         },
+         "compress the activations sent forward between stages: none (default) | int8 | fp8-e4m3 | topk");
+  app.add_option("--activation-comp-topk-fraction", o.activation_comp.topk_fraction,
+                 "activation compression with topk: the share of each row's entries sent")->capture_default_str();
   app.add_flag("--use-error-feedback", o.cb.lazy_error,
-               "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP PowerSGD (with --grad-comp)");
+               "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP compression (with "
+               "--grad-comp), for any method");
   app.add_flag("--inter-grad-comp-epilogue-only", o.cb.epilogue_only,
                "EC: compress only the last P - s backward sends of stage s");
   app.add_flag("--emb-comm-opt", o.emb_comm_opt, "FE: fused embedding gradient synchronisation");
-  app.add_flag("--grad-comp", o.grad_comp.enabled, "PowerSGD-compress data-parallel gradients of matrices");
+  app.add_flag("--grad-comp", o.grad_comp.enabled,
+               "compress data-parallel gradients of matrices (PowerSGD unless --grad-comp-method)");
   app.add_option("--grad-comp-rank", o.grad_comp.rank, "DP PowerSGD rank")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--grad-comp-method",
+         [&o](const std::string& v) { o.grad_comp.method = parse_method(v, "--grad-comp-method", all_methods()); },
+         "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign "
+         "(all-gathered, decoded and summed in rank order)");
+  app.add_flag("--grad-comp-error-feedback", o.grad_comp.error_feedback,
+               "error feedback on DP compression only (--use-error-feedback turns on LEP too)");
+  app.add_option("--grad-comp-topk-fraction", o.grad_comp.topk_fraction,
+                 "DP compression with topk: the share of each row's entries sent")->capture_default_str();
   app.add_option("--grad-comp-warm-up", o.grad_comp.warmup_fraction,
                  "fraction of iterations that run uncompressed first")->capture_default_str();
   app.add_option("--selective-grad-comp-way", o.grad_comp.selective_way,

@@ -1,0 +1,197 @@
+"""Summarises a compressor sweep in OUT: OUT/compressors.json, OUT/compressors.md and
+OUT/pareto.png.
+
+   /usr/bin/python3 scripts/compressors_report.py OUT
+
+OUT/variants.json (written by the sweep) lists the variants, each with the setting of every
+link class (pp_fwd, pp_bwd, dp; null = uncompressed); their runs are OUT/NAME_sSEED.jsonl.
+Every run is compared with the baseline of the same seed; a variant counts only when every
+seed's run has reached the final evaluation, so a sweep still running can be reported at
+any time. Bytes are means over the training iterations (not the evaluation ones, whose rows
+also count the evaluation's forward traffic) of the last 80 % of the first seed's run (they
+do not depend on the seed). compressors.json's "link_costs" is read by `optimus-cc plan --auto
+--max-loss-increase`: keep its schema.
+"""
+import json
+import os
+import statistics
+import sys
+
+out = sys.argv[1]
+CLASSES = ("pp_fwd", "pp_bwd", "dp", "emb")
+LINKS = ("pp_fwd", "pp_bwd", "dp")
+sweep = json.load(open(os.path.join(out, "variants.json")))
+iters, seeds = sweep["iters"], sweep["seeds"]
+
+
+def read_run(path):
+    """The rows of one metrics file, or None if it does not exist. A run still being
+    written may end in a partial line: skip lines that do not parse."""
+    if not os.path.exists(path):
+        return None
+    rows = []
+    for line in open(path):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def ratio(num, den):
+    return num / den if num is not None and den else None
+
+
+runs = {}  # name -> seed -> rows (None: missing)
+for v in sweep["variants"]:
+    runs[v["name"]] = {s: read_run(os.path.join(out, f"{v['name']}_s{s}.jsonl")) for s in seeds}
+
+
+def done(rows):
+    # Finished = the last row is the final evaluation (the iteration count of the sweep).
+    return bool(rows) and "val_loss" in rows[-1] and rows[-1].get("iter") == iters
+
+
+def bytes_per_iter(name):
+    """Mean bytes per iteration over the last 80 % of the first seed's run that has rows
+    (a running variant still gets its bytes); None if no run has started."""
+    rows = next((r for r in (runs[name][s] for s in seeds) if r), None)
+    if not rows:
+        return None
+    tail = [r for r in rows[len(rows) // 5:] if "val_loss" not in r] or rows[len(rows) // 5:]
+    return {k: statistics.mean(r.get("bytes", {}).get(k, 0) for r in tail) for k in CLASSES}
+
+
+base_var = next((v for v in sweep["variants"] if v.get("kind") == "baseline"), None)
+base_name = base_var["name"] if base_var else "baseline"
+base_val = {s: rows[-1]["val_loss"] for s, rows in runs.get(base_name, {}).items() if done(rows)}
+base_bytes = bytes_per_iter(base_name) if base_name in runs else None
+base_pipe = base_bytes["pp_fwd"] + base_bytes["pp_bwd"] if base_bytes else None
+
+variants = []
+for v in sweep["variants"]:
+    name = v["name"]
+    seed_runs = runs[name]
+    status = {str(s): ({"state": "complete"} if done(rows) else {"state": "missing"} if rows is None
+                       else {"state": "running", "last_iter": rows[-1].get("iter") if rows else None})
+              for s, rows in seed_runs.items()}
+    complete = all(done(rows) for rows in seed_runs.values())
+    val = {s: rows[-1]["val_loss"] for s, rows in seed_runs.items() if done(rows)}
+    rel = {s: 100 * (x - base_val[s]) / base_val[s] for s, x in val.items() if s in base_val}
+    # Aggregates only when every seed has its same-seed comparison: a mean over a subset
+    # of seeds would not be comparable with the other variants'.
+    agg = complete and len(rel) == len(seeds)
+    b = bytes_per_iter(name)
+    pipe = b["pp_fwd"] + b["pp_bwd"] if b else None
+    ms = [r["ms"] for rows in seed_runs.values() if rows for r in rows[2:] if "ms" in r]  # first 2: warm-up
+    variants.append({
+        "name": name, "label": v.get("label", name), "kind": v.get("kind"), "paper": bool(v.get("paper")),
+        "flags": v.get("flags", ""), "links": v.get("links", {}), "complete": complete, "runs": status,
+        "final_val_loss": {str(s): x for s, x in val.items()},
+        "vs_baseline_pct": {str(s): p for s, p in rel.items()},
+        "mean_pct": statistics.mean(rel.values()) if agg else None,
+        "max_pct": max(rel.values()) if agg else None,
+        "min_pct": min(rel.values()) if agg else None,
+        "spread_pct": max(rel.values()) - min(rel.values()) if agg else None,
+        "bytes_per_iter": b, "pipeline_bytes_per_iter": pipe,
+        "pipeline_reduction": ratio(base_pipe, pipe),
+        "dp_reduction": ratio(base_bytes and base_bytes["dp"], b and b["dp"]),
+        "ms_per_iter_median": statistics.median(ms) if ms else None,
+    })
+
+# The planner's input: what compressing one link class alone costs in quality, from the
+# variants that change exactly that class.
+link_costs = {k: [] for k in LINKS}
+for r in variants:
+    if r["kind"] != "single" or not r["complete"] or r["mean_pct"] is None:
+        continue
+    changed = [k for k in LINKS if r["links"].get(k)]
+    if len(changed) != 1:
+        print(f"warning: single variant {r['name']} compresses {changed or 'no link'}, not one link class; "
+              f"left out of link_costs", file=sys.stderr)
+        continue
+    k = changed[0]
+    link_costs[k].append({"setting": r["links"][k], "variant": r["name"], "mean_pct": r["mean_pct"],
+                          "max_pct": r["max_pct"], "min_pct": r["min_pct"], "seeds": len(r["final_val_loss"]),
+                          "bytes_per_iter": r["bytes_per_iter"][k],
+                          "reduction": ratio(base_bytes and base_bytes[k], r["bytes_per_iter"][k])})
+
+summary = {"description": sweep.get("description", ""), "command": sweep.get("command", ""), "iters": iters,
+           "seeds": seeds, "baseline": {"final_val_loss": {str(s): x for s, x in base_val.items()},
+                                        "bytes_per_iter": base_bytes},
+           "variants": variants, "link_costs": link_costs}
+json.dump(summary, open(os.path.join(out, "compressors.json"), "w"), indent=1)
+
+num = lambda x: "—" if x is None else f"{x:.0f}"
+lines = [f"{summary['description']}; seeds {', '.join(map(str, seeds))}; each run against the "
+         f"baseline of the same seed; bytes per iteration summed over ranks (mean over the training iterations of the "
+         f"last 80 %, evaluation iterations left out). "
+         f"Made by `{summary['command']}`.", "",
+         "| variant | kind | flags | pp_fwd B/iter | pp_bwd B/iter | dp B/iter | pipeline reduction | "
+         "final val loss per seed (vs same-seed baseline) | mean vs baseline | spread (pp) |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
+for r in variants:
+    label = r["label"] + (" (paper)" if r["paper"] else "")
+    flags = f"`{r['flags']}`" if r["flags"] else "—"
+    b = r["bytes_per_iter"] or {}
+    red = "—" if r["pipeline_reduction"] is None else f"{r['pipeline_reduction']:.1f}x"
+    if r["complete"]:
+        per = ", ".join(f"s{s}: {x:.4f}" + (f" ({r['vs_baseline_pct'][s]:+.2f}%)" if s in r["vs_baseline_pct"] else "")
+                        for s, x in r["final_val_loss"].items())
+    else:
+        per = "running/missing: " + ", ".join(
+            f"s{s} " + (st["state"] if st["state"] != "running" else f"at iter {st['last_iter']}/{iters}")
+            for s, st in r["runs"].items())
+    mean = "—" if r["mean_pct"] is None else f"{r['mean_pct']:+.2f}%"
+    spread = "—" if r["spread_pct"] is None else f"{r['spread_pct']:.2f}"
+    lines.append(f"| {label} | {r['kind']} | {flags} | {num(b.get('pp_fwd'))} | {num(b.get('pp_bwd'))} | "
+                 f"{num(b.get('dp'))} | {red} | {per} | {mean} | {spread} |")
+good = [r for r in variants if r["complete"] and r["max_pct"] is not None and r["pipeline_reduction"] is not None
+        and r["pipeline_reduction"] >= 4 and r["max_pct"] <= 0.5]
+lines += ["", "Pipeline configurations that cut pipeline bytes >= 4x within 0.5 % on every seed:", ""]
+lines += [f"- {r['label']}{' (paper)' if r['paper'] else ''}: {r['pipeline_reduction']:.1f}x, "
+          f"worst seed {r['max_pct']:+.2f}%, mean {r['mean_pct']:+.2f}%" for r in good] or ["none"]
+text = "\n".join(lines) + "\n"
+open(os.path.join(out, "compressors.md"), "w").write(text)
+print(text)
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Pipeline bytes on a log axis: a variant that sends none cannot be drawn (none expected).
+pts = [r for r in variants if r["mean_pct"] is not None and r["pipeline_bytes_per_iter"]]
+fig, ax = plt.subplots(figsize=(10, 6))
+for paper, style in ((False, dict(fmt="o", color="tab:blue", label="other configurations")),
+                     (True, dict(fmt="*", color="tab:red", markersize=11, label="paper's configurations"))):
+    sel = [r for r in pts if r["paper"] == paper]
+    if not sel:
+        continue
+    ax.errorbar([r["pipeline_bytes_per_iter"] for r in sel], [r["mean_pct"] for r in sel],
+                yerr=[[r["mean_pct"] - r["min_pct"] for r in sel], [r["max_pct"] - r["mean_pct"] for r in sel]],
+                capsize=3, linestyle="none", **style)
+for r in pts:
+    ax.annotate(r["label"], (r["pipeline_bytes_per_iter"], r["mean_pct"]), xytext=(4, 4),
+                textcoords="offset points", fontsize=7)
+# Pareto front: the variants no other one beats in both pipeline bytes and mean loss
+# increase. Sorted by bytes, each front point must improve on the loss of all cheaper ones.
+front = []
+for r in sorted(pts, key=lambda r: (r["pipeline_bytes_per_iter"], r["mean_pct"])):
+    if not front or r["mean_pct"] < front[-1]["mean_pct"]:
+        front.append(r)
+if front:
+    ax.step([r["pipeline_bytes_per_iter"] for r in front], [r["mean_pct"] for r in front], where="post",
+            color="tab:green", alpha=0.7, label="Pareto front")
+ax.axhline(0, color="black", linestyle="--", linewidth=0.8, label="baseline")
+ax.axhline(0.5, color="gray", linestyle=":", linewidth=1, label="+0.5 %")
+ax.set_xscale("log")
+ax.set_xlabel("pipeline bytes per iteration (pp_fwd + pp_bwd, summed over ranks)")
+ax.set_ylabel("final validation loss vs baseline (%, mean; bars: min-max over seeds)")
+ax.set_title(f"Compressors: pipeline traffic vs quality ({iters} iterations, {len(seeds)} seeds)")
+if not pts:
+    ax.text(0.5, 0.5, "no complete variant yet", transform=ax.transAxes, ha="center")
+ax.grid(alpha=0.3, which="both")
+ax.legend(fontsize=8)
+fig.savefig(os.path.join(out, "pareto.png"), dpi=120, bbox_inches="tight")
+print(f"wrote {out}/compressors.json, compressors.md, pareto.png")

@@ -1,0 +1,28 @@
+#include "compress/compressed_activations.h"
+
+#include "core/error.h"
+
+namespace occ {
+
+const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
+  static const std::vector<CompressionMethod> m{CompressionMethod::Int8, CompressionMethod::Fp8E4m3,
+                                                CompressionMethod::Topk};
+  return m;
+}
+
+CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols)
+    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0)) {}
+
+CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
+                                                int64_t tokens, int64_t hidden) {
+  CompressedActivationLinks links;
+  if (!cfg.enabled) return links;
+  OCC_CHECK(tokens % layout.tp_size == 0,
+            "--activation-comp-method needs micro-batch x seq-length divisible by --tensor-model-parallel-size");
+  const int64_t rows = tokens / layout.tp_size, cols = hidden;
+  if (!layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols);
+  if (!layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols);
+  return links;
+}
+
+}  // namespace occ

@@ -1,0 +1,51 @@
+#pragma once
+// Compression of the forward activations sent between pipeline stages
+// (--activation-comp-method): the half of pipeline traffic the paper leaves
+// uncompressed. Each TP rank compresses its own 1/T slice (rows = tokens / T,
+// cols = hidden) and the receiver decodes it before its forward, so the next
+// stage computes on the decoded activation in forward and backward alike (as
+// inference with compression would); the gradient it sends back is the one of
+// the decoded activation (straight-through). Every forward send is compressed,
+// without error feedback: an activation is not a quantity that accumulates,
+// so there is no residual to carry (and the methods are stateless: nothing to
+// checkpoint).
+#include <memory>
+
+#include "compress/compressor_factory.h"
+#include "core/layout.h"
+#include "parallel/message_codec.h"
+
+namespace occ {
+
+struct ActivationCompressionConfig {
+  bool enabled = false;                                   // --activation-comp-method other than none
+  CompressionMethod method = CompressionMethod::Int8;     // --activation-comp-method
+  double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
+  CompressorSpec spec() const { return {method, 0, topk_fraction}; }
+  // The methods forward activations accept (stateless, no error feedback needed).
+  static const std::vector<CompressionMethod>& methods();
+};
+
+// The codec of one forward link: a stateless compressor of the link's slice.
+class CompressedActivations final : public MessageCodec {
+ public:
+  CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols);
+  int64_t wire_floats() const override { return compressor_->wire_floats(); }
+  void encode(const float* slice, float* wire) override { compressor_->encode(slice, wire); }
+  void decode(const float* wire, float* slice) const override { compressor_->decode(wire, slice); }
+
+ private:
+  std::unique_ptr<MatrixCompressor> compressor_;
+};
+
+// A stage's forward links: `send` to the next stage (none on the last),
+// `recv` from the previous one (none on the first); both null when off.
+struct CompressedActivationLinks {
+  std::unique_ptr<CompressedActivations> send, recv;
+};
+// tokens: of one micro-batch; hidden: the activation width. Throws
+// occ::Error when the tokens do not split over TP.
+CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
+                                                int64_t tokens, int64_t hidden);
+
+}  // namespace occ

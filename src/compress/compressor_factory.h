@@ -1,0 +1,49 @@
+#pragma once
+// The compression methods a user can put on a link (--inter-grad-comp-method,
+// --grad-comp-method, --activation-comp-method), parsed in one place and built
+// in one place, so every link class, the planner and the tests agree on
+// names, parameters and wire sizes.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compress/compressor.h"
+
+namespace occ {
+
+enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign };
+
+// The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign.
+const char* method_name(CompressionMethod m);
+// Parses a flag value; throws occ::UsageError naming `flag` and `allowed` on
+// anything else. `also`: other values the flag accepts, listed first (e.g. "none").
+CompressionMethod parse_method(const std::string& value, const std::string& flag,
+                               const std::vector<CompressionMethod>& allowed, const std::string& also = "");
+// Every method, in the order above.
+const std::vector<CompressionMethod>& all_methods();
+// Does the method keep state between messages (checkpointed)? Only PowerSGD's warm start.
+inline bool method_is_stateful(CompressionMethod m) { return m == CompressionMethod::PowerSgd; }
+// Can the wire be summed as floats (all-reduced)? Only PowerSGD's P and Q;
+// the byte wires (int8, fp8, topk, sign) can only be copied.
+inline bool method_is_summable(CompressionMethod m) { return m == CompressionMethod::PowerSgd; }
+
+// One link's compressor: the method and its parameter.
+struct CompressorSpec {
+  CompressionMethod method = CompressionMethod::PowerSgd;
+  int rank = 16;                 // powersgd
+  double topk_fraction = 0.1;    // topk
+  bool operator==(const CompressorSpec&) const = default;
+};
+// "powersgd rank 16", "int8", "topk 10%" ...
+std::string describe(const CompressorSpec& spec);
+
+// Builds the compressor of a rows x cols matrix. seed and key fix PowerSGD's
+// initial Q (ends of a link, or ranks of a group, pass the same key); the
+// other methods are stateless and ignore them.
+std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
+                                                  uint64_t seed, uint64_t key);
+// wire_floats() of that compressor, without building it (the planner's sizes).
+int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t cols);
+
+}  // namespace occ

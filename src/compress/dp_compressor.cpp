@@ -1,0 +1,15 @@
+#include "compress/dp_compressor.h"
+
+#include "compress/dp_gather_compression.h"
+#include "compress/dp_powersgd.h"
+
+namespace occ {
+
+std::unique_ptr<DataParallelCompressor> make_dp_compressor(const GradCompressionConfig& cfg,
+                                                           std::vector<TensorDesc> tensors, uint64_t seed) {
+  if (cfg.method == CompressionMethod::PowerSgd)
+    return std::make_unique<DataParallelPowerSgd>(cfg, std::move(tensors), seed);
+  return std::make_unique<DataParallelGatherCompression>(cfg, std::move(tensors), seed);
+}
+
+}  // namespace occ

@@ -1,0 +1,56 @@
+#pragma once
+// Compressed averaging of data-parallel gradients (--grad-comp), whatever the
+// method: PowerSGD all-reduces its low-rank factors (dp_powersgd.h); the byte
+// methods (int8, fp8, topk, sign), whose wires cannot be summed, all-gather
+// the encoded gradients and decode and sum them in rank order
+// (dp_gather_compression.h). Both take the matrices (2+ dimensions, viewed as
+// shape[0] x rest) of the stages SC selects; 1-D gradients stay in the
+// bucketed all-reduce.
+// SC: only stages s < K compress (--selective-grad-comp-way K); the others'
+// DP all-reduce hides behind the earlier stages' epilogue.
+#include <memory>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "compress/compressor_factory.h"
+#include "core/tensor_desc.h"
+#include "core/tensor_file.h"
+#include "core/timer.h"
+
+namespace occ {
+
+struct GradCompressionConfig {
+  bool enabled = false;         // --grad-comp
+  int rank = 128;               // --grad-comp-rank
+  float warmup_fraction = 0.0f; // --grad-comp-warm-up: first fraction of iterations uncompressed
+  int selective_way = -1;       // --selective-grad-comp-way K (-1: every stage)
+  bool error_feedback = false;  // --use-error-feedback
+  CompressionMethod method = CompressionMethod::PowerSgd;  // --grad-comp-method
+  double topk_fraction = 0.01;  // --grad-comp-topk-fraction
+
+  // Does stage `stage` compress its DP gradients at all?
+  bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
+  CompressorSpec spec() const { return {method, rank, topk_fraction}; }
+};
+
+class DataParallelCompressor {
+ public:
+  virtual ~DataParallelCompressor() = default;
+  // The gradients it compresses (offsets into the grad buffer).
+  virtual const std::vector<TensorDesc>& tensors() const = 0;
+  // Averages the selected gradients over dp (compressed) in place; every DP
+  // rank ends with the same values.
+  virtual void reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers) = 0;
+  // Does it keep state a checkpoint must hold (warm starts, residuals)?
+  virtual bool stateful() const = 0;
+  virtual void save_state(TensorFileWriter& w) const = 0;
+  // Loads what fits; false unless that was all of its state.
+  virtual bool load_state(const TensorFileReader& r) = 0;
+};
+
+// The compressor of the config's method; each tensor's key seeds its state
+// alike on every DP rank.
+std::unique_ptr<DataParallelCompressor> make_dp_compressor(const GradCompressionConfig& cfg,
+                                                           std::vector<TensorDesc> tensors, uint64_t seed);
+
+}  // namespace occ

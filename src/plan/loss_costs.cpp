@@ -1,0 +1,167 @@
+#include "plan/loss_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace occ::plan {
+
+std::string LinkSetting::describe() const {
+  std::string s = method;
+  if (method == "powersgd") s += fmt::format(" r{}", rank);
+  if (method == "topk") s += fmt::format(" {:g}%", fraction * 100);
+  if (lep) s += " +LEP";
+  if (ec) s += " +EC";
+  if (error_feedback) s += " +EF";
+  if (sc > 0) s += fmt::format(" +SC{}", sc);
+  if (warmup > 0) s += fmt::format(" (warm-up {:g})", warmup);
+  return s;
+}
+
+bool same_setting(const LinkSetting& a, const LinkSetting& b) {
+  return covers(a, b) && a.ec == b.ec && a.sc == b.sc;
+}
+
+bool covers(const LinkSetting& m, const LinkSetting& p) {
+  if (m.method != p.method || m.error_feedback != p.error_feedback || m.lep != p.lep ||
+      std::abs(m.warmup - p.warmup) > 1e-9)
+    return false;
+  if (m.method == "powersgd" && m.rank != p.rank) return false;
+  if (m.method == "topk" && std::abs(m.fraction - p.fraction) > 1e-9) return false;
+  // EC / SC compress a subset: a measurement without them bounds a plan with them.
+  if (m.ec && !p.ec) return false;
+  if (m.sc > 0 && (p.sc == 0 || p.sc > m.sc)) return false;
+  return true;
+}
+
+namespace {
+
+std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  LinkSetting s;
+  s.method = j.at("method").get<std::string>();
+  s.rank = j.value("rank", 0);
+  s.fraction = j.value("fraction", 0.0);
+  s.error_feedback = j.value("error_feedback", false);
+  s.lep = j.value("lep", false);
+  s.ec = j.value("ec", false);
+  s.sc = j.value("sc", 0);
+  s.warmup = j.value("warmup", 0.0);
+  return s;
+}
+
+}  // namespace
+
+LossCostTable LossCostTable::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("cannot open --compressors-json {}; run scripts/experiment-compressors.sh "
+                                        "(it writes compressors.json) or pass its path", path));
+  LossCostTable t;
+  t.path_ = path;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (LinkClass c : {LinkClass::Forward, LinkClass::Backward, LinkClass::DataParallel})
+      for (const auto& e : j.at("link_costs").at(link_class_name(c))) {
+        if (e.at("max_pct").is_null()) continue;
+        MeasuredCost m;
+        m.links[size_t(c)] = parse_setting(e.at("setting"));
+        m.variant = e.at("variant").get<std::string>();
+        m.max_pct = e.at("max_pct").get<double>(), m.mean_pct = e.at("mean_pct").get<double>();
+        t.singles_[size_t(c)].push_back(m);
+      }
+    for (const auto& v : j.at("variants")) {
+      if (!v.value("complete", false) || v.at("max_pct").is_null()) continue;
+      MeasuredCost m;
+      for (LinkClass c : {LinkClass::Forward, LinkClass::Backward, LinkClass::DataParallel})
+        m.links[size_t(c)] = parse_setting(v.at("links").at(link_class_name(c)));
+      m.variant = v.at("name").get<std::string>();
+      m.max_pct = v.at("max_pct").get<double>(), m.mean_pct = v.at("mean_pct").get<double>();
+      t.variants_.push_back(m);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(fmt::format("--compressors-json {} is not a compressors.json of scripts/experiment-compressors.sh "
+                                 "({}); regenerate it with scripts/compressors_report.py", path, e.what()));
+  }
+  return t;
+}
+
+std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanConfig& cfg) {
+  std::array<std::optional<LinkSetting>, 3> s;
+  auto parameters = [](LinkSetting& l, const CompressorSpec& spec) {
+    l.method = method_name(spec.method);
+    if (spec.method == CompressionMethod::PowerSgd) l.rank = spec.rank;
+    if (spec.method == CompressionMethod::Topk) l.fraction = spec.topk_fraction;
+  };
+  if (cfg.activation_comp.enabled) {
+    LinkSetting l;
+    parameters(l, cfg.activation_comp.spec());
+    s[size_t(LinkClass::Forward)] = l;
+  }
+  if (cfg.cb.enabled && cfg.pp > 1) {
+    LinkSetting l;
+    parameters(l, cfg.cb.spec());
+    l.lep = cfg.cb.lazy_error, l.ec = cfg.cb.epilogue_only;
+    s[size_t(LinkClass::Backward)] = l;
+  }
+  if (cfg.grad_comp.enabled && cfg.dp > 1) {
+    LinkSetting l;
+    parameters(l, cfg.grad_comp.spec());
+    l.error_feedback = cfg.grad_comp.error_feedback;
+    l.warmup = cfg.grad_comp.warmup_fraction;
+    const int k = cfg.grad_comp.selective_way;
+    l.sc = k >= 1 && k < cfg.pp ? k : 0;
+    s[size_t(LinkClass::DataParallel)] = l;
+  }
+  return s;
+}
+
+LossEstimate LossCostTable::estimate(const PlanConfig& cfg) const {
+  const auto want = settings_of(cfg);
+  LossEstimate e;
+  if (std::none_of(want.begin(), want.end(), [](const auto& l) { return l.has_value(); })) {
+    e.known = true, e.how = "no lossy compression";
+    return e;
+  }
+  // 1. A measured variant with exactly this compression.
+  for (const MeasuredCost& v : variants_) {
+    bool same = true;
+    for (size_t c = 0; c < 3; ++c)
+      same = same && v.links[c].has_value() == want[c].has_value() && (!want[c] || same_setting(*v.links[c], *want[c]));
+    if (same) {
+      e.known = true, e.pct = std::max(0.0, v.max_pct);
+      e.how = fmt::format("measured as variant {} (worst seed {:+.2f} %)", v.variant, v.max_pct);
+      return e;
+    }
+  }
+  // 2. The sum of the links' single measurements (the closest: exact first, then covering).
+  e.known = true;
+  std::string parts;
+  for (size_t c = 0; c < 3; ++c) {
+    if (!want[c]) continue;
+    const MeasuredCost* best = nullptr;
+    for (const MeasuredCost& m : singles_[c]) {
+      const LinkSetting& s = *m.links[c];
+      if (!covers(s, *want[c])) continue;
+      if (!best || (same_setting(s, *want[c]) && !same_setting(*best->links[c], *want[c])) ||
+          (same_setting(s, *want[c]) == same_setting(*best->links[c], *want[c]) && m.max_pct < best->max_pct))
+        best = &m;
+    }
+    if (!best) {
+      e.known = false;
+      e.how = fmt::format("{} {} was not measured", link_class_name(LinkClass(c)), want[c]->describe());
+      return e;
+    }
+    e.pct += std::max(0.0, best->max_pct);
+    parts += fmt::format("{}{} {:+.2f} % ({})", parts.empty() ? "" : " + ", link_class_name(LinkClass(c)),
+                         best->max_pct, best->variant);
+  }
+  e.how = "sum of per-link measurements (worst seed, costs assumed to add): " + parts;
+  return e;
+}
+
+}  // namespace occ::plan

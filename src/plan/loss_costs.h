@@ -1,0 +1,79 @@
+#pragma once
+// Measured loss costs of compression (scripts/experiment-compressors.sh's
+// compressors.json), for `plan --auto --max-loss-increase`: what each method
+// cost in final validation loss, per link class (pp_fwd, pp_bwd, dp), and
+// what the measured combinations cost together.
+//
+// A plan's expected loss cost, in % of the baseline's final validation loss:
+//   1. a measured variant with exactly the plan's compression on all three
+//      links: its cost ("measured");
+//   2. otherwise the sum of each compressed link's single-link cost
+//      ("sum of per-link measurements"; an assumption that the costs add,
+//      stated with every plan).
+// Each cost is the worst seed's (max over seeds), clamped at 0 (a method that
+// happened to beat the baseline is not counted as a gain). EC and SC only
+// compress a subset of what the method compresses without them, so a
+// measurement without EC / SC stands for a plan with them (an upper bound); a
+// link whose setting was never measured makes the plan's cost unknown, and
+// --auto does not choose it.
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/model_cost.h"
+
+namespace occ::plan {
+
+// One link's compression as the sweep records it.
+struct LinkSetting {
+  std::string method;  // powersgd, int8, ...
+  int rank = 0;        // powersgd
+  double fraction = 0; // topk
+  bool error_feedback = false, lep = false, ec = false;
+  int sc = 0;          // --selective-grad-comp-way K (0: every stage)
+  double warmup = 0;   // --grad-comp-warm-up
+  std::string describe() const;
+};
+
+enum class LinkClass { Forward = 0, Backward = 1, DataParallel = 2 };
+inline const char* link_class_name(LinkClass c) {
+  return c == LinkClass::Forward ? "pp_fwd" : c == LinkClass::Backward ? "pp_bwd" : "dp";
+}
+
+struct MeasuredCost {
+  std::array<std::optional<LinkSetting>, 3> links;  // by LinkClass; nullopt: uncompressed
+  std::string variant;
+  double max_pct = 0, mean_pct = 0;  // final validation loss vs baseline, %
+};
+
+struct LossEstimate {
+  bool known = false;
+  double pct = 0;    // expected loss cost, % (>= 0)
+  std::string how;   // "measured as VARIANT" or "sum of per-link measurements: ..."
+};
+
+class LossCostTable {
+ public:
+  // Reads compressors.json; throws occ::UsageError naming the file and the problem.
+  static LossCostTable load(const std::string& path);
+  // The single-link measurements of one link class (complete variants only).
+  const std::vector<MeasuredCost>& singles(LinkClass c) const { return singles_[size_t(c)]; }
+  // The plan's compression on each link, as LinkSettings.
+  static std::array<std::optional<LinkSetting>, 3> settings_of(const PlanConfig& cfg);
+  LossEstimate estimate(const PlanConfig& cfg) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::array<std::vector<MeasuredCost>, 3> singles_;
+  std::vector<MeasuredCost> variants_;  // every complete variant, for exact matches
+};
+
+// Does measurement `m` stand for plan setting `p` (same method and parameter,
+// same error feedback / LEP; m's EC / SC no more selective than p's)?
+bool covers(const LinkSetting& m, const LinkSetting& p);
+// Does it equal it exactly?
+bool same_setting(const LinkSetting& a, const LinkSetting& b);
+
+}  // namespace occ::plan

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# labels: plan compression
+# `plan --auto --max-loss-increase X`: the quality-aware plan over the compressor sweep's
+# measured loss costs (here a hand-made compressors.json, tests/cli/fixture/, whose numbers
+# are chosen so that the right answers are known):
+#   pp_fwd int8 0.10 %, topk 25 % 0.80 %; pp_bwd int8 0.20 %, sign 0.60 %, PowerSGD r16 2.0 %;
+#   dp int8 + EF 0.15 %, PowerSGD r16 + EF 0.30 %, sign (incomplete: never measured);
+#   the combination pp_fwd int8 + pp_bwd int8 measured at 0.25 % (the sum would be 0.30 %).
+# P2 D2 on 4 one-device nodes joined by a slow link, so compressing pays.
+#   * budget 0: only lossless FE (or nothing);
+#   * budget 0.25: int8 on both pipeline links, costed by the measured combination;
+#   * budget 0.5: an expected cost <= 0.5 %; budget 10: no slower than budget 0.5's plan;
+#   * a never-measured method is never chosen; the printed train flags train;
+#   * one-line errors: --max-loss-increase without --auto, a missing or malformed JSON, < 0.
+source "$(dirname "$0")/fixture/lib.sh"
+COSTS="$SRC/tests/cli/fixture/compressors.json"
+M=(--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 128 --vocab-size 1024
+   --micro-batch-size 4 --global-batch-size 32 --devices-per-node 1 --nodes 4 --tensor-model-parallel-size 1
+   --pipeline-model-parallel-size 2 --inter-node-bandwidth 0.0375 --inter-node-latency 50)
+
+declare -A FLAGS COST MS
+for budget in 0 0.25 0.5 10; do
+  out=$("$BIN" plan "${M[@]}" --auto --max-loss-increase $budget --compressors-json "$COSTS" 2>&1) \
+    || { failed "budget $budget: plan failed: $out"; continue; }
+  FLAGS[$budget]=$(sed -n 's/^train flags: //p' <<< "$out")
+  COST[$budget]=$(sed -n 's/^expected loss cost: +\([0-9.]*\) %.*/\1/p' <<< "$out")
+  MS[$budget]=$(sed -n 's/^chosen: \([0-9.]*\) ms.*/\1/p' <<< "$out")
+  echo "$out" > "$WORK/plan_$budget.txt"
+  if [[ -z ${COST[$budget]} || -z ${MS[$budget]} ]]; then failed "budget $budget: no cost or time in: $out"; continue; fi
+  if awk -v c="${COST[$budget]}" -v b=$budget 'BEGIN { exit !(c <= b + 1e-9) }'; then
+    pass "budget $budget %: expected loss ${COST[$budget]} %, ${MS[$budget]} ms: ${FLAGS[$budget]}"
+  else
+    failed "budget $budget %: chose a plan of expected loss ${COST[$budget]} %"
+  fi
+  grep -q -- "--grad-comp-method sign" <<< "${FLAGS[$budget]}" && failed "budget $budget: chose dp sign, never measured"
+done
+[[ ${FLAGS[0]} == "--emb-comm-opt" || ${FLAGS[0]} == "(none)" ]] && pass "budget 0: lossless only (${FLAGS[0]})" \
+  || failed "budget 0: chose lossy compression: ${FLAGS[0]}"
+if [[ ${FLAGS[0.25]} == *"--activation-comp-method int8"* && ${FLAGS[0.25]} == *"--inter-grad-comp-method int8"* ]] \
+    && grep -q "measured as variant pp_int8" "$WORK/plan_0.25.txt"; then
+  pass "budget 0.25: int8 on both pipeline links, costed by the measured combination"
+else
+  failed "budget 0.25: expected int8 on both pipeline links as measured variant pp_int8: $(cat "$WORK/plan_0.25.txt")"
+fi
+awk -v a="${MS[10]}" -v b="${MS[0.5]}" 'BEGIN { exit !(a <= b) }' \
+  && pass "a larger budget is no slower (${MS[10]} <= ${MS[0.5]} ms)" || failed "budget 10 slower than 0.5: ${MS[10]} > ${MS[0.5]}"
+
+# The printed flags are the engine's: they train (P2 D2, 2 iterations).
+# shellcheck disable=SC2086
+if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${TINY[@]}" --pipeline-model-parallel-size 2 \
+    --global-batch-size 8 --train-iters 2 ${FLAGS[0.5]} > "$WORK/train.log" 2>&1; then
+  pass "the budget-0.5 plan's flags train"
+else
+  failed "the budget-0.5 plan's flags do not train: $(tail -2 "$WORK/train.log")"
+fi
+
+one_error() {  # NAME PATTERN -- COMMAND...
+  local name=$1 pattern=$2
+  shift 3
+  if "$@" > "$WORK/out" 2> "$WORK/err"; then failed "$name: exit 0"; return; fi
+  if [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "^error: .*$pattern" "$WORK/err"; then
+    pass "$name: $(cat "$WORK/err")"
+  else
+    failed "$name: $(cat "$WORK/err")"
+  fi
+}
+one_error "budget without --auto" "needs --auto" -- "$BIN" plan "${M[@]}" --max-loss-increase 0.5 --compressors-json "$COSTS"
+one_error "missing JSON" "cannot open --compressors-json" -- "$BIN" plan "${M[@]}" --auto --max-loss-increase 0.5 \
+  --compressors-json "$WORK/none.json"
+echo '{"variants": []}' > "$WORK/bad.json"
+one_error "malformed JSON" "is not a compressors.json" -- "$BIN" plan "${M[@]}" --auto --max-loss-increase 0.5 \
+  --compressors-json "$WORK/bad.json"
+one_error "negative budget" "must be >= 0" -- "$BIN" plan "${M[@]}" --auto --max-loss-increase -1 --compressors-json "$COSTS"
+finish

@@ -1,0 +1,74 @@
+// compress/compressor_factory.h: the one place flags become compressors.
+//
+// Facts checked:
+//   * every method's name parses back to it; unknown names, and known ones a
+//     link does not offer, throw UsageError naming the flag and the choices;
+//   * make_compressor builds the documented compressor, and compressed_wire_floats
+//     (the planner's size) equals the built compressor's wire_floats() for every
+//     method over odd and even shapes, so the planner counts the bytes the engine sends;
+//   * stateful() is true exactly for PowerSGD and anything under ErrorFeedback.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compress/compressed_activations.h"
+#include "compress/compressor_factory.h"
+#include "compress/powersgd.h"
+#include "core/error.h"
+
+namespace occ {
+namespace {
+
+TEST(CompressorFactory, NamesRoundTrip) {
+  for (CompressionMethod m : all_methods()) EXPECT_EQ(parse_method(method_name(m), "--x", all_methods()), m);
+  EXPECT_EQ(all_methods().size(), 6u);
+}
+
+TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
+  try {
+    parse_method("zstd", "--grad-comp-method", all_methods());
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("--grad-comp-method 'zstd' is not a compression method"), std::string::npos) << w;
+    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign"), std::string::npos) << w;
+  }
+  try {
+    parse_method("sign", "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("'sign' is not offered on this link; use one of none|int8|fp8-e4m3|topk"), std::string::npos) << w;
+  }
+}
+
+TEST(CompressorFactory, PlannerSizesEqualTheBuiltCompressors) {
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {3, 5}, {7, 13}, {64, 64}, {512, 256}, {5, 1000}};
+  for (CompressionMethod m : all_methods())
+    for (double fraction : {0.01, 0.1, 0.5, 1.0})
+      for (int rank : {1, 16, 300})
+        for (auto [r, c] : shapes) {
+          const CompressorSpec spec{m, rank, fraction};
+          auto built = make_compressor(spec, r, c, 1, 2);
+          EXPECT_EQ(built->rows(), r);
+          EXPECT_EQ(built->cols(), c);
+          EXPECT_EQ(compressed_wire_floats(spec, r, c), built->wire_floats()) << describe(spec) << " " << r << "x" << c;
+        }
+}
+
+TEST(CompressorFactory, StatefulOnlyWithWarmStartOrResidual) {
+  for (CompressionMethod m : all_methods()) {
+    auto c = make_compressor({m, 4, 0.1}, 8, 8, 1, 2);
+    EXPECT_EQ(c->stateful(), m == CompressionMethod::PowerSgd) << method_name(m);
+    EXPECT_TRUE(ErrorFeedback(std::move(c)).stateful()) << method_name(m);
+  }
+}
+
+TEST(CompressorFactory, Describe) {
+  EXPECT_EQ(describe({CompressionMethod::PowerSgd, 16, 0.1}), "powersgd rank 16");
+  EXPECT_EQ(describe({CompressionMethod::Topk, 16, 0.1}), "topk 10%");
+  EXPECT_EQ(describe({CompressionMethod::Fp8E5m2, 16, 0.1}), "fp8-e5m2");
+}
+
+}  // namespace
+}  // namespace occ
