@@ -1,11 +1,14 @@
 #include "compress/compressed_backprop.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace occ {
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
-                                       uint64_t link_key) {
+                                       uint64_t link_key)
+    : state_prefix_(cfg.method == CompressionMethod::PowerSgd ? "cb/" : fmt::format("cb/{}/", method_name(cfg.method))) {
   auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key);
   if (cfg.lazy_error) {
     auto fb = std::make_unique<ErrorFeedback>(std::move(inner));

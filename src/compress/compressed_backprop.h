@@ -49,12 +49,15 @@ class CompressedBackprop final : public MessageCodec {
   const std::vector<float>* residual() const;
 
   bool stateful() const { return compressor_->stateful(); }
-  void save_state(TensorFileWriter& w) const { compressor_->save_state(w, "cb/"); }
-  bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, "cb/"); }
+  void save_state(TensorFileWriter& w) const { compressor_->save_state(w, state_prefix_); }
+  bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, state_prefix_); }
 
  private:
   std::unique_ptr<MatrixCompressor> compressor_;
   const ErrorFeedback* feedback_ = nullptr;
+  // "cb/" for PowerSGD (as before other methods existed), "cb/METHOD/" for the others, so a
+  // residual saved under one method is never taken for another's.
+  std::string state_prefix_;
 };
 
 // A stage's two backward links: `send` to the previous stage (none on the

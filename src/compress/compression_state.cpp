@@ -37,7 +37,8 @@ void CompressionState::announce(MpiCommunicator& world, CompressionNotice notice
                      notice == CompressionNotice::Partial ? 1.0 : 0.0};
   world.allreduce_sum(flags, 3, Traffic::Other);
   if (!print) return;
-  if (flags[0] > 0) std::printf("notice: checkpoint holds compressor state that this uncompressed run ignores\n");
+  if (flags[0] > 0) std::printf("notice: checkpoint holds compressor state that this run does not use (no compression, or stateless "
+                "methods only)\n");
   if (flags[1] > 0)
     std::printf("notice: checkpoint has no compressor state; LEP errors, DP error feedback and warm starts start "
                 "fresh\n");

@@ -1,5 +1,7 @@
 #include "compress/dp_gather_compression.h"
 
+#include <fmt/format.h>
+
 #include "compress/powersgd.h"
 #include "core/error.h"
 
@@ -54,13 +56,17 @@ void DataParallelGatherCompression::reduce(float* grads, MpiCommunicator& dp, Ph
   }
 }
 
+std::string DataParallelGatherCompression::state_prefix(size_t i) const {
+  return fmt::format("dp/{}/{}/", method_name(cfg_.method), tensors_[i].name);
+}
+
 void DataParallelGatherCompression::save_state(TensorFileWriter& w) const {
-  for (size_t i = 0; i < tensors_.size(); ++i) compressors_[i]->save_state(w, "dp/" + tensors_[i].name + "/");
+  for (size_t i = 0; i < tensors_.size(); ++i) compressors_[i]->save_state(w, state_prefix(i));
 }
 
 bool DataParallelGatherCompression::load_state(const TensorFileReader& r) {
   bool complete = true;
-  for (size_t i = 0; i < tensors_.size(); ++i) complete &= compressors_[i]->load_state(r, "dp/" + tensors_[i].name + "/");
+  for (size_t i = 0; i < tensors_.size(); ++i) complete &= compressors_[i]->load_state(r, state_prefix(i));
   return complete;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Data-parallel averaging with a byte-wire compressor (int8, fp8, topk, sign;
 // see dp_compressor.h). Such wires cannot be summed on the way, so each rank
-// encodes its gradients (with error feedback under --use-error-feedback) into
+// encodes its gradients (with error feedback under --grad-comp-error-feedback
+// or --use-error-feedback) into
 // one message, the DP group all-gathers the messages (a ring: each rank sends
 // (D - 1) x message bytes), and every rank decodes all D of them and sums them
 // in rank order: the same floats in the same order on every rank, so the
@@ -29,6 +30,9 @@ class DataParallelGatherCompression final : public DataParallelCompressor {
   int64_t wire_floats() const { return wire_total_; }
 
  private:
+  // "dp/METHOD/TENSOR/": the method in the name, so DP PowerSGD's residuals
+  // ("dp/TENSOR/error") or another method's are never loaded as this one's.
+  std::string state_prefix(size_t i) const;
   GradCompressionConfig cfg_;
   std::vector<TensorDesc> tensors_;
   std::vector<std::unique_ptr<MatrixCompressor>> compressors_;  // per tensor (error feedback inside)

@@ -28,8 +28,9 @@ bool same_setting(const LinkSetting& a, const LinkSetting& b) {
 }
 
 bool covers(const LinkSetting& m, const LinkSetting& p) {
+  // The warm-up is a float in the engine's options and a double in the JSON: compare as floats.
   if (m.method != p.method || m.error_feedback != p.error_feedback || m.lep != p.lep ||
-      std::abs(m.warmup - p.warmup) > 1e-9)
+      float(m.warmup) != float(p.warmup))
     return false;
   if (m.method == "powersgd" && m.rank != p.rank) return false;
   if (m.method == "topk" && std::abs(m.fraction - p.fraction) > 1e-9) return false;

@@ -123,8 +123,10 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   const int64_t rows = cfg.tokens() / T, cols = cfg.model.hidden_size;
   const double rc = double(rows) * double(cols);
   out.pp_message_bytes = rc * bpv;
-  // Compressed wires are 4-byte words whatever --bytes-per-value says (the engine's formats).
-  out.pp_compressed_bytes = 4.0 * double(compressed_wire_floats(cfg.cb.spec(), rows, cols));
+  // PowerSGD's factors are values (--bytes-per-value each); the byte methods' wires are
+  // 4-byte words of packed codes whatever the value width (the engine's formats).
+  out.pp_compressed_bytes = double(compressed_wire_floats(cfg.cb.spec(), rows, cols)) *
+                            (cfg.cb.method == CompressionMethod::PowerSgd ? double(bpv) : 4.0);
   const double lep = cfg.cb.lazy_error ? 1.0 : 0.0;
   double compress_s = 0, decompress_s = 0;
   if (cfg.cb.method == CompressionMethod::PowerSgd) {

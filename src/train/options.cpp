@@ -68,9 +68,10 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   // A skipped (overflowing) fp16 iteration has already fed inf to the compressors'
   // state: PowerSGD's warm start and the LEP / error-feedback residuals would stay
   // non-finite for the rest of the run.
-  OCC_CHECK(!fp16 || !any_compression(),
-            "--fp16 cannot be combined with --inter-grad-comp or --grad-comp: an overflowing iteration would leave "
-            "inf in the compressors' warm start and error state; use --bf16 (no loss scaling) with compression");
+  OCC_CHECK(!fp16 || !stateful_compression(),
+            "--fp16 cannot be combined with --inter-grad-comp or --grad-comp when they keep state (PowerSGD, LEP, "
+            "error feedback): an overflowing iteration would leave inf in the compressors' warm start and error "
+            "state; use --bf16 (no loss scaling) with compression, or a stateless method without error feedback");
   loss_scale.validate();
   require_device(device);
   OCC_CHECK(device == Device::Cpu || layout.world_size() == 1,

@@ -63,8 +63,13 @@ struct TrainOptions {
   // DP error feedback: --grad-comp-error-feedback, or --use-error-feedback (the
   // prototype's one flag for LEP and DP error feedback). Sets g.error_feedback.
   void resolve_error_feedback(GradCompressionConfig& g) const { g.error_feedback = g.error_feedback || cb.lazy_error; }
-  // CB or DP compression: the techniques with state (warm starts, residuals).
-  bool any_compression() const { return cb.enabled || grad_comp.enabled; }
+  // CB or DP compression that keeps state between iterations (PowerSGD's warm
+  // starts, LEP / error-feedback residuals); int8, fp8, topk and sign alone keep none.
+  bool stateful_compression() const {
+    return (cb.enabled && (cb.method == CompressionMethod::PowerSgd || cb.lazy_error)) ||
+           (grad_comp.enabled &&
+            (grad_comp.method == CompressionMethod::PowerSgd || grad_comp.error_feedback || cb.lazy_error));
+  }
 
   int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }
   LrSchedule lr_schedule() const;

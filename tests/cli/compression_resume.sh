@@ -194,7 +194,17 @@ if train cb_only "${CB_ONLY[@]}" --save "$WORK/cb_only" --save-interval $N; then
       || failed "CB+LEP checkpoint into an uncompressed run printed no notice (stage 1's LEP state ignored silently)"
   fi
 fi
-for name in plain_to_comp comp_to_plain plain_to_cb cb_to_plain; do
+# A checkpoint of one DP method into a run of another (int8 + EF -> PowerSGD + EF): the
+# residuals are named by method, so the other method's are not taken for its own.
+if [[ -d "$WORK/dp_ef_only_straight/$ITER_N" ]]; then
+  interrupted dp_ef_only_straight method_change
+  if train method_change --grad-comp --grad-comp-error-feedback --selective-grad-comp-way 1 --load "$WORK/method_change"; then
+    grep -q "^notice: part of the checkpoint's compressor state does not fit" "$WORK/method_change.log" \
+      && pass "checkpoint of another DP method: $(grep "notice:" "$WORK/method_change.log" | head -1)" \
+      || failed "checkpoint of DP int8 loaded into DP PowerSGD without a notice: $(grep notice "$WORK/method_change.log")"
+  fi
+fi
+for name in plain_to_comp comp_to_plain plain_to_cb cb_to_plain method_change; do
   [[ -f "$WORK/$name.jsonl" ]] || continue
   if "$PY" - "$WORK/$name.jsonl" $N <<'EOF'
 import json, math, sys

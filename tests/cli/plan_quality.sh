@@ -8,9 +8,10 @@
 #   the combination pp_fwd int8 + pp_bwd int8 measured at 0.25 % (the sum would be 0.30 %).
 # P2 D2 on 4 one-device nodes joined by a slow link, so compressing pays.
 #   * budget 0: only lossless FE (or nothing);
-#   * budget 0.25: int8 on both pipeline links, costed by the measured combination;
+#   * P2 D1, budget 0.25: int8 on both pipeline links, costed by the measured combination;
 #   * budget 0.5: an expected cost <= 0.5 %; budget 10: no slower than budget 0.5's plan;
 #   * a never-measured method is never chosen; the printed train flags train;
+#   * P1 D4 (DP only), budget 0.2: DP int8 + EF with the measured warm-up;
 #   * one-line errors: --max-loss-increase without --auto, a missing or malformed JSON, < 0.
 source "$(dirname "$0")/fixture/lib.sh"
 COSTS="$SRC/tests/cli/fixture/compressors.json"
@@ -36,14 +37,33 @@ for budget in 0 0.25 0.5 10; do
 done
 [[ ${FLAGS[0]} == "--emb-comm-opt" || ${FLAGS[0]} == "(none)" ]] && pass "budget 0: lossless only (${FLAGS[0]})" \
   || failed "budget 0: chose lossy compression: ${FLAGS[0]}"
-if [[ ${FLAGS[0.25]} == *"--activation-comp-method int8"* && ${FLAGS[0.25]} == *"--inter-grad-comp-method int8"* ]] \
-    && grep -q "measured as variant pp_int8" "$WORK/plan_0.25.txt"; then
-  pass "budget 0.25: int8 on both pipeline links, costed by the measured combination"
+# P2 D1 (2 nodes), budget 0.25: int8 on both pipeline links fits only as the measured
+# combination (0.25 %; the sum of its links would be 0.30 %).
+out=$("$BIN" plan "${M[@]}" --nodes 2 --auto --max-loss-increase 0.25 --compressors-json "$COSTS" 2>&1)
+flags=$(sed -n 's/^train flags: //p' <<< "$out")
+if [[ $flags == *"--activation-comp-method int8"* && $flags == *"--inter-grad-comp-method int8"* ]] \
+    && grep -q "measured as variant pp_int8" <<< "$out"; then
+  pass "P2 D1, budget 0.25: int8 on both pipeline links, costed by the measured combination"
 else
-  failed "budget 0.25: expected int8 on both pipeline links as measured variant pp_int8: $(cat "$WORK/plan_0.25.txt")"
+  failed "P2 D1, budget 0.25: expected int8 on both pipeline links as measured variant pp_int8: $out"
 fi
+# P2 D2, budget 0.5: the sum of per-link costs decides (0.10 + 0.20 + 0.15 = 0.45 % with DP int8).
+grep -q "sum of per-link measurements" "$WORK/plan_0.5.txt" && pass "budget 0.5: $(grep '^expected' "$WORK/plan_0.5.txt")" \
+  || failed "budget 0.5: no per-link sum: $(cat "$WORK/plan_0.5.txt")"
 awk -v a="${MS[10]}" -v b="${MS[0.5]}" 'BEGIN { exit !(a <= b) }' \
   && pass "a larger budget is no slower (${MS[10]} <= ${MS[0.5]} ms)" || failed "budget 10 slower than 0.5: ${MS[10]} > ${MS[0.5]}"
+
+# DP only (P1 D4: no pipeline links): with budget 0.2 only dp int8 + EF (0.15 %) fits, and its
+# measurement has the sweep's warm-up 0.1, which the plan must carry (--grad-comp-warm-up 0.1).
+out=$("$BIN" plan "${M[@]}" --pipeline-model-parallel-size 1 --auto --max-loss-increase 0.2 \
+  --compressors-json "$COSTS" 2>&1)
+flags=$(sed -n 's/^train flags: //p' <<< "$out")
+if [[ $flags == *"--grad-comp --grad-comp-method int8 --grad-comp-error-feedback --grad-comp-warm-up 0.1"* ]] \
+    && grep -q "measured as variant dp_int8" <<< "$out"; then
+  pass "P1 D4, budget 0.2: DP int8 + error feedback with the measured warm-up ($flags)"
+else
+  failed "P1 D4, budget 0.2: expected DP int8 + EF + warm-up 0.1: $out"
+fi
 
 # The printed flags are the engine's: they train (P2 D2, 2 iterations).
 # shellcheck disable=SC2086

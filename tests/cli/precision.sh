@@ -99,4 +99,10 @@ else failed "--bf16 --fp16: exit $rc, $out"; fi
 out=$("$BIN" train "${RUN[@]}" --fp16 --inter-grad-comp 2>&1); rc=$?
 if ((rc != 0)) && grep -q "fp16 cannot be combined with --inter-grad-comp" <<< "$out"; then pass "--fp16 with compression refused: $out"
 else failed "--fp16 --inter-grad-comp: exit $rc, $out"; fi
+# Stateless methods keep nothing an overflow could poison: accepted; with LEP they keep a residual: refused.
+out=$("$BIN" train "${RUN[@]}" --fp16 --inter-grad-comp --inter-grad-comp-method int8 2>&1); rc=$?
+((rc == 0)) && pass "--fp16 with stateless int8 CB trains" || failed "--fp16 with int8 CB: exit $rc, $(tail -2 <<< "$out")"
+out=$("$BIN" train "${RUN[@]}" --fp16 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback 2>&1); rc=$?
+if ((rc != 0)) && grep -q "fp16 cannot be combined" <<< "$out"; then pass "--fp16 with int8 CB + LEP refused"
+else failed "--fp16 int8 CB + LEP: exit $rc, $out"; fi
 finish
