@@ -44,7 +44,7 @@ void CompressionState::announce(MpiCommunicator& world, CompressionNotice notice
                 "fresh\n");
   if (flags[2] > 0)
     std::printf("notice: part of the checkpoint's compressor state does not fit this run's compression (other "
-                "technique or rank); that part starts fresh\n");
+                "technique, method or rank); that part starts fresh\n");
 }
 
 }  // namespace occ
