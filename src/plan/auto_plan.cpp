@@ -67,7 +67,8 @@ std::string compression_summary(const PlanConfig& c) {
 namespace {
 
 Candidate evaluate(const PlanConfig& cfg, const Measured* measured) {
-  Candidate c{cfg};
+  Candidate c;
+  c.cfg = cfg;
   const CostModel m = build_cost_model(cfg, measured);
   c.seconds = simulate(m.input).iteration;
   double all = 0, compressed = 0;
