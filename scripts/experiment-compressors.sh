@@ -72,12 +72,8 @@ VARIANTS=(
   "paper_cb_lep|CB r16 + LEP (paper)|paper|-|powersgd:16+lep|-|$CB --inter-grad-comp-rank 16 --use-error-feedback"
 )
 if ((LIST)); then printf '%s\n' "${VARIANTS[@]}" | cut -d'|' -f1,2 | tr '|' '\t'; exit 0; fi
-bash scripts/setup.sh > /dev/null
-mkdir -p "$OUT"
 source scripts/quality_model.sh
 quality_model "$OUT" "$ITERS" "$EVAL"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-[[ $(id -u) -eq 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The manifest the report reads (link settings parsed into JSON).
 printf '%s\n' "${VARIANTS[@]}" | /usr/bin/python3 -c '

@@ -35,12 +35,8 @@ while (($#)); do
     *) echo "error: unknown flag $1 (use --iters N, --quick, --out DIR, --seeds LIST, --cb-ranks LIST, --variants LIST, --report-only)"; exit 2;;
   esac
 done
-bash scripts/setup.sh > /dev/null
-mkdir -p "$OUT"
 source scripts/quality_model.sh
 quality_model "$OUT" "$ITERS" "$EVAL"
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-[[ $(id -u) -eq 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CB="--inter-grad-comp --inter-grad-comp-rank @R"  # @R: the CB rank of the run
 DPC="--grad-comp --grad-comp-rank ${DP_RANK:-16} --grad-comp-warm-up 0.1"
 declare -A VARIANTS=(
