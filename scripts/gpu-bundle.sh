@@ -275,6 +275,10 @@ export OPAL_PREFIX="$OCC_BUNDLE" OPAL_EXEC_PREFIX="$OCC_BUNDLE" OPAL_BINDIR="$OC
   OPAL_DATAROOTDIR="$OCC_BUNDLE/share" OPAL_DATADIR="$OCC_BUNDLE/share" \
   OPAL_PKGDATADIR="$OCC_BUNDLE/share/openmpi" OPAL_SYSCONFDIR="$OCC_BUNDLE/etc"
 export OMPI_MCA_mca_base_component_path="$OCC_BUNDLE/lib/openmpi3"
+# The bundled libpmix looks for its optional components in Debian's folder, which a machine
+# may hold from another PMIx version (seen on the GPU machine: a zlib component that fails
+# to load, then a warning that nothing compresses). None is needed on one machine.
+export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # CUDA's libraries (cuda-libs.txt: what the binaries need) come from the machine: the
 # toolkit, the pip nvidia-* packages of its python3, or the driver's folder. Found once,

@@ -231,7 +231,8 @@ def cmd_weights(a):
         if r > worst:
             worst, worst_name, worst_diff, worst_scale = r, n, diff, scale
         if diff > a.rel * scale:
-            bad.append(n)
+            beyond = int(np.count_nonzero(np.abs(x - y) > a.rel * scale))
+            bad.append(f"{n} ({beyond} of {x.size} elements, {diff / scale:.1e})")
     if bad:
         problems.append(f"{len(bad)} tensors beyond {a.rel:g} x max: {', '.join(bad[:4])}")
     nums = {"tensors": len(set(A) & set(B)), "max_ratio": worst, "worst_tensor": worst_name,
@@ -760,6 +761,51 @@ def cmd_report(a):
     return 0
 
 
+# Kernel families by name, for the profile's breakdown (first match wins).
+KERNEL_FAMILIES = [
+    ("GEMM (cuBLAS)", ("gemm", "xmma", "cutlass", "nvjet", "sm90_", "sm80_", "cublas")),
+    ("attention", ("attention", "flash", "softmax")),
+    ("cross-entropy", ("cross_entropy", "row_max", "row_sum_exp", "target_logit")),
+    ("layernorm", ("layernorm",)),
+    ("GeLU / dropout / bias", ("gelu", "dropout", "broadcast_rows", "bias")),
+    ("16-bit operand copies", ("to_bf16", "to_fp16")),
+    ("precision rounding", ("round_kernel",)),
+    ("optimizer / norms", ("adamw", "sum_squares", "scale_kernel", "square")),
+    ("embedding", ("embedding", "position")),
+    ("column sums", ("column_sums",)),
+]
+
+
+def cmd_kernels(a):
+    """Nsight Systems' cuda_gpu_kern_sum (CSV): share of GPU time per kernel family and the top kernels."""
+    import csv
+    with open(a.csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return emit("the kernel summary is empty", {}, False)
+    def col(r, *names):
+        for n in names:
+            if n in r and r[n] not in (None, ""):
+                return r[n]
+        return "0"
+    total = sum(float(col(r, "Total Time (ns)", "Total Time")) for r in rows)
+    fam, top = {}, []
+    for r in rows:
+        name, t = col(r, "Name"), float(col(r, "Total Time (ns)", "Total Time"))
+        low = name.lower()
+        family = next((f for f, keys in KERNEL_FAMILIES if any(k in low for k in keys)), "other")
+        fam[family] = fam.get(family, 0.0) + t
+        top.append((t, int(float(col(r, "Instances", "Count"))), name))
+    top.sort(reverse=True)
+    shares = sorted(((t / total, f) for f, t in fam.items()), reverse=True)
+    nums = {"gpu_kernel_ms": total / 1e6, "families": {f: round(100 * x, 2) for x, f in shares},
+            "top": [{"share_pct": round(100 * t / total, 2), "instances": n, "name": name[:160]}
+                    for t, n, name in top[:12]]}
+    s = (f"GPU kernel time {total / 1e6:.1f} ms: " + ", ".join(f"{f} {100 * x:.1f}%" for x, f in shares[:6]) +
+         "; top kernel: " + f"{top[0][2][:70]} {100 * top[0][0] / total:.1f}%")
+    return emit(s, nums, True)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -810,6 +856,8 @@ def main(argv):
     p.add_argument("full")
     p.add_argument("--peak-key", default="peak_gpu_mib")
     p.add_argument("--expect", type=int, default=None)
+    p = sub.add_parser("kernels")
+    p.add_argument("csv")
     p = sub.add_parser("report")
     p.add_argument("--checks", required=True)
     p.add_argument("--info", required=True)
@@ -817,7 +865,7 @@ def main(argv):
     a = ap.parse_args(argv)
     fn = {"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
           "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision, "recompute": cmd_recompute,
-          "hf": cmd_hf, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
+          "hf": cmd_hf, "kernels": cmd_kernels, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
     try:
         return fn(a)
     except (OSError, ValueError, KeyError) as e:

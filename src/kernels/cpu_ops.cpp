@@ -29,12 +29,13 @@ class CpuOps final : public Ops {
     if (n > 0) std::memcpy(dst, src, sizeof(int32_t) * size_t(n));
   }
 
+  // fp32 products of the operands whatever their format: the reference numerics.
   void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                      int64_t OC) override {
+                      int64_t OC, Precision /*operands*/) override {
     kernels::linear_forward(out, inp, w, bias, N, C, OC);
   }
   void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp) override {
+                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision /*operands*/) override {
     kernels::linear_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
   }
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,

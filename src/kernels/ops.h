@@ -34,10 +34,17 @@ class Ops {
   virtual void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) = 0;
 
   // ---- dense layers ------------------------------------------------------------
+  // `operands`: the format whose values every matrix operand already holds (the
+  // input, the weight and the output gradient; in --bf16 / --fp16 the model rounds
+  // them to it, core/precision.h). A backend may multiply them in that format with
+  // fp32 accumulation: each product is exact in fp32, so the result is the fp32
+  // product up to summation order. The GPU does, on its tensor cores; the CPU (the
+  // reference) multiplies in fp32 whatever the format. Outputs stay fp32.
   virtual void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                              int64_t OC) = 0;
+                              int64_t OC, Precision operands = Precision::Fp32) = 0;
   virtual void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false) = 0;
+                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false,
+                               Precision operands = Precision::Fp32) = 0;
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                                  const float* b, int64_t N, int64_t C, float eps) = 0;
   virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,

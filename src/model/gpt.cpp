@@ -159,7 +159,7 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
                          P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
   lp(acts.lnf.data(), N * C);
   float* logits = acts.logits.data();
-  ops_.linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl);
+  ops_.linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl, opt_.precision);
   lp(logits, N * Vl);  // the cross-entropy itself runs in fp32, as Megatron's
   if (!mb.labels) return 0.0;
   const int32_t* labels = upload_ids(acts.labels, mb.labels, N);
@@ -197,7 +197,7 @@ void GptStage::layer_forward(int local, const float* input, LayerActivations& a,
   ops_.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), input, P + w.ln1_w, P + w.ln1_b, N, C,
                          cfg_.layernorm_epsilon);
   lp(a.ln1.data(), N * C);
-  ops_.linear_forward(a.qkv.data(), a.ln1.data(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl);
+  ops_.linear_forward(a.qkv.data(), a.ln1.data(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl, opt_.precision);
   lp(a.qkv.data(), N * 3 * Cl);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
@@ -208,7 +208,7 @@ void GptStage::layer_forward(int local, const float* input, LayerActivations& a,
   }
   ops_.attention_forward(a.atty.data(), saved, a.qkv.data(), shape, attn_drop);
   lp(a.atty.data(), N * Cl);
-  ops_.linear_forward(branch_.data(), a.atty.data(), P + w.proj_w, nullptr, N, Cl, C);
+  ops_.linear_forward(branch_.data(), a.atty.data(), P + w.proj_w, nullptr, N, Cl, C, opt_.precision);
   lp(branch_.data(), N * C);
   tp_allreduce(branch_.data(), size_t(N * C));
   ops_.bias_dropout_add_forward(a.residual1.data(), input, branch_.data(), P + w.proj_b,
@@ -219,11 +219,11 @@ void GptStage::layer_forward(int local, const float* input, LayerActivations& a,
   ops_.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual1.data(), P + w.ln2_w,
                          P + w.ln2_b, N, C, cfg_.layernorm_epsilon);
   lp(a.ln2.data(), N * C);
-  ops_.linear_forward(a.fc.data(), a.ln2.data(), P + w.fc_w, P + w.fc_b, N, C, Fl);
+  ops_.linear_forward(a.fc.data(), a.ln2.data(), P + w.fc_w, P + w.fc_b, N, C, Fl, opt_.precision);
   lp(a.fc.data(), N * Fl);
   ops_.gelu_forward(a.fc_gelu.data(), a.fc.data(), N * Fl);
   lp(a.fc_gelu.data(), N * Fl);
-  ops_.linear_forward(branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, nullptr, N, Fl, C);
+  ops_.linear_forward(branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, nullptr, N, Fl, C, opt_.precision);
   lp(branch_.data(), N * C);
   tp_allreduce(branch_.data(), size_t(N * C));
   ops_.bias_dropout_add_forward(out, a.residual1.data(), branch_.data(), P + w.fcproj_b,
@@ -251,7 +251,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
                                           uploaded_ids(acts.labels, mb.labels), v0, mb.grad_scale, N, Vl);
     if (layout_.tp_size > 1) lp(dlogits, N * Vl);
     ops_.linear_backward(d_ln_.data(), G + pl.head_weight, nullptr, dlogits, acts.lnf.data(), P + pl.head_weight, N,
-                         C, Vl);
+                         C, Vl, false, opt_.precision);
     lp(d_ln_.data(), N * C);
     tp_allreduce(d_ln_.data(), size_t(N * C));
     ops_.fill(d_resid_.data(), 0.0f, N * C);
@@ -308,11 +308,12 @@ void GptStage::layer_backward(int local, const float* input, LayerActivations& a
                                  dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, true), N, T, C);
   lp(d_branch_.data(), N * C);
   ops_.linear_backward(d_fc_.data(), G + w.fcproj_w, nullptr, d_branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, N,
-                       Fl, C);
+                       Fl, C, false, opt_.precision);
   lp(d_fc_.data(), N * Fl);
   ops_.gelu_backward(d_fc_.data(), a.fc.data(), d_fc_.data(), N * Fl);
   lp(d_fc_.data(), N * Fl);
-  ops_.linear_backward(d_ln_.data(), G + w.fc_w, G + w.fc_b, d_fc_.data(), a.ln2.data(), P + w.fc_w, N, C, Fl);
+  ops_.linear_backward(d_ln_.data(), G + w.fc_w, G + w.fc_b, d_fc_.data(), a.ln2.data(), P + w.fc_w, N, C, Fl, false,
+                       opt_.precision);
   lp(d_ln_.data(), N * C);
   tp_allreduce(d_ln_.data(), size_t(N * C));
   ops_.layernorm_backward(dresid, G + w.ln2_w, G + w.ln2_b, d_ln_.data(), a.residual1.data(), P + w.ln2_w,
@@ -324,7 +325,7 @@ void GptStage::layer_backward(int local, const float* input, LayerActivations& a
                                  dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, C);
   lp(d_branch_.data(), N * C);
   ops_.linear_backward(d_atty_.data(), G + w.proj_w, nullptr, d_branch_.data(), a.atty.data(), P + w.proj_w, N, Cl,
-                       C);
+                       C, false, opt_.precision);
   lp(d_atty_.data(), N * Cl);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
@@ -340,7 +341,7 @@ void GptStage::layer_backward(int local, const float* input, LayerActivations& a
   ops_.attention_backward(d_qkv_.data(), d_atty_.data(), a.qkv.data(), saved, shape, attn_drop);
   lp(d_qkv_.data(), N * 3 * Cl);
   ops_.linear_backward(d_ln_.data(), G + w.qkv_w, G + w.qkv_b, d_qkv_.data(), a.ln1.data(), P + w.qkv_w, N, C,
-                       3 * Cl);
+                       3 * Cl, false, opt_.precision);
   lp(d_ln_.data(), N * C);
   tp_allreduce(d_ln_.data(), size_t(N * C));
   ops_.layernorm_backward(dresid, G + w.ln1_w, G + w.ln1_b, d_ln_.data(), input, P + w.ln1_w, a.ln1_mean.data(),

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
@@ -162,6 +163,46 @@ TEST_F(CudaOpsTest, LinearBackward) {
     }
   }
 }
+
+// --bf16 / --fp16: operands holding values of the format multiply on the GPU's
+// tensor cores (16-bit copies, fp32 accumulation), on the CPU in fp32. Each
+// product is exact either way, so they agree to summation order (K up to 768).
+std::vector<float> rounded(std::vector<float> v, Precision p) {
+  for (float& x : v) x = round_to(p, x);
+  return v;
+}
+
+TEST_F(CudaOpsTest, LinearSixteenBitOperands) {
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    const std::string fmt = precision_name(p);
+    for (auto [N, C, OC] : {std::tuple<int64_t, int64_t, int64_t>{37, 50, 29}, {256, 768, 96}, {1, 7, 300}}) {
+      FTwin inp(rounded(random_values(N * C, 10), p)), w(rounded(random_values(OC * C, 11), p));
+      FTwin bias(random_values(OC, 12)), out(filled(N * OC, 9.0f));
+      cpu().linear_forward(out.c(), inp.c(), w.c(), bias.c(), N, C, OC, p);
+      gpu().linear_forward(out.g(), inp.g(), w.g(), bias.g(), N, C, OC, p);
+      expect_close(out, 1e-5, fmt + " linear_forward N=" + std::to_string(N) + " C=" + std::to_string(C));
+    }
+    const int64_t N = 300, C = 70, OC = 33;
+    for (bool accumulate : {false, true}) {
+      for (int which = 0; which < 3; ++which) {  // 0: all grads, 1: no dinp, 2: no dbias
+        FTwin dout(rounded(random_values(N * OC, 20), p)), inp(rounded(random_values(N * C, 21), p));
+        FTwin w(rounded(random_values(OC * C, 22), p));
+        FTwin dinp(random_values(N * C, 23)), dw(random_values(OC * C, 24)), dbias(random_values(OC, 25));
+        float* cd = which == 1 ? nullptr : dinp.c();
+        float* gd = which == 1 ? nullptr : dinp.g();
+        cpu().linear_backward(cd, dw.c(), which == 2 ? nullptr : dbias.c(), dout.c(), inp.c(), w.c(), N, C, OC,
+                              accumulate, p);
+        gpu().linear_backward(gd, dw.g(), which == 2 ? nullptr : dbias.g(), dout.g(), inp.g(), w.g(), N, C, OC,
+                              accumulate, p);
+        const std::string tag = " " + fmt + " acc=" + std::to_string(accumulate) + " case " + std::to_string(which);
+        expect_close(dinp, 1e-5, "dinp" + tag);
+        expect_close(dw, 1e-5, "dw" + tag);
+        expect_close(dbias, 1e-5, "dbias" + tag);
+      }
+    }
+  }
+}
+
 
 TEST_F(CudaOpsTest, LayerNorm) {
   for (auto [N, C] : {std::pair<int64_t, int64_t>{33, 37}, {64, 768}, {300, 5}}) {

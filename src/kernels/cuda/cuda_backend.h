@@ -59,9 +59,9 @@ class CudaOps final : public Ops {
   void round_to_precision(float* x, int64_t n, Precision p) override;
 
   void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                      int64_t OC) override;
+                      int64_t OC, Precision operands) override;
   void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp) override;
+                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision operands) override;
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
                          int64_t N, int64_t C, float eps) override;
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
@@ -112,6 +112,14 @@ class CudaOps final : public Ops {
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A, int64_t lda,
             const float* B, int64_t ldb, float beta, float* C, int64_t ldc, int64_t batch = 1, int64_t stride_a = 0,
             int64_t stride_b = 0, int64_t stride_c = 0);
+  // The same GEMM with A and B in a 16-bit format (bf16 or fp16: 2-byte values,
+  // leading dimensions in elements), fp32 C and fp32 accumulation: tensor cores.
+  void gemm_16bit(Precision format, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const void* A, int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc);
+  // Device memory of at least `bytes` (256-byte aligned) for 16-bit copies of
+  // GEMM operands, separate from scratch() so that an op may use both; valid
+  // until the next call. Grows, never shrinks.
+  void* operand_buffer(size_t bytes);
   // Copies one double from device memory (waits for the stream).
   double fetch_double(const double* device_value);
 
@@ -131,6 +139,8 @@ class CudaOps final : public Ops {
   void* blas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  void* operands_ = nullptr;
+  size_t operands_bytes_ = 0;
 };
 
 }  // namespace occ::kernels::cuda

@@ -58,28 +58,40 @@ CudaOps::~CudaOps() {
   if (blas_) cublasDestroy(blas_);
   if (blas_workspace_) cudaFree(blas_workspace_);
   if (scratch_) cudaFree(scratch_);
+  if (operands_) cudaFree(operands_);
 }
 
 void CudaOps::synchronize() { OCC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-void* CudaOps::scratch(size_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
+namespace {
+
+// A device block of at least `bytes`, grown geometrically (rounded to 1 MiB)
+// so that a sequence of growing requests reallocates rarely; never shrinks.
+void* grow_block(void*& block, size_t& have, size_t bytes, cudaStream_t stream, const char* what) {
+  if (bytes <= have) return block;
   // Kernels queued earlier may still read the old block.
-  OCC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (scratch_) OCC_CUDA_CHECK(cudaFree(scratch_));
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  // Grow geometrically (rounded to 1 MiB) so that a sequence of growing requests reallocates rarely.
+  OCC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (block) OCC_CUDA_CHECK(cudaFree(block));
+  block = nullptr;
+  have = 0;
   size_t want = bytes + bytes / 2;
   want = (want + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
-  if (cudaMalloc(&scratch_, want) != cudaSuccess) {
+  if (cudaMalloc(&block, want) != cudaSuccess) {
     cudaGetLastError();
-    scratch_ = nullptr;
-    throw_error("out of GPU memory allocating " + std::to_string(want >> 20) +
-                " MiB of kernel scratch; use a smaller --micro-batch-size or --recompute-activations");
+    block = nullptr;
+    throw_error("out of GPU memory allocating " + std::to_string(want >> 20) + " MiB of " + what +
+                "; use a smaller --micro-batch-size or --recompute-activations");
   }
-  scratch_bytes_ = want;
-  return scratch_;
+  have = want;
+  return block;
+}
+
+}  // namespace
+
+void* CudaOps::scratch(size_t bytes) { return grow_block(scratch_, scratch_bytes_, bytes, stream_, "kernel scratch"); }
+
+void* CudaOps::operand_buffer(size_t bytes) {
+  return grow_block(operands_, operands_bytes_, bytes, stream_, "16-bit GEMM operands");
 }
 
 void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* A,
@@ -99,6 +111,19 @@ void CudaOps::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                                                 ildc, stride_c, as_int(batch, "batch"), CUBLAS_COMPUTE_32F,
                                                 CUBLAS_GEMM_DEFAULT));
   }
+}
+
+void CudaOps::gemm_16bit(Precision format, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const void* A, int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (format != Precision::Bf16 && format != Precision::Fp16) throw_error("gemm_16bit: format must be bf16 or fp16");
+  const cudaDataType ab = format == Precision::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // CUBLAS_COMPUTE_32F: products and sums in fp32 (not the 16-bit compute types).
+  OCC_CUBLAS_CHECK(cublasGemmEx(blas_, op_a, op_b, as_int(m, "m"), as_int(n, "n"), as_int(k, "k"), &alpha, A, ab,
+                                as_int(lda, "lda"), B, ab, as_int(ldb, "ldb"), &beta, C, CUDA_R_32F,
+                                as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 double CudaOps::fetch_double(const double* device_value) {
