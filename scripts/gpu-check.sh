@@ -22,7 +22,7 @@
 #   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
 #                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, hf_export, recompute,
 #                      fp16_vs_fp32, bf16_vs_fp32, bench_occ_{small,medium},
-#                      profile_occ_small, bench_torch_{small,medium}[_compile]); docs/gpu.md
+#                      profile_occ_{small,medium}, bench_torch_{small,medium}[_compile]); docs/gpu.md
 #                      says what each asserts
 #   --skip A,B         skip them
 #   --work DIR         scratch folder (default: a new one under /tmp, removed at the end)
@@ -635,29 +635,19 @@ check_bench_torch() {
   else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
 }
 
-# ---- where the engine's step goes: Nsight Systems' GPU time per kernel (GPT-2 small, bf16) ----
+# ---- where the engine's step goes: bench --op-profile (every backend call timed alone) ------------
 check_profile() {
-  local name=$1 t0=$SECONDS log=$LOGS/$1.log nsys df shape t rc
-  [[ $GDEV == cuda ]] || { record "$name" SKIP "$t0" "the profile needs the GPU (--gpu-device $GDEV)"; return; }
-  nsys=$(command -v nsys || ls -d /usr/local/cuda/bin/nsys /usr/local/cuda/nsight-systems-*/bin/nsys \
-    /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -n 1)
-  [[ -n $nsys && -x $nsys ]] || { record "$name" SKIP "$t0" "Nsight Systems (nsys) not found on this machine"; return; }
-  df=$(devflags bench cuda) || { record "$name" SKIP "$t0" "optimus-cc bench has no --device"; return; }
-  shape=$(bench_shape small occ)
+  local name=$1 size=${1##*_} t0=$SECONDS log=$LOGS/$1.log df shape t rc
+  df=$(devflags bench "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc bench has no --device"; return; }
+  has_flag bench --op-profile || { record "$name" SKIP "$t0" "optimus-cc bench has no --op-profile"; return; }
+  shape=$(bench_shape "$size" occ)
   t=$(cap 120)
-  echo "+ nsys profile ... optimus-cc bench $df --bf16 $shape --steps 3 --warmup 1 --repeats 1" >> "$log"
   # shellcheck disable=SC2086
-  timeout -k 10 "$t" "$B/run.sh" "$nsys" profile --trace cuda --sample none --cpuctxsw none --force-overwrite true \
-    -o "$W/prof" optimus-cc bench $df --bf16 $shape --steps 3 --warmup 1 --repeats 1 --no-peak >> "$log" 2>&1
+  eng "$log" "$t" bench $df --bf16 $shape --steps 3 --warmup 1 --repeats 1 --no-peak --op-profile 3 \
+    --json "$W/$name.json"
   rc=$?
-  ((rc == 0)) || { record "$name" FAIL "$t0" "nsys profile: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
-  timeout -k 10 "$(cap 90)" "$nsys" stats --report cuda_gpu_kern_sum --format csv --force-export true \
-    --output "$W/prof" "$W/prof.nsys-rep" >> "$log" 2>&1
-  local csv
-  csv=$(ls "$W"/prof*kern_sum*.csv 2> /dev/null | head -n 1)
-  [[ -n $csv ]] || { record "$name" FAIL "$t0" "nsys stats wrote no kernel summary: $(tail_of "$log")" "" "$log"; return; }
-  cp "$csv" "$LOGS/$name.kernels.csv"
-  helper "$W/$name" kernels "$csv"
+  ((rc == 0)) || { record "$name" FAIL "$t0" "optimus-cc bench --op-profile: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
+  helper "$W/$name" op-profile "$W/$name.json"
   if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY" "$W/$name.numbers.json"
   else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
 }
@@ -677,7 +667,8 @@ for size in small medium; do
   run_check "bench_occ_$size" check_bench_occ 30
   run_check "bench_torch_$size" check_bench_torch 30
 done
-run_check profile_occ_small check_profile 40
+run_check profile_occ_small check_profile 30
+run_check profile_occ_medium check_profile 30
 for size in small medium; do
   run_check "bench_torch_${size}_compile" check_bench_torch 90
 done

@@ -761,48 +761,39 @@ def cmd_report(a):
     return 0
 
 
-# Kernel families by name, for the profile's breakdown (first match wins).
-KERNEL_FAMILIES = [
-    ("GEMM (cuBLAS)", ("gemm", "xmma", "cutlass", "nvjet", "sm90_", "sm80_", "cublas")),
-    ("attention", ("attention", "flash", "softmax")),
+# Backend ops by family, for the profile's breakdown (first match wins).
+OP_FAMILIES = [
+    ("matmul (linear layers)", ("linear_",)),
+    ("attention", ("attention_",)),
     ("cross-entropy", ("cross_entropy", "row_max", "row_sum_exp", "target_logit")),
-    ("layernorm", ("layernorm",)),
-    ("GeLU / dropout / bias", ("gelu", "dropout", "broadcast_rows", "bias")),
-    ("16-bit operand copies", ("to_bf16", "to_fp16")),
-    ("precision rounding", ("round_kernel",)),
-    ("optimizer / norms", ("adamw", "sum_squares", "scale_kernel", "square")),
-    ("embedding", ("embedding", "position")),
-    ("column sums", ("column_sums",)),
+    ("layernorm", ("layernorm_",)),
+    ("GeLU / bias / dropout / residual", ("gelu_", "dropout", "bias_dropout_add")),
+    ("rounding to bf16/fp16", ("round_to_precision",)),
+    ("optimizer, norm, clipping", ("adamw", "sum_squares", "scale")),
+    ("embeddings", ("embedding_", "position_")),
 ]
 
 
-def cmd_kernels(a):
-    """Nsight Systems' cuda_gpu_kern_sum (CSV): share of GPU time per kernel family and the top kernels."""
-    import csv
-    with open(a.csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return emit("the kernel summary is empty", {}, False)
-    def col(r, *names):
-        for n in names:
-            if n in r and r[n] not in (None, ""):
-                return r[n]
-        return "0"
-    total = sum(float(col(r, "Total Time (ns)", "Total Time")) for r in rows)
-    fam, top = {}, []
-    for r in rows:
-        name, t = col(r, "Name"), float(col(r, "Total Time (ns)", "Total Time"))
-        low = name.lower()
-        family = next((f for f, keys in KERNEL_FAMILIES if any(k in low for k in keys)), "other")
-        fam[family] = fam.get(family, 0.0) + t
-        top.append((t, int(float(col(r, "Instances", "Count"))), name))
-    top.sort(reverse=True)
-    shares = sorted(((t / total, f) for f, t in fam.items()), reverse=True)
-    nums = {"gpu_kernel_ms": total / 1e6, "families": {f: round(100 * x, 2) for x, f in shares},
-            "top": [{"share_pct": round(100 * t / total, 2), "instances": n, "name": name[:160]}
-                    for t, n, name in top[:12]]}
-    s = (f"GPU kernel time {total / 1e6:.1f} ms: " + ", ".join(f"{f} {100 * x:.1f}%" for x, f in shares[:6]) +
-         "; top kernel: " + f"{top[0][2][:70]} {100 * top[0][0] / total:.1f}%")
+def cmd_op_profile(a):
+    """optimus-cc bench --op-profile's JSON: share of the step per op family, and the top ops."""
+    with open(a.result) as f:
+        j = json.load(f)
+    ops = j.get("op_profile") or []
+    if not ops:
+        return emit("the bench JSON has no op_profile", {}, False)
+    total = sum(o["ms_per_step"] for o in ops)
+    fam = {}
+    for o in ops:
+        family = next((f for f, keys in OP_FAMILIES if any(k in o["op"] for k in keys)), "other")
+        fam[family] = fam.get(family, 0.0) + o["ms_per_step"]
+    shares = sorted(((ms, f) for f, ms in fam.items()), reverse=True)
+    top = sorted(ops, key=lambda o: -o["ms_per_step"])[:8]
+    nums = {"ms_per_step_in_ops": total, "families_ms": {f: round(ms, 3) for ms, f in shares},
+            "top": top, "step_ms_unprofiled": j.get("best_ms")}
+    s = (f"{total:.1f} ms/step in backend calls (unprofiled step {j.get('best_ms', 0):.1f} ms): " +
+         ", ".join(f"{f} {100 * ms / total:.0f}%" for ms, f in shares[:6]) + "; top: " +
+         "; ".join(f"{o['op']} {o['ms_per_step']:.1f} ms" + (f" at {o['tflops']:.3g} TFLOP/s" if o.get("tflops") else "")
+                   for o in top[:4]))
     return emit(s, nums, True)
 
 
@@ -856,8 +847,8 @@ def main(argv):
     p.add_argument("full")
     p.add_argument("--peak-key", default="peak_gpu_mib")
     p.add_argument("--expect", type=int, default=None)
-    p = sub.add_parser("kernels")
-    p.add_argument("csv")
+    p = sub.add_parser("op-profile")
+    p.add_argument("result")
     p = sub.add_parser("report")
     p.add_argument("--checks", required=True)
     p.add_argument("--info", required=True)
@@ -865,7 +856,7 @@ def main(argv):
     a = ap.parse_args(argv)
     fn = {"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
           "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision, "recompute": cmd_recompute,
-          "hf": cmd_hf, "kernels": cmd_kernels, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
+          "hf": cmd_hf, "op-profile": cmd_op_profile, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
     try:
         return fn(a)
     except (OSError, ValueError, KeyError) as e:

@@ -16,7 +16,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       tp_(tp),
       seed_(seed),
       opt_(options),
-      ops_(kernels::ops_for(options.device)),
+      ops_(options.ops ? *options.ops : kernels::ops_for(options.device)),
       layers_(stage_layers(cfg.num_layers, layout)),
       params_layout_(cfg, layout),
       params_(options.device),

@@ -29,6 +29,9 @@ struct StageOptions {
   // gradient accumulation and the optimizer stay fp32. Loss scaling (fp16) is
   // the trainer's: it scales MicroBatch::grad_scale and unscales the gradients.
   Precision precision = Precision::Fp32;
+  // The backend to run on; null: kernels::ops_for(device). bench --op-profile
+  // passes a kernels::TimedOps around it.
+  kernels::Ops* ops = nullptr;
 };
 
 // What a stage needs to know about one micro-batch.

@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
@@ -23,6 +25,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "kernels/timed_ops.h"
 #include "model/gpt.h"
 
 extern "C" char* openblas_get_corename(void);
@@ -108,6 +111,7 @@ int bench(int argc, char** argv) {
   std::string preset = "custom", json_path;
   int steps = 5, warmup = 2, repeats = 5, peak_reps = 5;
   bool no_peak = false;
+  int op_profile_steps = 0;
   opt.model.vocab_size = 50304;
   app.add_option("--preset", preset,
                  "a: 4 layers, 4 heads, hidden 128, vocab 50304, micro-batch 4, seq 64; "
@@ -122,6 +126,10 @@ int bench(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed repeats (best and median reported)")->capture_default_str();
   app.add_option("--peak-reps", peak_reps, "sgemm repetitions per peak size (best kept)")->capture_default_str();
   app.add_flag("--no-peak", no_peak, "skip the sgemm peak measurement");
+  app.add_option("--op-profile", op_profile_steps,
+                 "after the timed repeats, run N more steps with every backend call timed on its own "
+                 "(the device is waited for around each), and print where a step's time goes")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_path, "also write every number to this JSON file");
   app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
   app.add_flag("--bf16", opt.bf16, "train in bf16 (see train --bf16)");
@@ -167,7 +175,15 @@ int bench(int argc, char** argv) {
       "+ 12*L*B*T^2*C [attention QK^T and PV, full T x T]";
 
   SelfCommunicator self;
-  GptStage stage(m, layout, self, opt.seed, StageOptions{opt.device, opt.recompute(), opt.precision()});
+  // With --op-profile every backend call goes through a timing decorator, off until the profiled steps.
+  std::unique_ptr<kernels::TimedOps> timed_ops;
+  StageOptions stage_options{opt.device, opt.recompute(), opt.precision()};
+  if (op_profile_steps > 0) {
+    timed_ops = std::make_unique<kernels::TimedOps>(kernels::ops_for(opt.device));
+    timed_ops->set_enabled(false);
+    stage_options.ops = timed_ops.get();
+  }
+  GptStage stage(m, layout, self, opt.seed, stage_options);
   AdamW adam(stage.param_layout(), opt.adam, stage.ops());
   const int64_t nparams = stage.param_layout().total();
 
@@ -284,6 +300,30 @@ int bench(int argc, char** argv) {
       std::printf("by CPU time (1 thread): %.2f GFLOP/s of a %.2f GFLOP/s sgemm peak = %.1f%%\n", gflops_cpu, peak1_cpu,
                   100.0 * gflops_cpu / peak1_cpu);
   }
+  nlohmann::json op_profile = nlohmann::json::array();
+  if (timed_ops) {
+    timed_ops->set_enabled(true);
+    const double t0 = now_seconds();
+    for (int s = 0; s < op_profile_steps; ++s) train_step();
+    const double wall_ms = (now_seconds() - t0) * 1e3 / op_profile_steps;
+    timed_ops->set_enabled(false);
+    const double total_ms = timed_ops->total_seconds() * 1e3 / op_profile_steps;
+    std::printf("\nop profile: %d steps, each call timed alone (the device waited for around it): "
+                "%.2f ms/step in backend calls of %.2f ms/step wall\n",
+                op_profile_steps, total_ms, wall_ms);
+    std::printf("  %-44s %9s %10s %7s %10s\n", "op", "calls/st", "ms/step", "share", "TFLOP/s");
+    for (const auto& a : timed_ops->accounts()) {
+      const double ms = a.seconds * 1e3 / op_profile_steps;
+      const double tflops = a.flops > 0 && a.seconds > 0 ? a.flops / a.seconds * 1e-12 : 0.0;
+      std::printf("  %-44s %9.1f %10.3f %6.1f%% %10s\n", a.name.c_str(), double(a.calls) / op_profile_steps, ms,
+                  100.0 * ms / total_ms, tflops > 0 ? fmt::format("{:.1f}", tflops).c_str() : "");
+      op_profile.push_back({{"op", a.name},
+                            {"calls_per_step", double(a.calls) / op_profile_steps},
+                            {"ms_per_step", ms},
+                            {"share", ms / total_ms},
+                            {"tflops", tflops}});
+    }
+  }
   const double load_after = load_average();
   std::printf("loss: first %.4f, last %.4f; load average %.2f before, %.2f after (%d vCPUs)\n", losses.front(),
               losses.back(), load_before, load_after, omp_get_num_procs());
@@ -341,6 +381,7 @@ int bench(int argc, char** argv) {
       j["percent_of_peak_best"] = 100.0 * gflops_best / peakN;
       j["percent_of_peak_median"] = 100.0 * gflops_med / peakN;
     }
+    if (timed_ops) j["op_profile"] = op_profile;
     j["loss_first"] = losses.front();
     j["loss_last"] = losses.back();
     j["load_average"] = {load_before, load_after};

@@ -1,0 +1,162 @@
+#include "kernels/timed_ops.h"
+
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+
+namespace occ::kernels {
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::string shape(int64_t N, int64_t C, int64_t OC) {
+  return " [" + std::to_string(N) + " x " + std::to_string(C) + "] -> " + std::to_string(OC);
+}
+
+}  // namespace
+
+template <class F>
+auto TimedOps::timed(const std::string& name, double flops, F&& f) {
+  if (!enabled_) return f();
+  inner_.synchronize();
+  const double t0 = now();
+  auto add = [&]() {
+    inner_.synchronize();
+    OpAccount& a = accounts_[name];
+    a.name = name;
+    a.calls += 1;
+    a.seconds += now() - t0;
+    a.flops += flops;
+  };
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    add();
+  } else {
+    auto result = f();
+    add();
+    return result;
+  }
+}
+
+std::vector<OpAccount> TimedOps::accounts() const {
+  std::vector<OpAccount> out;
+  for (const auto& [name, a] : accounts_) out.push_back(a);
+  std::sort(out.begin(), out.end(), [](const OpAccount& a, const OpAccount& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+double TimedOps::total_seconds() const {
+  double s = 0.0;
+  for (const auto& [name, a] : accounts_) s += a.seconds;
+  return s;
+}
+
+void TimedOps::copy(float* dst, const float* src, int64_t n) {
+  timed("copy", 0, [&] { inner_.copy(dst, src, n); });
+}
+void TimedOps::fill(float* dst, float value, int64_t n) {
+  timed("fill", 0, [&] { inner_.fill(dst, value, n); });
+}
+void TimedOps::round_to_precision(float* x, int64_t n, Precision p) {
+  timed("round_to_precision", 0, [&] { inner_.round_to_precision(x, n, p); });
+}
+void TimedOps::upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) {
+  timed("upload_tokens", 0, [&] { inner_.upload_tokens(dst, host_src, n); });
+}
+void TimedOps::linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+                              int64_t OC, Precision operands) {
+  timed("linear_forward" + shape(N, C, OC), 2.0 * double(N) * double(C) * double(OC),
+        [&] { inner_.linear_forward(out, inp, w, bias, N, C, OC, operands); });
+}
+void TimedOps::linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
+                               Precision operands) {
+  const double gemms = double(dinp != nullptr) + double(dw != nullptr);
+  timed("linear_backward" + shape(N, C, OC), gemms * 2.0 * double(N) * double(C) * double(OC),
+        [&] { inner_.linear_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp, operands); });
+}
+void TimedOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                 const float* b, int64_t N, int64_t C, float eps) {
+  timed("layernorm_forward", 0, [&] { inner_.layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps); });
+}
+void TimedOps::layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                  const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
+  timed("layernorm_backward", 0, [&] { inner_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
+}
+void TimedOps::gelu_forward(float* out, const float* inp, int64_t n) {
+  timed("gelu_forward", 0, [&] { inner_.gelu_forward(out, inp, n); });
+}
+void TimedOps::gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+  timed("gelu_backward", 0, [&] { inner_.gelu_backward(dinp, inp, dout, n); });
+}
+void TimedOps::bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+                                        const Dropout& d, int64_t N, int64_t T, int64_t C) {
+  timed("bias_dropout_add_forward", 0, [&] { inner_.bias_dropout_add_forward(out, residual, x, bias, d, N, T, C); });
+}
+void TimedOps::bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N,
+                                         int64_t T, int64_t C) {
+  timed("bias_dropout_add_backward", 0, [&] { inner_.bias_dropout_add_backward(dx, dbias, dout, d, N, T, C); });
+}
+void TimedOps::dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) {
+  timed("dropout_inplace", 0, [&] { inner_.dropout_inplace(x, d, N, T, C); });
+}
+void TimedOps::attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+                                 const Dropout& d) {
+  // QK^T and PV over the full T x T (the FLOP count bench uses).
+  const double flops = 4.0 * double(s.B) * double(s.H) * double(s.T) * double(s.T) * double(s.D);
+  timed("attention_forward", flops, [&] { inner_.attention_forward(out, saved, qkv, s, d); });
+}
+void TimedOps::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                                  const AttentionShape& s, const Dropout& d) {
+  const double flops = 8.0 * double(s.B) * double(s.H) * double(s.T) * double(s.T) * double(s.D);
+  timed("attention_backward", flops, [&] { inner_.attention_backward(dqkv, dout, qkv, saved, s, d); });
+}
+void TimedOps::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+                                 int64_t N, int64_t C) {
+  timed("embedding_forward", 0, [&] { inner_.embedding_forward(out, tokens, wte, v0, V, N, C); });
+}
+void TimedOps::embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V,
+                                  int64_t N, int64_t C) {
+  timed("embedding_backward", 0, [&] { inner_.embedding_backward(dwte, dout, tokens, v0, V, N, C); });
+}
+void TimedOps::position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) {
+  timed("position_forward", 0, [&] { inner_.position_forward(out, wpe, N, T, C); });
+}
+void TimedOps::position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) {
+  timed("position_backward", 0, [&] { inner_.position_backward(dwpe, dout, N, T, C); });
+}
+void TimedOps::row_max(float* out, const float* logits, int64_t N, int64_t V) {
+  timed("row_max", 0, [&] { inner_.row_max(out, logits, N, V); });
+}
+void TimedOps::row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) {
+  timed("row_sum_exp", 0, [&] { inner_.row_sum_exp(out, logits, max, N, V); });
+}
+void TimedOps::target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+                            int64_t V) {
+  timed("target_logit", 0, [&] { inner_.target_logit(out, logits, labels, v0, N, V); });
+}
+void TimedOps::cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp,
+                                              const int32_t* labels, int64_t v0, float scale, int64_t N,
+                                              int64_t V) {
+  timed("cross_entropy_backward_inplace", 0,
+        [&] { inner_.cross_entropy_backward_inplace(logits, max, sum_exp, labels, v0, scale, N, V); });
+}
+double TimedOps::cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) {
+  return timed("cross_entropy_loss_sum", 0, [&] { return inner_.cross_entropy_loss_sum(max, sum_exp, target, N); });
+}
+double TimedOps::cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) {
+  return timed("cross_entropy_fused", 0, [&] { return inner_.cross_entropy_fused(logits, labels, grad_scale, N, V); });
+}
+void TimedOps::adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
+                            const AdamWStep& step) {
+  timed("adamw_update", 0, [&] { inner_.adamw_update(params, grads, m, v, decay, n, step); });
+}
+double TimedOps::sum_squares(const float* x, int64_t n) {
+  return timed("sum_squares", 0, [&] { return inner_.sum_squares(x, n); });
+}
+void TimedOps::scale(float* x, float factor, int64_t n) {
+  timed("scale", 0, [&] { inner_.scale(x, factor, n); });
+}
+
+}  // namespace occ::kernels

@@ -1,0 +1,94 @@
+#pragma once
+// A profiling decorator over any Ops backend: every call waits for the device
+// before and after (Ops::synchronize) and adds its wall time to a per-op
+// account, so that `bench --op-profile` can say where a step goes on the GPU
+// as on the CPU without an external profiler. The waits serialise the device
+// and add a few microseconds per call: the shares are what it is for, not the
+// absolute step time. Linear layers are accounted per shape, with their FLOPs.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace occ::kernels {
+
+struct OpAccount {
+  std::string name;
+  int64_t calls = 0;
+  double seconds = 0.0;
+  double flops = 0.0;  // matrix FLOPs (linear layers only)
+};
+
+class TimedOps final : public Ops {
+ public:
+  explicit TimedOps(Ops& inner) : inner_(inner) {}
+
+  // Off: calls pass straight through, with no waits (untimed steps run at full speed).
+  void set_enabled(bool on) { enabled_ = on; }
+
+  // The accounts so far, largest total time first.
+  std::vector<OpAccount> accounts() const;
+  double total_seconds() const;
+  void reset() { accounts_.clear(); }
+
+  Device device() const override { return inner_.device(); }
+  void synchronize() override { inner_.synchronize(); }
+
+  void copy(float* dst, const float* src, int64_t n) override;
+  void fill(float* dst, float value, int64_t n) override;
+  void round_to_precision(float* x, int64_t n, Precision p) override;
+  void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) override;
+  void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+                      int64_t OC, Precision operands) override;
+  void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision operands) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                         int64_t N, int64_t C, float eps) override;
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd, int64_t N, int64_t C) override;
+  void gelu_forward(float* out, const float* inp, int64_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override;
+  void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+                                const Dropout& d, int64_t N, int64_t T, int64_t C) override;
+  void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
+                                 int64_t C) override;
+  void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) override;
+  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const override {
+    return inner_.attention_saved_floats(s, d);
+  }
+  void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+                         const Dropout& d) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                          const AttentionShape& s, const Dropout& d) override;
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V, int64_t N,
+                         int64_t C) override;
+  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
+                          int64_t C) override;
+  void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) override;
+  void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) override;
+  void row_max(float* out, const float* logits, int64_t N, int64_t V) override;
+  void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) override;
+  void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+                    int64_t V) override;
+  void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp, const int32_t* labels,
+                                      int64_t v0, float scale, int64_t N, int64_t V) override;
+  double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) override;
+  double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) override;
+  void adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
+                    const AdamWStep& step) override;
+  double sum_squares(const float* x, int64_t n) override;
+  void scale(float* x, float factor, int64_t n) override;
+
+ private:
+  // Times one call of f under `name`.
+  template <class F>
+  auto timed(const std::string& name, double flops, F&& f);
+
+  Ops& inner_;
+  bool enabled_ = true;
+  std::map<std::string, OpAccount> accounts_;
+};
+
+}  // namespace occ::kernels
