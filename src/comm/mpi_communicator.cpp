@@ -19,6 +19,20 @@ void abort_job(const std::string& message) {
   std::abort();
 }
 
+namespace {
+
+// MPI counts are ints: one message over 2 GiB would wrap to a negative count.
+// Every rank of an exchange computes the same sizes, so all of them throw.
+int message_bytes(size_t bytes, const char* what) {
+  OCC_CHECK(bytes <= size_t(0x7fffffff),
+            "{}: one message of {:.2f} GiB exceeds MPI's 2 GiB limit per call; use a smaller --micro-batch-size "
+            "or --dp-bucket-size, or more tensor parallelism",
+            what, double(bytes) / double(1ull << 30));
+  return int(bytes);
+}
+
+}  // namespace
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, double timeout_s, std::string name)
     : comm_(comm), counters_(counters), timeout_s_(timeout_s), name_(std::move(name)) {
   MPI_Comm_rank(comm_, &rank_);
@@ -63,14 +77,14 @@ void MpiCommunicator::wait_all(std::vector<Request>& rs) {
 MpiCommunicator::Request MpiCommunicator::isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic,
                                                 const char* what) {
   Request r{MPI_REQUEST_NULL, peer, what};
-  MPI_Isend(data, int(bytes), MPI_BYTE, peer, tag, comm_, &r.handle);
+  MPI_Isend(data, message_bytes(bytes, what), MPI_BYTE, peer, tag, comm_, &r.handle);
   counters_.add(traffic, bytes);
   return r;
 }
 
 MpiCommunicator::Request MpiCommunicator::irecv(void* data, size_t bytes, int peer, int tag, const char* what) {
   Request r{MPI_REQUEST_NULL, peer, what};
-  MPI_Irecv(data, int(bytes), MPI_BYTE, peer, tag, comm_, &r.handle);
+  MPI_Irecv(data, message_bytes(bytes, what), MPI_BYTE, peer, tag, comm_, &r.handle);
   return r;
 }
 
@@ -90,8 +104,8 @@ void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op 
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
     MPI_Request reqs[2];
-    MPI_Irecv(tmp, int(len(recv_c) * sizeof(T)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + lo(send_c), int(len(send_c) * sizeof(T)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    MPI_Irecv(tmp, message_bytes(len(recv_c) * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + lo(send_c), message_bytes(len(send_c) * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, len(send_c) * sizeof(T));
     wait_requests(reqs, 2, "an all-reduce step", left);
     T* dst = data + lo(recv_c);
@@ -101,8 +115,8 @@ void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op 
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = ((rank_ + 1 - s) % n + n) % n, recv_c = ((rank_ - s) % n + n) % n;
     MPI_Request reqs[2];
-    MPI_Irecv(data + lo(recv_c), int(len(recv_c) * sizeof(T)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + lo(send_c), int(len(send_c) * sizeof(T)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    MPI_Irecv(data + lo(recv_c), message_bytes(len(recv_c) * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + lo(send_c), message_bytes(len(send_c) * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, len(send_c) * sizeof(T));
     wait_requests(reqs, 2, "an all-gather step", left);
   }
@@ -129,8 +143,8 @@ void MpiCommunicator::allgather(const float* in, float* out, size_t count, Traff
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
     MPI_Request reqs[2];
-    MPI_Irecv(out + size_t(recv_c) * count, int(count * sizeof(float)), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(out + size_t(send_c) * count, int(count * sizeof(float)), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    MPI_Irecv(out + size_t(recv_c) * count, message_bytes(count * sizeof(float), "all-gather"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(out + size_t(send_c) * count, message_bytes(count * sizeof(float), "all-gather"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, count * sizeof(float));
     wait_requests(reqs, 2, "an all-gather step", left);
   }

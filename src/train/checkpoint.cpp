@@ -44,6 +44,8 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
                          {"pp_rank", layout.pp_rank},
                          {"lr", opt.lr_schedule().at(pos.iteration)}};
   if (!pos.loss_scaler.is_null()) meta["loss_scaler"] = pos.loss_scaler;
+  if (pos.skipped_nonfinite > 0) meta["skipped_nonfinite"] = pos.skipped_nonfinite;
+  if (!pos.data.is_null()) meta["data"] = pos.data;
   TensorFileWriter w(meta);
   // Host copies of the fp32 master weights and moments (the checkpoint is the
   // same whichever device trained them).
@@ -100,7 +102,8 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
     optimizer->v().assign_from_host(v);
   }
   CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>(),
-                         meta.value("loss_scaler", nlohmann::json())};
+                         meta.value("loss_scaler", nlohmann::json()), meta.value("skipped_nonfinite", int64_t(0)),
+                         meta.value("data", nlohmann::json())};
   return pos;
 }
 

@@ -17,6 +17,8 @@ namespace occ {
 struct CheckpointPosition {
   int64_t iteration = 0, consumed_samples = 0;
   nlohmann::json loss_scaler;  // --fp16's scaler state (LossScaler::state()), null otherwise
+  int64_t skipped_nonfinite = 0;  // iterations skipped by --skip-nonfinite so far
+  nlohmann::json data;            // the dataset trained on: {"documents": N, "tokens": T} (null in old checkpoints)
 };
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank

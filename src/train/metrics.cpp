@@ -109,6 +109,7 @@ nlohmann::json iteration_row(const IterationStats& s, int64_t consumed_samples) 
     j["loss_scale"] = *s.loss_scale;
     j["skipped_iters"] = s.skipped_iters;
   }
+  if (s.skipped_nonfinite > 0) j["skipped_nonfinite"] = s.skipped_nonfinite;
   return j;
 }
 
@@ -118,7 +119,8 @@ std::string progress_line(const IterationStats& s, int64_t train_iters, double e
       "iter {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.0f} tok/s | {:.1f} ms/it | ETA {}:{:02}:{:02}",
       s.iteration, int(std::to_string(train_iters).size()), train_iters, s.loss, s.lr, s.grad_norm, s.tokens_per_s,
       s.ms, eta / 3600, (eta / 60) % 60, eta % 60) +
-         (s.loss_scale ? fmt::format(" | loss scale {:g} | skipped {}", *s.loss_scale, s.skipped_iters) : "");
+         (s.loss_scale ? fmt::format(" | loss scale {:g} | skipped {}", *s.loss_scale, s.skipped_iters) : "") +
+         (s.skipped_nonfinite > 0 ? fmt::format(" | skipped non-finite {}", s.skipped_nonfinite) : "");
 }
 
 void TrafficTotals::add(const nlohmann::json& row) {

@@ -22,6 +22,7 @@ struct IterationStats {
   // --fp16: the loss scale this iteration used, and the iterations skipped so far (overflow).
   std::optional<float> loss_scale;
   int64_t skipped_iters = 0;
+  int64_t skipped_nonfinite = 0;  // iterations skipped by --skip-nonfinite so far
 };
 
 // The iteration's own fields of a metrics JSONL row (summarize_rank_metrics adds the rest).

@@ -50,6 +50,9 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(grad_comp.method == CompressionMethod::PowerSgd || grad_comp.enabled,
             "--grad-comp-method {} needs --grad-comp to be on", method_name(grad_comp.method));
   auto fraction_ok = [](double f) { return f > 0.0 && f <= 1.0; };
+  OCC_CHECK(skip_nonfinite >= 0, "--skip-nonfinite must be >= 0 (got {})", skip_nonfinite);
+  OCC_CHECK(exit.interval >= 0, "--exit-interval must be >= 0 (got {})", exit.interval);
+  OCC_CHECK(exit.duration_mins >= 0, "--exit-duration-in-mins must be >= 0 (got {})", exit.duration_mins);
   OCC_CHECK(fraction_ok(cb.topk_fraction), "--inter-grad-comp-topk-fraction must be in (0, 1] (got {})",
             cb.topk_fraction);
   OCC_CHECK(fraction_ok(grad_comp.topk_fraction), "--grad-comp-topk-fraction must be in (0, 1] (got {})",
@@ -86,6 +89,30 @@ void TrainOptions::resolve_device() { device = device_name.empty() ? default_dev
 Recompute TrainOptions::recompute() const {
   if (!recompute_granularity.empty()) return parse_recompute(recompute_granularity);
   return recompute_activations ? Recompute::Selective : Recompute::None;
+}
+
+nlohmann::json TrainOptions::math_json() const {
+  nlohmann::json j = to_json();
+  j["bf16"] = bf16;
+  j["fp16"] = fp16;
+  j["loss_scale"] = loss_scale.loss_scale;
+  j["initial_loss_scale"] = loss_scale.initial_loss_scale;
+  j["min_loss_scale"] = loss_scale.min_loss_scale;
+  j["loss_scale_window"] = loss_scale.loss_scale_window;
+  j["hysteresis"] = loss_scale.hysteresis;
+  j["recompute_activations"] = recompute_activations;
+  j["recompute_granularity"] = recompute_granularity;
+  j["device"] = device_name;
+  j["lr_warmup_iters"] = lr_warmup_iters;
+  j["lr_decay_iters"] = lr_decay_iters;
+  j["adam_beta1"] = adam.beta1;
+  j["adam_beta2"] = adam.beta2;
+  j["adam_eps"] = adam.eps;
+  j["dp_bucket_elems"] = dp_bucket_elems;
+  j["skip_nonfinite"] = skip_nonfinite;
+  j["tokenizer_model"] = tokenizer_model;
+  j["layernorm_epsilon"] = model.layernorm_epsilon;
+  return j;
 }
 
 nlohmann::json TrainOptions::to_json() const {

@@ -12,6 +12,7 @@
 #include "compress/dp_compressor.h"
 #include "model/config.h"
 #include "train/adamw.h"
+#include "train/exit_control.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 
@@ -54,6 +55,10 @@ struct TrainOptions {
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
+  ExitOptions exit;                  // --exit-signal-handler, --exit-interval, --exit-duration-in-mins
+  bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's
+  int64_t skip_nonfinite = 0;        // --skip-nonfinite N: iterations with a non-finite loss/norm that may be skipped
+  int64_t debug_inject_nan = 0;      // test-only (hidden flag): a NaN gradient at this iteration on the last stage
   // Optimus-CC (see compress/).
   CompressedBackpropConfig cb;       // CB, LEP, EC
   GradCompressionConfig grad_comp;   // DP PowerSGD (or another method), SC
@@ -75,6 +80,10 @@ struct TrainOptions {
   LrSchedule lr_schedule() const;
   // Checks what does not depend on data or tokenizer (throws occ::Error).
   void validate(const ParallelLayout& layout) const;
+  // Every setting that changes the numbers a rank computes (to_json() and the
+  // rest: precision, optimizer and schedule details, buckets, recomputation,
+  // guards); all ranks of a job must agree on it (train checks at start-up).
+  nlohmann::json math_json() const;
   nlohmann::json to_json() const;  // the model shape and training settings, for checkpoints
 };
 

@@ -24,6 +24,8 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.resolve_device();
   opt_.validate(layout_);
   opt_.resolve_error_feedback(opt_.grad_comp);
+  nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
+  exit_ = std::make_unique<ExitControl>(opt_.exit);
 
   dataset_ = std::make_unique<IndexedDataset>(IndexedDataset::open(opt_.data_path));
   check_token_range(*dataset_, opt_.model.vocab_size, opt_.data_path);
@@ -82,10 +84,24 @@ void Trainer::load() {
   loss_scaler_->load_state(pos.loss_scaler);
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
+  nonfinite_.restore(pos.skipped_nonfinite);
+  if (!pos.data.is_null() && pos.data != data_fingerprint()) {
+    OCC_CHECK(opt_.override_data_check,
+              "checkpoint {} was trained on a dataset of {} documents and {} tokens, but --data-path {} has {} and {}; "
+              "resume on the same data, or pass --override-data-check to continue on this one",
+              opt_.load, pos.data.value("documents", int64_t(-1)), pos.data.value("tokens", int64_t(-1)),
+              opt_.data_path, dataset_->num_documents(), dataset_->num_tokens());
+    if (is_logger())
+      std::printf("notice: --override-data-check: continuing on a dataset other than the checkpoint's\n");
+  }
   OCC_CHECK(iteration_ <= opt_.train_iters,
             "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", opt_.load,
             iteration_, opt_.train_iters);
   if (is_logger()) std::printf("loaded checkpoint %s at iteration %lld\n", opt_.load.c_str(), (long long)iteration_);
+}
+
+nlohmann::json Trainer::data_fingerprint() const {
+  return {{"documents", dataset_->num_documents()}, {"tokens", dataset_->num_tokens()}};
 }
 
 void Trainer::read_micro_batch(const GptDataset& data, int64_t first_sample, int slot) {
@@ -146,6 +162,12 @@ IterationStats Trainer::train_step() {
     ScopedPhase t(timers, "optimizer");
     stage_->ops().scale(grads.data(), 1.0f / loss_scale, int64_t(grads.size()));
   }
+  if (opt_.debug_inject_nan == iteration_ + 1 && layout_.last_stage() && layout_.tp_rank == 0 &&
+      layout_.dp_rank == 0) {
+    // Test only: a NaN in this stage's first parameter gradient, as an overflow would leave.
+    const float nan = std::nanf("");
+    stage_->ops().fill(grads.data(), nan, 1);
+  }
   {
     // Its own phase: stages that finished early wait here for the slowest one.
     ScopedPhase t(timers, "norm_allreduce");
@@ -153,8 +175,15 @@ IterationStats Trainer::train_step() {
     topo_->model->allreduce_sum(&sq, 1, Traffic::Other);
     s.grad_norm = std::sqrt(sq);
   }
-  // The norm is summed over every rank, so all agree on an overflow.
-  const bool skip = loss_scaler_->active() && loss_scaler_->update(std::isfinite(s.grad_norm));
+  // Loss of the global batch: the last stage's sums (one TP rank each), over DP.
+  double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
+  topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
+  s.loss = loss / double(int64_t(opt_.global_batch_size) * T);
+  // The norm and the loss are summed over every rank, so all agree on an overflow.
+  bool skip = loss_scaler_->active() && loss_scaler_->update(std::isfinite(s.grad_norm));
+  if (!loss_scaler_->active())
+    skip = nonfinite_.check(*topo_->world, layout_, stage_->ops(), pl, grads.data(), s.iteration, s.loss, s.grad_norm);
+  s.skipped_nonfinite = nonfinite_.skipped();
   s.lr = opt_.lr_schedule().at(s.iteration);
   if (!skip) {
     ScopedPhase t(timers, "optimizer");
@@ -165,10 +194,6 @@ IterationStats Trainer::train_step() {
     s.loss_scale = loss_scale;
     s.skipped_iters = loss_scaler_->skipped();
   }
-  // Loss of the global batch: the last stage's sums (one TP rank each), over DP.
-  double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
-  topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
-  s.loss = loss / double(int64_t(opt_.global_batch_size) * T);
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
   s.ms = (now_seconds() - start) * 1e3;
@@ -266,8 +291,20 @@ void Trainer::run() {
     if (valid_data_ && ((opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0) || last))
       s.val_loss = evaluate();
     log_iteration(s);
-    if (!opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last))
-      save_checkpoint();
+    const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
+    if (saved) save_checkpoint();
+    if (last) break;
+    if (const std::string reason = exit_->stop_reason(*topo_->world, iteration_, now_seconds() - run_start_);
+        !reason.empty()) {
+      if (!opt_.save.empty() && !saved) save_checkpoint();
+      if (is_logger())
+        std::printf("exiting after iteration %lld of %lld: %s; %s\n", (long long)iteration_,
+                    (long long)opt_.train_iters, reason.c_str(),
+                    opt_.save.empty() ? "no --save, so nothing was saved"
+                                      : fmt::format("checkpoint in {}; rerun the same command with --load {} to continue",
+                                                    opt_.save, opt_.save).c_str());
+      break;
+    }
   }
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
@@ -280,7 +317,8 @@ void Trainer::save_checkpoint() {
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
   if (layout_.dp_rank == 0)
     write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_,
-                           {iteration_, consumed_samples_, loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json()});
+                           {iteration_, consumed_samples_, loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
+                            nonfinite_.skipped(), data_fingerprint()});
   // Compressor state differs per DP rank (local errors), so every rank saves its own.
   if (const CompressionState state = compression_state(); !state.empty()) {
     make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);

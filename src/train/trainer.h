@@ -26,6 +26,7 @@
 #include "train/adamw.h"
 #include "train/gradient_sync.h"
 #include "train/metrics.h"
+#include "train/nonfinite_guard.h"
 #include "train/loss_scaler.h"
 #include "train/options.h"
 
@@ -52,6 +53,8 @@ class Trainer {
   void check_lep(int slot, const float* grad);
   void save_checkpoint();
   CompressionState compression_state() { return {cb_send_.get(), grad_sync_->dp_compressor()}; }
+  // What a checkpoint records of the dataset, to refuse resuming on another.
+  nlohmann::json data_fingerprint() const;
   std::string compression_state_path(const std::string& dir) const;
   void log_iteration(const IterationStats& s);
 
@@ -70,6 +73,8 @@ class Trainer {
   std::unique_ptr<CompressedActivations> act_send_, act_recv_;  // --activation-comp-method: forward link out / in
   std::unique_ptr<PipelineExecutor> executor_;
   LepProbe lep_probe_;                                      // --check-lep
+  std::unique_ptr<ExitControl> exit_;                       // --exit-signal-handler / -interval / -duration
+  NonfiniteGuard nonfinite_{0};                             // --skip-nonfinite
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
   MicroBatchTokens tokens_;                                  // per slot

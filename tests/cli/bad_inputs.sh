@@ -47,12 +47,22 @@ expect_error "DP method without --grad-comp" "grad-comp-method int8 needs --grad
   "$BIN" train "${T[@]}" --grad-comp-method int8
 expect_error "CB method without --inter-grad-comp" "inter-grad-comp-method sign needs --inter-grad-comp" -- \
   "$BIN" train "${T[@]}" --inter-grad-comp-method sign
+expect_error "topk fraction for another CB method" "inter-grad-comp-topk-fraction applies only to --inter-grad-comp-method topk \(it is int8\); drop it or use --inter-grad-comp-method topk" -- \
+  "$BIN" train "${T[@]}" --inter-grad-comp --inter-grad-comp-method int8 --inter-grad-comp-topk-fraction 0.1
+expect_error "DP topk fraction without --grad-comp" "grad-comp-topk-fraction has no effect without --grad-comp; drop it or add --grad-comp" -- \
+  "$BIN" train "${T[@]}" --grad-comp-topk-fraction 0.05
+expect_error "DP rank for a byte method" "grad-comp-rank applies only to --grad-comp-method powersgd \(it is sign\)" -- \
+  "$BIN" train "${T[@]}" --grad-comp --grad-comp-method sign --grad-comp-rank 8
+expect_error "activation topk fraction without activation compression" "activation-comp-topk-fraction has no effect without --activation-comp-method other than none" -- \
+  "$BIN" train "${T[@]}" --activation-comp-topk-fraction 0.5
+expect_error "plan: CB rank for a byte method" "inter-grad-comp-rank applies only to --inter-grad-comp-method powersgd" -- \
+  "$BIN" plan "${T[@]}" --pipeline-model-parallel-size 2 --inter-grad-comp --inter-grad-comp-method int8 --inter-grad-comp-rank 4
 expect_error "DP error feedback without --grad-comp" "grad-comp-error-feedback needs --grad-comp" -- \
   "$BIN" train "${T[@]}" --grad-comp-error-feedback
 expect_error "topk fraction 0" "inter-grad-comp-topk-fraction must be in \(0, 1\]" -- "$BIN" train "${T[@]}" \
   --inter-grad-comp --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 0
 expect_error "topk fraction above 1" "activation-comp-topk-fraction must be in" -- "$BIN" train "${T[@]}" \
-  --activation-comp-topk-fraction 1.5
+  --activation-comp-method topk --activation-comp-topk-fraction 1.5
 expect_error "unreadable tokenizer model" "tokenizer" -- "$BIN" train "${T[@]}" --tokenizer-model "$SRC/README.md"
 echo '{"num-layers": 2,' > "$WORK/bad.json"
 expect_error "invalid --config JSON" "not valid JSON" -- "$BIN" train "${T[@]}" --config "$WORK/bad.json"

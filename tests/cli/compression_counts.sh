@@ -281,14 +281,14 @@ check P2D2_all gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 fe=1 dp=4 sc=1 -- "${
   --selective-grad-comp-way 1
 # Beyond the paper: the other methods on each link class (their wire formulas above).
 check P4_cb_int8 gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 cbm=int8 -- "${P4[@]}" --global-batch-size 12 \
-  "${CB4[@]}" --inter-grad-comp-method int8
+  --inter-grad-comp --inter-grad-comp-method int8
 check P4_cb_sign_lep_ec gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 ec=1 cbm=sign -- "${P4[@]}" \
-  --global-batch-size 12 "${CB4[@]}" --inter-grad-comp-method sign --use-error-feedback --inter-grad-comp-epilogue-only
+  --global-batch-size 12 --inter-grad-comp --inter-grad-comp-method sign --use-error-feedback --inter-grad-comp-epilogue-only
 check P4_act_topk_cb_topk gb=12 T=1 P=4 D=1 bucket=262144 $OFF cb=4 cbm=topk cbf=0.05 am=topk af=0.5 -- "${P4[@]}" \
-  --global-batch-size 12 "${CB4[@]}" --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 0.05 \
+  --global-batch-size 12 --inter-grad-comp --inter-grad-comp-method topk --inter-grad-comp-topk-fraction 0.05 \
   --activation-comp-method topk --activation-comp-topk-fraction 0.5
 check T2P2_act_fp8_cb_e5m2 gb=8 T=2 P=2 D=1 bucket=262144 $OFF cb=4 cbm=fp8-e5m2 am=fp8-e4m3 -- \
-  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --global-batch-size 8 "${CB4[@]}" \
+  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --global-batch-size 8 --inter-grad-comp \
   --inter-grad-comp-method fp8-e5m2 --activation-comp-method fp8-e4m3
 check P2D2_dp_int8_warmup gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=int8 warmup=0.5 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --grad-comp --grad-comp-method int8 --grad-comp-warm-up 0.5 --use-error-feedback
@@ -296,6 +296,6 @@ check P2D2_dp_topk_sc gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=topk dpf=0.02 s
   --dp-bucket-size 5000 --grad-comp --grad-comp-method topk --grad-comp-topk-fraction 0.02 \
   --selective-grad-comp-way 1 --emb-comm-opt
 check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
-  --dp-bucket-size 5000 "${CB4[@]}" --inter-grad-comp-method int8 --use-error-feedback \
+  --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8
 finish

@@ -127,10 +127,11 @@ resume_check all 4 "${COMP[@]}"
 for method in int8 fp8-e4m3 fp8-e5m2 topk sign; do
   act=int8
   [[ $method == fp8-* ]] && act=fp8-e4m3
-  [[ $method == topk ]] && act=topk
+  topk=()
+  [[ $method == topk ]] && act=topk topk=(--grad-comp-topk-fraction 0.05)
   resume_check "$method" 4 --inter-grad-comp --inter-grad-comp-method $method --use-error-feedback \
     --inter-grad-comp-epilogue-only --activation-comp-method $act --grad-comp --grad-comp-method $method \
-    --grad-comp-topk-fraction 0.05 --selective-grad-comp-way 1 --emb-comm-opt
+    "${topk[@]}" --selective-grad-comp-way 1 --emb-comm-opt
 done
 # --grad-comp-error-feedback is DP error feedback alone: CB (int8, no LEP) keeps no state,
 # so only the two stage-0 ranks (DP int8 + error feedback, SC K = 1) save compressor state.

@@ -129,6 +129,7 @@ int plan(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--ignore-unknown-flags") app.allow_extras();
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  refuse_inapplicable_flags(app, opt);
   if (!app.remaining().empty())
     std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
                 app.remaining().front().c_str());

@@ -1,6 +1,9 @@
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +54,32 @@ void agree(const MpiRuntime& mpi, F&& step) {
   }
   throw ReportedFailure{};
 }
+uint64_t fnv1a(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Every rank must run the same math: an MPMD launch with different flags, or
+// another build of optimus-cc on some node, would otherwise train wrongly
+// without a word. Collective; every rank reaches the verdict on the same data.
+void check_ranks_agree(const MpiRuntime& mpi, const TrainOptions& opt) {
+  std::ifstream exe("/proc/self/exe", std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(exe)), std::istreambuf_iterator<char>());
+  const uint64_t mine[2] = {fnv1a(opt.math_json().dump()), image.empty() ? 0 : fnv1a(image)};
+  std::vector<uint64_t> all(size_t(2 * mpi.size));
+  MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  if (mpi.rank != 0) return;  // rank 0 names the first rank that differs from it (agree() reports it)
+  for (int r = 1; r < mpi.size; ++r) {
+    OCC_CHECK(all[size_t(2 * r)] == all[0],
+              "rank {} was started with flags that change the math differently from rank 0's (an MPMD launch?); "
+              "start every rank with the same flags",
+              r);
+    OCC_CHECK(all[size_t(2 * r) + 1] == all[1],
+              "rank {} runs a different optimus-cc binary from rank 0's; install the same build on every node", r);
+  }
+}
+
 // Which ranks run on which host (collective). Rank 0 prints it, and warns when a
 // TP group spans hosts: its per-layer all-reduces would then cross the slow links.
 void report_placement(const MpiRuntime& mpi, int tp_size) {
@@ -94,8 +123,12 @@ int train(int argc, char** argv) {
   std::unique_ptr<Trainer> trainer;
   try {
     int rc = -1;
-    agree(mpi, [&] { rc = parse_command_line(app, argc, argv); });
+    agree(mpi, [&] {
+      rc = parse_command_line(app, argc, argv);
+      if (rc < 0) refuse_inapplicable_flags(app, opt);
+    });
     if (rc >= 0) return rc;
+    if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
     agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
     trainer->connect(opt.comm_timeout_s);
     if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
@@ -107,6 +140,15 @@ int train(int argc, char** argv) {
   // From here on a failure on one rank aborts the whole job.
   try {
     trainer->run();
+  } catch (const AgreedError& e) {
+    // Every rank stopped at the same point (a decision on all-reduced values):
+    // one prints, all exit 1, no abort needed.
+    if (mpi.size == 1) throw;
+    if (mpi.rank == e.reporter) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    return 1;
   } catch (const Error& e) {
     if (mpi.size == 1) throw;
     abort_job(fmt::format("{} (rank {})", e.what(), mpi.rank));

@@ -85,6 +85,21 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
       ->capture_default_str();
+  // Operations (Megatron's names).
+  app.add_flag("--exit-signal-handler", o.exit.signal_handler,
+               "on SIGTERM or SIGUSR1 (send mpirun SIGUSR1: it forwards it to every rank), finish the iteration, "
+               "save a checkpoint (--save) and exit 0; a second signal exits at once");
+  app.add_option("--exit-interval", o.exit.interval, "stop (with a checkpoint) after an iteration divisible by N");
+  app.add_option("--exit-duration-in-mins", o.exit.duration_mins,
+                 "stop (with a checkpoint) after this many minutes of training, agreed across ranks");
+  app.add_flag("--override-data-check", o.override_data_check,
+               "resume (--load) on a dataset whose document or token count differs from the checkpoint's");
+  app.add_option("--skip-nonfinite", o.skip_nonfinite,
+                 "skip up to N iterations whose loss or gradient norm is not finite (counted in the metrics) "
+                 "instead of stopping at the first")
+      ->capture_default_str();
+  app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
+      ->group("");  // hidden
   // Optimus-CC.
   app.add_flag("--inter-grad-comp", o.cb.enabled,
                "CB: compress activation gradients sent backward (PowerSGD unless --inter-grad-comp-method)");
@@ -164,6 +179,46 @@ std::vector<std::string> config_to_args(const std::string& path) {
   return args;
 }
 }  // namespace
+
+void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
+  auto given = [&app](const char* flag) { return app.count(flag) > 0; };
+  auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
+    throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));
+  };
+  struct Link {
+    const char* enable;  // the flag that turns the link's compression on (null: the method flag does)
+    bool enabled;
+    const char* method_flag;
+    CompressionMethod method;
+    const char* topk_flag;
+    const char* rank_flag;  // PowerSGD's rank (null: none on this link)
+  };
+  const Link links[] = {
+      {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
+       "--inter-grad-comp-rank"},
+      {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
+       "--grad-comp-rank"},
+      {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
+       "--activation-comp-topk-fraction", nullptr},
+  };
+  for (const Link& l : links) {
+    const char* needs = l.enable ? l.enable : l.method_flag;
+    if (!l.enabled) {
+      // (A method other than the default without its switch is TrainOptions::validate's error.)
+      for (const char* f : {l.topk_flag, l.rank_flag})
+        if (f && given(f))
+          refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
+                 fmt::format("add {}", needs));
+      continue;
+    }
+    if (given(l.topk_flag) && l.method != CompressionMethod::Topk)
+      refuse(l.topk_flag, fmt::format("applies only to {} topk (it is {})", l.method_flag, method_name(l.method)),
+             fmt::format("use {} topk", l.method_flag));
+    if (l.rank_flag && given(l.rank_flag) && l.method != CompressionMethod::PowerSgd)
+      refuse(l.rank_flag, fmt::format("applies only to {} powersgd (it is {})", l.method_flag, method_name(l.method)),
+             fmt::format("use {} powersgd", l.method_flag));
+  }
+}
 
 int parse_command_line(CLI::App& app, int argc, char** argv) {
   std::string config_path;

@@ -16,4 +16,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o);  // model + optimizer + da
 // Parse errors are thrown as a one-line occ::UsageError (exit code 2).
 int parse_command_line(CLI::App& app, int argc, char** argv);
 
+// After parsing add_train_flags' flags: a compression flag given (on the command
+// line or in --config) where it would change nothing is a one-line UsageError,
+// naming the flag and the flag it needs, rather than silently ignored (e.g.
+// --grad-comp-topk-fraction without --grad-comp, --inter-grad-comp-topk-fraction
+// with a method other than topk, --inter-grad-comp-rank with one other than powersgd).
+void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o);
+
 }  // namespace occ::cmd
