@@ -69,7 +69,7 @@ VARIANTS=(
   "bwd_fp8e4m3|pp_bwd fp8-e4m3|single|-|fp8-e4m3|-|$CB --inter-grad-comp-method fp8-e4m3"
   "dp_fp8e4m3|dp fp8-e4m3 + EF|single|-|-|fp8-e4m3+ef+wu0.1|$DPC --grad-comp-method fp8-e4m3"
   "all_int8|int8 on every link (EF on dp)|combo|int8|int8|int8+ef+wu0.1|--activation-comp-method int8 $CB --inter-grad-comp-method int8 $DPC --grad-comp-method int8"
-  "paper_cb_lep|CB r16 + LEP (paper)|paper|-|powersgd:16+lep|-|$CB --inter-grad-comp-rank 16 --use-error-feedback"
+  "paper_cb_lep|CB r16 + LEP|paper|-|powersgd:16+lep|-|$CB --inter-grad-comp-rank 16 --use-error-feedback"
 )
 if ((LIST)); then printf '%s\n' "${VARIANTS[@]}" | cut -d'|' -f1,2 | tr '|' '\t'; exit 0; fi
 source scripts/quality_model.sh
