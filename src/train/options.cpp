@@ -75,6 +75,11 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--fp16 cannot be combined with --inter-grad-comp or --grad-comp when they keep state (PowerSGD, LEP, "
             "error feedback): an overflowing iteration would leave inf in the compressors' warm start and error "
             "state; use --bf16 (no loss scaling) with compression, or a stateless method without error feedback");
+  // The same for a skipped non-finite iteration.
+  OCC_CHECK(skip_nonfinite == 0 || !stateful_compression(),
+            "--skip-nonfinite cannot be combined with compression that keeps state (PowerSGD, LEP, error "
+            "feedback): a skipped iteration would leave its non-finite values in that state for the rest of the "
+            "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
   loss_scale.validate();
   require_device(device);
   OCC_CHECK(device == Device::Cpu || layout.world_size() == 1,

@@ -55,6 +55,8 @@ expect_error "DP rank for a byte method" "grad-comp-rank applies only to --grad-
   "$BIN" train "${T[@]}" --grad-comp --grad-comp-method sign --grad-comp-rank 8
 expect_error "activation topk fraction without activation compression" "activation-comp-topk-fraction has no effect without --activation-comp-method other than none" -- \
   "$BIN" train "${T[@]}" --activation-comp-topk-fraction 0.5
+expect_error "--skip-nonfinite with stateful compression" "skip-nonfinite cannot be combined with compression that keeps state" -- \
+  "$BIN" train "${T[@]}" --grad-comp --skip-nonfinite 2
 expect_error "plan: CB rank for a byte method" "inter-grad-comp-rank applies only to --inter-grad-comp-method powersgd" -- \
   "$BIN" plan "${T[@]}" --pipeline-model-parallel-size 2 --inter-grad-comp --inter-grad-comp-method int8 --inter-grad-comp-rank 4
 expect_error "DP error feedback without --grad-comp" "grad-comp-error-feedback needs --grad-comp" -- \
