@@ -17,6 +17,14 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// A failure every rank of a job throws at the same point, having agreed on it
+// collectively: the rank named by `reporter` prints the message (one line for
+// the job), the others exit non-zero quietly, and nobody needs MPI_Abort.
+struct AgreedError : Error {
+  AgreedError(const std::string& message, int reporter) : Error(message), reporter(reporter) {}
+  int reporter;
+};
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));

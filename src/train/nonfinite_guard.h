@@ -4,7 +4,8 @@
 // state). --skip-nonfinite N lets up to N such iterations be skipped (counted
 // in the metrics); past that the run stops with one line naming the iteration,
 // the stage and rank, and the first parameter tensor whose gradient is not
-// finite. fp16's dynamic loss scaling skips overflows its own way and is left to it.
+// finite (an AgreedError: every rank throws it at once). fp16's dynamic loss
+// scaling skips overflows its own way and is left to it.
 #include <cstdint>
 #include <string>
 
@@ -14,13 +15,6 @@
 #include "model/params.h"
 
 namespace occ {
-
-// Thrown on every rank at once (the decision is on all-reduced values); the
-// rank named by `reporter` prints the message, the others exit quietly.
-struct AgreedError : Error {
-  AgreedError(const std::string& message, int reporter) : Error(message), reporter(reporter) {}
-  int reporter;
-};
 
 class NonfiniteGuard {
  public:

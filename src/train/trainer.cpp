@@ -315,16 +315,27 @@ void Trainer::save_checkpoint() {
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
-  if (layout_.dp_rank == 0)
-    write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_,
-                           {iteration_, consumed_samples_, loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
-                            nonfinite_.skipped(), data_fingerprint()});
-  // Compressor state differs per DP rank (local errors), so every rank saves its own.
-  if (const CompressionState state = compression_state(); !state.empty()) {
-    make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-    state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
+  std::string error;
+  try {
+    if (layout_.dp_rank == 0)
+      write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_,
+                             {iteration_, consumed_samples_,
+                              loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
+                              data_fingerprint()});
+    // Compressor state differs per DP rank (local errors), so every rank saves its own.
+    if (const CompressionState state = compression_state(); !state.empty()) {
+      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
+      state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
+    }
+  } catch (const Error& e) {
+    error = e.what();
   }
-  topo_->world->barrier();
+  // In place of a barrier: do all shards exist? A full disk fails several ranks at
+  // once; the lowest of them reports (one line for the job), nothing is committed,
+  // and the previous checkpoint stays the latest.
+  float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
+  topo_->world->allreduce_max(&failed, 1, Traffic::Other);
+  if (failed > 0) throw AgreedError(error, world_size_ - int(failed));
   if (is_logger()) {
     commit_checkpoint(opt_.save, iteration_);
     std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
