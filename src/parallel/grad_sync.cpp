@@ -4,8 +4,9 @@
 
 namespace occ {
 
-DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads)
-    : comm_(dp_async), buckets_(std::move(buckets)), grads_(grads) {
+DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads,
+                                         bool reduce_scatter)
+    : comm_(dp_async), buckets_(std::move(buckets)), grads_(grads), reduce_scatter_(reduce_scatter) {
   if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
 }
 
@@ -25,7 +26,7 @@ void DataParallelReducer::begin_iteration(bool skip_group1) {
   busy_s_ = 0;
   skip_group1_ = skip_group1;
   expected_ = 0;
-  for (const auto& b : buckets_) expected_ += (skip_group1 && b.group == 1) ? 0 : 1;
+  for (const auto& b : buckets_) expected_ += (skip_group1 && b.compressible()) ? 0 : 1;
 }
 
 void DataParallelReducer::grads_final_from(int64_t offset) {
@@ -33,7 +34,7 @@ void DataParallelReducer::grads_final_from(int64_t offset) {
   std::lock_guard<std::mutex> lock(mu_);
   bool queued = false;
   for (; next_ < buckets_.size() && buckets_[next_].begin >= offset; ++next_) {
-    if (skip_group1_ && buckets_[next_].group == 1) continue;
+    if (skip_group1_ && buckets_[next_].compressible()) continue;
     queue_.push_back(next_);
     queued = true;
   }
@@ -68,13 +69,20 @@ void DataParallelReducer::worker() {
     const double start = now_seconds();
     float* g = grads_ + buckets_[b].begin;
     const size_t n = size_t(buckets_[b].end - buckets_[b].begin);
-    comm_.allreduce_sum(g, n, Traffic::DataParallel);
-    for (size_t i = 0; i < n; ++i) g[i] *= inv;
+    if (reduce_scatter_) {
+      comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
+      const MpiCommunicator::Chunk own = comm_.owned_chunk(n);
+      for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] *= inv;
+    } else {
+      comm_.allreduce_sum(g, n, Traffic::DataParallel);
+      for (size_t i = 0; i < n; ++i) g[i] *= inv;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       const double end = now_seconds();
       busy_s_ += end - start;
-      events_.push_back({fmt::format("dp_allreduce bucket {} ({} floats)", b, n), start, end, 1});
+      events_.push_back({fmt::format("dp_{} bucket {} ({} floats)", reduce_scatter_ ? "reduce_scatter" : "allreduce",
+                                     b, n), start, end, 1});
       ++done_;
     }
     cv_.notify_all();

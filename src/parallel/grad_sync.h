@@ -18,7 +18,9 @@ namespace occ {
 
 struct GradBucket {
   int64_t begin = 0, end = 0;  // element range of the grad buffer, whole tensors
-  int group = 0;               // 1: matrices that DP PowerSGD may take instead
+  int group = 0;               // bit 0: matrices that DP PowerSGD may take instead; other bits only keep
+                               // tensors apart (a group never shares a bucket with another)
+  bool compressible() const { return group & 1; }
 };
 
 // Buckets of about bucket_elems elements, whole tensors of one group each,
@@ -49,7 +51,11 @@ std::vector<GradBucket> make_buckets(const std::vector<TensorDesc>& tensors, int
 
 class DataParallelReducer {
  public:
-  DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads);
+  // reduce_scatter (the distributed optimizer): each bucket is reduce-scattered
+  // instead of all-reduced, so only this rank's owned_chunk() of it is
+  // averaged (OptimizerShards); the rest holds partial sums.
+  DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads,
+                      bool reduce_scatter = false);
   ~DataParallelReducer();
 
   // skip_group1: this iteration DP PowerSGD averages the group-1 buckets.
@@ -75,6 +81,7 @@ class DataParallelReducer {
   std::deque<size_t> queue_;
   size_t done_ = 0, expected_ = 0;
   bool skip_group1_ = false;
+  bool reduce_scatter_ = false;
   bool stop_ = false;
   double busy_s_ = 0;
   std::vector<TraceEvent> events_;

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -12,24 +16,74 @@ namespace occ::plan {
 
 namespace {
 
-std::vector<nlohmann::json> read_rows(const std::string& path) {
+// One rank's entry of a metrics row: its coordinates and its stage timers (s).
+struct RankRow {
+  int tp = 0, pp = 0, dp = 0;
+  std::map<std::string, double> timers;
+};
+struct MetricsRow {
+  std::optional<int64_t> iter;
+  double ms = 0;
+  int tp = 1, pp = 1, dp = 1;  // the layout its ranks span
+  std::vector<RankRow> ranks;
+};
+
+// Reads and validates every row, so that the fits below can trust the values:
+// each row an object with "ms" (a finite, non-negative number) and "ranks"
+// covering every (tp, pp, dp) of its layout exactly once, timers finite and
+// non-negative. Any defect is a one-line UsageError naming the line.
+std::vector<MetricsRow> read_rows(const std::string& path) {
+  constexpr int kMaxParallel = 1 << 16;  // per dimension: far beyond any real job
   std::ifstream in(path);
   if (!in.good()) throw UsageError(fmt::format("cannot open --calibrate file {}; check the path", path));
-  std::vector<nlohmann::json> rows;
+  std::vector<MetricsRow> rows;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("--calibrate file {} line {} is not JSON; give the JSONL that train --metrics "
-                                   "wrote", path, n));
+    auto bad = [&](const std::string& what) {
+      throw UsageError(fmt::format("--calibrate file {} line {} {}; give the JSONL that train --metrics wrote", path,
+                                   n, what));
+    };
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) bad("is not JSON");
+    if (!j.is_object() || !j.contains("ranks") || !j["ranks"].is_array() || j["ranks"].empty() || !j.contains("ms"))
+      bad("has no per-rank metrics ('ranks', 'ms')");
+    MetricsRow row;
+    if (!j["ms"].is_number() || !std::isfinite(j["ms"].get<double>()) || j["ms"].get<double>() < 0)
+      bad("has an 'ms' that is not a non-negative number");
+    row.ms = j["ms"].get<double>();
+    if (j.contains("iter")) {
+      if (!j["iter"].is_number_integer()) bad("has an 'iter' that is not an integer");
+      row.iter = j["iter"].get<int64_t>();
     }
-    if (!j.contains("ranks") || !j["ranks"].is_array() || j["ranks"].empty() || !j.contains("ms"))
-      throw UsageError(fmt::format("--calibrate file {} line {} has no per-rank metrics ('ranks', 'ms'); "
-                                   "use the metrics of a train run with --metrics", path, n));
-    rows.push_back(std::move(j));
+    std::set<std::tuple<int, int, int>> seen;
+    for (const auto& r : j["ranks"]) {
+      RankRow rr;
+      if (!r.is_object()) bad("has a rank entry that is not an object");
+      for (auto [key, field] : {std::pair{"tp", &rr.tp}, std::pair{"pp", &rr.pp}, std::pair{"dp", &rr.dp}}) {
+        if (!r.contains(key) || !r[key].is_number_integer() || r[key].get<int64_t>() < 0 ||
+            r[key].get<int64_t>() >= kMaxParallel)
+          bad(fmt::format("has a rank without a '{}' index in [0, {})", key, kMaxParallel));
+        *field = r[key].get<int>();
+      }
+      if (!seen.emplace(rr.tp, rr.pp, rr.dp).second)
+        bad(fmt::format("lists rank (tp {}, pp {}, dp {}) twice", rr.tp, rr.pp, rr.dp));
+      if (r.contains("timers")) {
+        if (!r["timers"].is_object()) bad("has 'timers' that are not an object");
+        for (const auto& [name, value] : r["timers"].items()) {
+          if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+            bad("has a timer that is not a non-negative number");
+          rr.timers[name] = value.get<double>() / 1e3;
+        }
+      }
+      row.tp = std::max(row.tp, rr.tp + 1), row.pp = std::max(row.pp, rr.pp + 1), row.dp = std::max(row.dp, rr.dp + 1);
+      row.ranks.push_back(std::move(rr));
+    }
+    // Distinct coordinates, as many as the layout's ranks: every rank is there.
+    if (int64_t(row.tp) * row.pp * row.dp != int64_t(row.ranks.size()))
+      bad(fmt::format("has {} ranks, not the {} x {} x {} of a whole tensor x pipeline x data layout",
+                      row.ranks.size(), row.tp, row.pp, row.dp));
+    rows.push_back(std::move(row));
   }
   if (rows.empty()) throw UsageError(fmt::format("--calibrate file {} holds no metrics rows; run train with --metrics", path));
   return rows;
@@ -42,20 +96,16 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double timer(const nlohmann::json& rank, const char* name) {
-  return rank["timers"].contains(name) ? rank["timers"][name].get<double>() / 1e3 : 0.0;
+double timer(const RankRow& rank, const char* name) {
+  auto it = rank.timers.find(name);
+  return it == rank.timers.end() ? 0.0 : it->second;
 }
 
 }  // namespace
 
 void metrics_layout(const std::string& path, int& tp, int& pp, int& dp) {
-  const auto rows = read_rows(path);
-  tp = pp = dp = 1;
-  for (const auto& r : rows.back()["ranks"]) {
-    tp = std::max(tp, r["tp"].get<int>() + 1);
-    pp = std::max(pp, r["pp"].get<int>() + 1);
-    dp = std::max(dp, r["dp"].get<int>() + 1);
-  }
+  const MetricsRow last = read_rows(path).back();
+  tp = last.tp, pp = last.pp, dp = last.dp;
 }
 
 Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool inter_from_flags, bool intra_from_flags,
@@ -68,19 +118,21 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
   cfg.validate();
   // Warm-up: the first iteration of every run in the file (rows restart at iter 1).
   if (skip < 0) skip = 1;
-  std::vector<nlohmann::json> rows;
+  std::vector<MetricsRow> rows;
   for (const auto& r : all)
-    if (r.value("iter", int64_t(skip + 1)) > skip) rows.push_back(r);
+    if (!r.iter || *r.iter > skip) rows.push_back(r);
   if (rows.empty()) rows = all;
   c.rows_used = int(rows.size());
   const int T = c.tp, P = c.pp, D = c.dp, M = cfg.micro_batches();
   for (const auto& r : rows)
-    OCC_CHECK(int(r["ranks"].size()) == T * P * D, "--calibrate file {}: rows disagree on the number of ranks", path);
+    if (r.tp != T || r.pp != P || r.dp != D)
+      throw UsageError(fmt::format("--calibrate file {}: rows disagree on the layout (T{} P{} D{} and T{} P{} D{}); "
+                                   "calibrate on the metrics of one run", path, r.tp, r.pp, r.dp, T, P, D));
 
   // The model's own view of the calibrated run (FLOPs, buckets, TP counts).
   const CostModel model = build_cost_model(cfg);
   std::vector<double> ms;
-  for (const auto& r : rows) ms.push_back(r["ms"].get<double>());
+  for (const auto& r : rows) ms.push_back(r.ms);
   c.measured_ms = median(ms);
 
   // Per stage: means over the stage's ranks, medians over rows.
@@ -91,8 +143,8 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
     for (const auto& row : rows) {
       double fs = 0, bs = 0, ts = 0, os = 1e300;
       int n = 0;
-      for (const auto& r : row["ranks"]) {
-        if (r["pp"].get<int>() != s) continue;
+      for (const auto& r : row.ranks) {
+        if (r.pp != s) continue;
         fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward"), ts += timer(r, "tp_allreduce");
         os = std::min(os, timer(r, "optimizer"));  // the least waiting rank: the optimizer alone
         ++n;
@@ -112,6 +164,9 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
   }
   for (int s = 0; s < P; ++s)
     c.measured.stages[size_t(s)].optimizer = opt_per_elem * double(model.facts[size_t(s)].params);
+  if (!(seconds > 0))
+    throw UsageError(fmt::format("--calibrate file {} records no forward or backward time; calibrate on the metrics "
+                                 "of a run that trained", path));
   c.measured.achieved_flops = flops / seconds;
   c.report.push_back(fmt::format("calibrated on {} rows of {} (T{} P{} D{}, {} micro-batches): median {:.1f} ms/iter",
                                  c.rows_used, path, T, P, D, M, c.measured_ms));
@@ -138,8 +193,8 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
       std::vector<double> t;
       for (const auto& row : rows) {
         double least = 1e300;
-        for (const auto& r : row["ranks"])
-          if (r["pp"].get<int>() == s) least = std::min(least, timer(r, "dp_busy"));
+        for (const auto& r : row.ranks)
+          if (r.pp == s) least = std::min(least, timer(r, "dp_busy"));
         t.push_back(least);
       }
       if (st.buckets.empty()) continue;
@@ -182,8 +237,8 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
     for (const auto& row : rows) {
       double least = 1e300;
       bool any = false;
-      for (const auto& r : row["ranks"])
-        if (r["timers"].contains("norm_allreduce")) least = std::min(least, timer(r, "norm_allreduce")), any = true;
+      for (const auto& r : row.ranks)
+        if (r.timers.count("norm_allreduce")) least = std::min(least, timer(r, "norm_allreduce")), any = true;
       if (any) t.push_back(least);
     }
     if (group > 1 && !t.empty()) {

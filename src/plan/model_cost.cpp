@@ -217,7 +217,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       for (const GradBucket& b : buckets) {
         const double elems = double(b.end - b.begin);
         f.dp_dense_bytes += ring * elems * bpv;
-        if (b.group == 1 && compress_stage) continue;
+        if (b.compressible() && compress_stage) continue;
         double done = 0;
         for (const auto& t : pl.tensors())
           if (t.offset >= b.begin) done += work(t);

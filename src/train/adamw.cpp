@@ -1,17 +1,21 @@
 #include "train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace occ {
 
-AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops)
-    : cfg_(cfg), ops_(ops), m_(ops.device()), v_(ops.device()), decay_(ops.device()) {
-  m_.resize(size_t(layout.total()));
-  v_.resize(size_t(layout.total()));
-  std::vector<uint8_t> decay(size_t(layout.total()), 0);
+AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops, std::vector<BufferSpan> owned)
+    : cfg_(cfg), ops_(ops), owned_(std::move(owned)), m_(ops.device()), v_(ops.device()), decay_(ops.device()) {
+  if (owned_.empty()) owned_.push_back({0, layout.total()});
+  std::vector<uint8_t> full(size_t(layout.total()), 0);
   for (const auto& t : layout.tensors())
     if (t.weight_decay)
-      for (int64_t i = 0; i < t.numel; ++i) decay[size_t(t.offset + i)] = 1;
+      for (int64_t i = 0; i < t.numel; ++i) full[size_t(t.offset + i)] = 1;
+  std::vector<uint8_t> decay;
+  for (const BufferSpan& s : owned_) decay.insert(decay.end(), full.begin() + s.offset, full.begin() + s.offset + s.numel);
+  m_.resize(decay.size());
+  v_.resize(decay.size());
   decay_.assign_from_host(decay);
 }
 
@@ -19,13 +23,28 @@ void AdamW::update(float* params, const float* grads, float lr, int64_t step) {
   kernels::AdamWStep s{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay,
                        1.0f / (1.0f - std::pow(cfg_.beta1, float(step))),
                        1.0f / (1.0f - std::pow(cfg_.beta2, float(step)))};
-  ops_.adamw_update(params, grads, m_.data(), v_.data(), decay_.data(), int64_t(m_.size()), s);
+  int64_t at = 0;  // position in the moments
+  for (const BufferSpan& span : owned_) {
+    ops_.adamw_update(params + span.offset, grads + span.offset, m_.data() + at, v_.data() + at, decay_.data() + at,
+                      span.numel, s);
+    at += span.numel;
+  }
 }
 
-double local_grad_sq_norm(kernels::Ops& ops, const ParamLayout& layout, const float* grads) {
+double local_grad_sq_norm(kernels::Ops& ops, const ParamLayout& layout, const float* grads,
+                          const std::vector<BufferSpan>* spans) {
   double total = 0.0;
-  for (const auto& t : layout.tensors())
-    if (t.counts_in_norm) total += ops.sum_squares(grads + t.offset, t.numel);
+  for (const auto& t : layout.tensors()) {
+    if (!t.counts_in_norm) continue;
+    if (!spans) {
+      total += ops.sum_squares(grads + t.offset, t.numel);
+      continue;
+    }
+    for (const BufferSpan& s : *spans) {  // the tensor's part inside each span
+      const int64_t lo = std::max(t.offset, s.offset), hi = std::min(t.offset + t.numel, s.offset + s.numel);
+      if (lo < hi) total += ops.sum_squares(grads + lo, hi - lo);
+    }
+  }
   return total;
 }
 

@@ -33,7 +33,7 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration) {
 }
 
 void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos) {
+                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos) {
   const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
@@ -49,7 +49,10 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
   TensorFileWriter w(meta);
   // Host copies of the fp32 master weights and moments (the checkpoint is the
   // same whichever device trained them).
-  const std::vector<float> p = stage.params().to_host(), m = optimizer.m().to_host(), v = optimizer.v().to_host();
+  const std::vector<float> p = stage.params().to_host();
+  const std::vector<float>&m = adam.m, &v = adam.v;
+  OCC_CHECK(m.size() == p.size() && v.size() == p.size(), "internal: Adam moments of {} / {} values for {} parameters",
+            m.size(), v.size(), p.size());
   for (const auto& t : stage.param_layout().tensors()) {
     w.add("param/" + t.name, p.data() + t.offset, t.shape);
     w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
@@ -68,7 +71,7 @@ nlohmann::json read_checkpoint_config(const std::string& root) {
 }
 
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                                   GptStage& stage, AdamW* optimizer) {
+                                   GptStage& stage, AdamMoments* adam) {
   const std::string path = latest_shard(root, layout);
   TensorFileReader r = TensorFileReader::open(path);
   const auto& meta = r.meta();
@@ -84,23 +87,19 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
   if (meta["config"].value("seed", opt.seed) != opt.seed)
     std::printf("notice: checkpoint was trained with --seed %llu, this run uses %llu (data order and dropout change)\n",
                 (unsigned long long)meta["config"]["seed"].get<uint64_t>(), (unsigned long long)opt.seed);
-  std::vector<float> p(stage.params().size()), m, v;
-  if (optimizer) {
-    m.resize(optimizer->m().size());
-    v.resize(optimizer->v().size());
+  std::vector<float> p(stage.params().size());
+  if (adam) {
+    adam->m.assign(p.size(), 0.0f);
+    adam->v.assign(p.size(), 0.0f);
   }
   for (const auto& t : stage.param_layout().tensors()) {
     r.read("param/" + t.name, p.data() + t.offset, t.numel);
-    if (optimizer) {
-      r.read("adam_m/" + t.name, m.data() + t.offset, t.numel);
-      r.read("adam_v/" + t.name, v.data() + t.offset, t.numel);
+    if (adam) {
+      r.read("adam_m/" + t.name, adam->m.data() + t.offset, t.numel);
+      r.read("adam_v/" + t.name, adam->v.data() + t.offset, t.numel);
     }
   }
   stage.params().assign_from_host(p);
-  if (optimizer) {
-    optimizer->m().assign_from_host(m);
-    optimizer->v().assign_from_host(v);
-  }
   CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>(),
                          meta.value("loss_scaler", nlohmann::json()), meta.value("skipped_nonfinite", int64_t(0)),
                          meta.value("data", nlohmann::json())};

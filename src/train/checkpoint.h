@@ -25,16 +25,23 @@ struct CheckpointPosition {
 // opens the staging directory, every shard owner writes its shard into it,
 // then (after a barrier) one rank commits it.
 std::string begin_checkpoint(const std::string& root, int64_t iteration);  // returns the staging dir
+// Adam's moments of the whole stage buffer on the host (the distributed
+// optimizer gathers its shards into this first), so a checkpoint is the same
+// file whatever the DP size or optimizer, and loads into either.
+struct AdamMoments {
+  std::vector<float> m, v;
+};
 void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamW& optimizer, CheckpointPosition pos);
+                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos);
 void commit_checkpoint(const std::string& root, int64_t iteration);
 
 // The saved run's options (to_json() form) of the latest checkpoint under root.
 nlohmann::json read_checkpoint_config(const std::string& root);
 
-// Loads the latest checkpoint into stage (and optimizer unless null); refuses,
-// with a one-line error, a checkpoint of another model shape or layout.
+// Loads the latest checkpoint into stage (and adam's whole-buffer moments
+// unless null); refuses, with a one-line error, a checkpoint of another model
+// shape or layout.
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                                   GptStage& stage, AdamW* optimizer);
+                                   GptStage& stage, AdamMoments* adam);
 
 }  // namespace occ

@@ -16,21 +16,23 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
   // all-reduce; DP PowerSGD takes the matrices of compressing stages.
   // (With DP = 1 there is no DP traffic to compress.)
   const bool compress_stage = opt_.grad_comp.stage_compresses(layout.pp_rank) && layout.dp_size > 1;
+  sharded_ = opt_.use_distributed_optimizer && layout.dp_size > 1;
   auto fused = [&](const ParamTensor& t) { return opt_.emb_comm_opt && t.word_embedding; };
+  auto own_bucket = [&](const ParamTensor& t) { return sharded_ && t.word_embedding && !fused(t); };
   auto compressible = [&](const ParamTensor& t) { return compress_stage && t.shape.size() >= 2 && !fused(t); };
   std::vector<TensorDesc> to_compress;
   std::unordered_map<std::string, int> group;  // by name: make_buckets sees TensorDescs, not the model's tensors
   for (const auto& t : params.tensors()) {
     if (compressible(t)) to_compress.push_back(describe(t));
-    if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel});
-    group[t.name] = fused(t) ? -1 : compressible(t) ? 1 : 0;
+    if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel, compressible(t)});
+    group[t.name] = fused(t) ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
   }
   if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed);
   reducer_ = std::make_unique<DataParallelReducer>(
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
                    [&](const TensorDesc& t) { return group.at(t.name); }),
-      grads_);
+      grads_, sharded_);
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {
@@ -50,11 +52,24 @@ void GradientSync::finish() {
   for (const Span& w : word_embeddings_) {
     float* g = grads_ + w.offset;
     ScopedPhase scope(timers_, "emb_allreduce");
-    if (opt_.emb_comm_opt)
+    if (opt_.emb_comm_opt) {
       fused_embedding_sync(topo_, g, size_t(w.numel));
-    else
+    } else if (sharded_ && !(compressing_ && w.compressible)) {
+      // Reduce-scattered: only the owned chunk is averaged, the same chunk on both stages.
+      const MpiCommunicator::Chunk own = topo_.dp->owned_chunk(size_t(w.numel));
+      sync_tied_embedding(topo_, g + own.lo, own.len);
+    } else {
       sync_tied_embedding(topo_, g, size_t(w.numel));
+    }
   }
+}
+
+std::vector<BufferSpan> GradientSync::shard_regions() const {
+  std::vector<BufferSpan> regions;
+  for (const GradBucket& b : reducer_->buckets()) regions.push_back({b.begin, b.end - b.begin});
+  for (const Span& w : word_embeddings_)
+    if (opt_.emb_comm_opt) regions.push_back({w.offset, w.numel});  // FE: synchronised outside the buckets
+  return regions;
 }
 
 }  // namespace occ

@@ -6,6 +6,11 @@
 // (after its uncompressed warm-up), and the tied word-embedding
 // synchronisation (baseline, or FE around the DP all-reduce). Which gradient
 // takes which path is decided once, from the model's parameter layout.
+// With the distributed optimizer (--use-distributed-optimizer, DP > 1) the
+// buckets are reduce-scattered instead (parallel/optimizer_shards.h). Each copy
+// of the tied word embedding then has a bucket of its own, so that its DP
+// chunks are the same on the first and the last stage and the embedding sync
+// sums only the owned chunk (the rest holds partial sums nobody reads).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -14,6 +19,7 @@
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/grad_sync.h"
+#include "parallel/optimizer_shards.h"
 #include "parallel/topology.h"
 #include "train/options.h"
 
@@ -37,10 +43,15 @@ class GradientSync {
   // DP compression of this rank (null where the stage does not compress),
   // for its checkpointed state.
   DataParallelCompressor* dp_compressor() { return dp_comp_.get(); }
+  // The regions the distributed optimizer shards: every bucket, and each word
+  // embedding copy synchronised outside them. They tile the buffer.
+  std::vector<BufferSpan> shard_regions() const;
+  bool sharded() const { return sharded_; }
 
  private:
   struct Span {
     int64_t offset, numel;
+    bool compressible;  // DP PowerSGD averages it (when compressing)
   };
   TrainOptions opt_;
   Topology& topo_;
@@ -50,6 +61,7 @@ class GradientSync {
   std::unique_ptr<DataParallelReducer> reducer_;
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order
   bool compressing_ = false;           // DP compression runs this iteration
+  bool sharded_ = false;               // distributed optimizer: buckets are reduce-scattered
 };
 
 }  // namespace occ

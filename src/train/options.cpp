@@ -15,8 +15,19 @@ LrSchedule TrainOptions::lr_schedule() const {
   return s;
 }
 
+TokenizerSpec tokenizer_from_config(const nlohmann::json& c) {
+  auto text = [&c](const char* key) {
+    return c.is_object() && c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : std::string();
+  };
+  TokenizerSpec spec;
+  if (!text("tokenizer_type").empty()) spec.type = parse_tokenizer_type(text("tokenizer_type"));
+  spec.model = text("tokenizer_model"), spec.vocab_file = text("vocab_file"), spec.merge_file = text("merge_file");
+  return spec;
+}
+
 void TrainOptions::validate(const ParallelLayout& layout) const {
   model.validate(layout);
+  tokenizer.validate();
   OCC_CHECK(micro_batch_size >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch_size);
   OCC_CHECK(global_batch_size >= 1, "--global-batch-size must be >= 1 (got {})", global_batch_size);
   OCC_CHECK(global_batch_size % (micro_batch_size * layout.dp_size) == 0,
@@ -115,7 +126,6 @@ nlohmann::json TrainOptions::math_json() const {
   j["adam_eps"] = adam.eps;
   j["dp_bucket_elems"] = dp_bucket_elems;
   j["skip_nonfinite"] = skip_nonfinite;
-  j["tokenizer_model"] = tokenizer_model;
   j["layernorm_epsilon"] = model.layernorm_epsilon;
   return j;
 }
@@ -142,6 +152,10 @@ nlohmann::json TrainOptions::to_json() const {
           {"clip_grad", clip_grad},
           {"seed", seed},
           {"data_path", data_path},
+          {"tokenizer_type", tokenizer_type_name(tokenizer.type)},
+          {"tokenizer_model", tokenizer.model},
+          {"vocab_file", tokenizer.vocab_file},
+          {"merge_file", tokenizer.merge_file},
           {"split", split},
           {"inter_grad_comp", cb.enabled},
           {"inter_grad_comp_rank", cb.rank},
@@ -158,7 +172,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"grad_comp_rank", grad_comp.rank},
           {"grad_comp_warm_up", grad_comp.warmup_fraction},
           {"selective_grad_comp_way", grad_comp.selective_way},
-          {"emb_comm_opt", emb_comm_opt}};
+          {"emb_comm_opt", emb_comm_opt},
+          {"use_distributed_optimizer", use_distributed_optimizer}};
 }
 
 }  // namespace occ

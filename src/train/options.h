@@ -8,6 +8,7 @@
 
 #include "compress/compressed_backprop.h"
 #include "core/device.h"
+#include "data/tokenizer.h"
 #include "compress/compressed_activations.h"
 #include "compress/dp_compressor.h"
 #include "model/config.h"
@@ -17,6 +18,10 @@
 #include "train/lr_schedule.h"
 
 namespace occ {
+
+// The tokenizer a saved run names in its config (TrainOptions::to_json()); a
+// checkpoint from before GPT-2 BPE support gives its SentencePiece model only.
+TokenizerSpec tokenizer_from_config(const nlohmann::json& config);
 
 struct TrainOptions {
   GptConfig model;
@@ -34,7 +39,8 @@ struct TrainOptions {
   float clip_grad = 1.0f;
   uint64_t seed = 1234;
   // Data.
-  std::string data_path, tokenizer_model, split = "949,50,1";
+  std::string data_path, split = "949,50,1";
+  TokenizerSpec tokenizer;
   int64_t eval_interval = 100, eval_iters = 10;
   // Logging, checkpoints.
   int64_t log_interval = 1;
@@ -54,6 +60,7 @@ struct TrainOptions {
   void resolve_device();
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
+  bool use_distributed_optimizer = false;  // ZeRO-1: Adam state sharded over DP (parallel/optimizer_shards.h)
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
   ExitOptions exit;                  // --exit-signal-handler, --exit-interval, --exit-duration-in-mins
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's

@@ -19,8 +19,11 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
   OCC_CHECK(!opt_.data_path.empty(), "--data-path is required (a dataset prefix written by 'optimus-cc preprocess')");
-  if (!opt_.tokenizer_model.empty()) opt_.model.vocab_size = Tokenizer::load(opt_.tokenizer_model).vocab_size();
-  OCC_CHECK(opt_.model.vocab_size > 0, "--tokenizer-model (or --vocab-size) is required to size the vocabulary");
+  opt_.tokenizer.validate();
+  if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
+  OCC_CHECK(opt_.model.vocab_size > 0,
+            "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
+            "--vocab-size) is required to size the vocabulary");
   opt_.resolve_device();
   opt_.validate(layout_);
   opt_.resolve_error_feedback(opt_.grad_comp);
@@ -53,10 +56,13 @@ void Trainer::connect(double comm_timeout_s) {
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, *topo_->tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
-  optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops());
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads().data(),
                                                stage_->timers());
+  if (grad_sync_->sharded())
+    shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
+  optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
+                                       shards_ ? shards_->owned() : std::vector<BufferSpan>{});
   exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());
 
   auto links = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
@@ -76,7 +82,11 @@ void Trainer::connect(double comm_timeout_s) {
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
-  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, optimizer_.get());
+  AdamMoments adam;
+  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, &adam);
+  // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
+  optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
+  optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
   CheckpointStore store(opt_.load);
@@ -171,8 +181,9 @@ IterationStats Trainer::train_step() {
   {
     // Its own phase: stages that finished early wait here for the slowest one.
     ScopedPhase t(timers, "norm_allreduce");
-    double sq = local_grad_sq_norm(stage_->ops(), pl, grads.data());
-    topo_->model->allreduce_sum(&sq, 1, Traffic::Other);
+    // Sharded, each rank's owned gradients are the averaged ones: sum them over every rank.
+    double sq = local_grad_sq_norm(stage_->ops(), pl, grads.data(), shards_ ? &shards_->owned() : nullptr);
+    (shards_ ? topo_->world : topo_->model)->allreduce_sum(&sq, 1, Traffic::Other);
     s.grad_norm = std::sqrt(sq);
   }
   // Loss of the global batch: the last stage's sums (one TP rank each), over DP.
@@ -189,6 +200,10 @@ IterationStats Trainer::train_step() {
     ScopedPhase t(timers, "optimizer");
     clip_grads(stage_->ops(), grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
+  }
+  if (!skip && shards_) {
+    ScopedPhase t(timers, "dp_allgather");  // every rank's updated shard to all
+    shards_->allgather(stage_->params().data(), Traffic::DataParallel);
   }
   if (loss_scaler_->active()) {
     s.loss_scale = loss_scale;
@@ -315,10 +330,16 @@ void Trainer::save_checkpoint() {
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  // The whole moments (gathered from every DP rank's shard with the distributed optimizer).
+  AdamMoments adam{optimizer_->m().to_host(), optimizer_->v().to_host()};
+  if (shards_) {
+    adam.m = shards_->gather_full(adam.m, Traffic::Other);
+    adam.v = shards_->gather_full(adam.v, Traffic::Other);
+  }
   std::string error;
   try {
     if (layout_.dp_rank == 0)
-      write_checkpoint_shard(staging, opt_, layout_, *stage_, *optimizer_,
+      write_checkpoint_shard(staging, opt_, layout_, *stage_, adam,
                              {iteration_, consumed_samples_,
                               loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
                               data_fingerprint()});

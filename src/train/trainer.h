@@ -66,6 +66,7 @@ class Trainer {
   std::unique_ptr<GptDataset> train_data_, valid_data_;
   std::unique_ptr<GptStage> stage_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<OptimizerShards> shards_;                // --use-distributed-optimizer with DP > 1
   std::unique_ptr<LossScaler> loss_scaler_;                // --fp16 (inactive otherwise)
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<PipelineExchange> exchange_;

@@ -138,12 +138,12 @@ fi
 read -r nb ns nc nout outside <<< "$(cat "$WORK"/ld.* 2> /dev/null | awk -v b="$BUNDLE/" -v c="$OCC_BUNDLE_CACHE/" '
   /calling init: / { p = $NF; if (seen[p]++) next
     if (index(p, b) == 1 || index(p, c) == 1) nb++
-    else if (p ~ /\/(libc|libm|libmvec|libdl|libpthread|librt|libresolv|libnss_[a-z]+|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so/) ns++
+    else if (p ~ /\/(libc|libm|libmvec|libdl|libpthread|librt|libresolv|libnss_[a-z]+|libstdc\+\+|libgcc_s|libpcre2-8|ld-linux-x86-64)\.so/) ns++
     else if (p ~ /\/(libcuda|libcudart|libcublas|libcublasLt|libnvidia-[a-z-]+|libnvJitLink|libnvrtc)\.so/) nc++
     else { no++; bad = bad " " p } }
   END { printf "%d %d %d %d%s\n", nb, ns, nc, no, bad }')"
 if ((nb > 50 && nout == 0)); then
-  pass "the loader took $nb libraries and components from the bundle, $ns from the system (glibc, libstdc++, libgcc_s) and $nc from CUDA"
+  pass "the loader took $nb libraries and components from the bundle, $ns from the system (glibc, libstdc++, libgcc_s, libpcre2-8) and $nc from CUDA"
 else
   failed "loaded from outside the bundle ($nout):$outside (from the bundle: $nb)"
 fi

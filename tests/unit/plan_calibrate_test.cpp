@@ -114,6 +114,47 @@ TEST(PlanCalibrate, BadFilesAreUsageErrors) {
   EXPECT_THROW(calibrate(dir / "bad.jsonl", small(), false, false), occ::UsageError);
 }
 
+// Each malformed row is refused with a one-line UsageError naming its line and
+// defect (found by fuzz/metrics_jsonl.cpp: before, a missing or mistyped field
+// escaped as a JSON library exception, or an incomplete layout divided by 0).
+TEST(PlanCalibrate, MalformedRowsNameTheLineAndDefect) {
+  occ::test::TempDir dir("plan");
+  auto rank = [](int pp, int dp) {
+    return nlohmann::json{{"tp", 0}, {"pp", pp}, {"dp", dp}, {"timers", {{"forward", 1.0}, {"backward", 2.0}}}};
+  };
+  auto row = [&](nlohmann::json ranks) { return nlohmann::json{{"iter", 2}, {"ms", 10.0}, {"ranks", ranks}}; };
+  const nlohmann::json whole = {rank(0, 0), rank(0, 1), rank(1, 0), rank(1, 1)};
+  auto expect_refused = [&](const std::string& line, const std::string& needle) {
+    const std::string path = dir / "m.jsonl";
+    std::ofstream(path) << row(whole).dump() << "\n" << line << "\n";
+    try {
+      calibrate(path, small(), false, false);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const occ::UsageError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("line 2"), std::string::npos) << message;
+      EXPECT_NE(message.find(needle), std::string::npos) << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  };
+  nlohmann::json no_pp = whole;
+  no_pp[1].erase("pp");
+  expect_refused(row(no_pp).dump(), "without a 'pp' index");
+  nlohmann::json text_dp = whole;
+  text_dp[2]["dp"] = "1";
+  expect_refused(row(text_dp).dump(), "without a 'dp' index");
+  expect_refused(row({rank(0, 0), rank(0, 0), rank(1, 0), rank(1, 1)}).dump(), "twice");
+  expect_refused(row({rank(0, 0), rank(1, 1)}).dump(), "not the 1 x 2 x 2");
+  nlohmann::json bad_timer = whole;
+  bad_timer[0]["timers"]["forward"] = "fast";
+  expect_refused(row(bad_timer).dump(), "timer");
+  nlohmann::json negative_ms = row(whole);
+  negative_ms["ms"] = -1;
+  expect_refused(negative_ms.dump(), "'ms'");
+  expect_refused("[1, 2]", "no per-rank metrics");
+  expect_refused("{\"ms\": 1, \"ranks\": [", "not JSON");
+}
+
 TEST(PlanAuto, RespectsLimitsAndNeverLosesToBaseline) {
   PlanConfig c;  // GPT-2.5B, T8 P4 D4 on 16 x 8 A100 (the defaults)
   c.model.num_layers = 52, c.model.hidden_size = 1920, c.model.num_attention_heads = 24;

@@ -15,7 +15,7 @@
 #include "apps/commands/commands.h"
 #include "core/error.h"
 #include "data/indexed_dataset.h"
-#include "data/tokenizer.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace fs = std::filesystem;
 
@@ -107,7 +107,7 @@ class TokenizerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir = new TempDir;
     docs = new std::vector<std::string>(make_documents(300));
-    occ::Tokenizer::train(*docs, 400, *dir / "spm");
+    occ::SentencePieceTokenizer::train(*docs, 400, *dir / "spm");
   }
   static void TearDownTestSuite() {
     delete dir;
@@ -124,40 +124,40 @@ std::vector<std::string>* TokenizerTest::docs = nullptr;
 TEST_F(TokenizerTest, TrainsLoadsAndRoundTrips) {
   ASSERT_TRUE(fs::exists(*dir / "spm.model"));
   ASSERT_TRUE(fs::exists(*dir / "spm.vocab"));
-  auto tok = occ::Tokenizer::load(*dir / "spm.model");
-  EXPECT_EQ(tok.vocab_size(), 400);
-  EXPECT_EQ(tok.eod_id(), 1);
+  auto tok = occ::SentencePieceTokenizer::load(*dir / "spm.model");
+  EXPECT_EQ(tok->vocab_size(), 400);
+  EXPECT_EQ(tok->eod_id(), 1);
   for (const auto& d : *docs) {
-    auto ids = tok.encode(d);
+    auto ids = tok->encode(d);
     ASSERT_FALSE(ids.empty());
     EXPECT_LT(ids.size(), d.size() / 2) << "BPE merges should compress the training text";
-    ASSERT_EQ(tok.decode(ids), d);
+    ASSERT_EQ(tok->decode(ids), d);
   }
   // Unseen characters go through byte fallback: no <unk>, exact round trip,
   // whitespace and newlines preserved.
   const std::string odd = "  Héllo\n\nwörld\t😀  end ";
-  auto ids = tok.encode(odd);
+  auto ids = tok->encode(odd);
   for (int32_t id : ids) EXPECT_NE(id, 0) << "unknown token produced";
-  EXPECT_EQ(tok.decode(ids), odd);
+  EXPECT_EQ(tok->decode(ids), odd);
   // The end-of-document id decodes to nothing and never comes from text.
-  EXPECT_EQ(tok.decode({tok.eod_id()}), "");
-  for (int32_t id : tok.encode("</s>")) EXPECT_NE(id, tok.eod_id());
+  EXPECT_EQ(tok->decode({tok->eod_id()}), "");
+  for (int32_t id : tok->encode("</s>")) EXPECT_NE(id, tok->eod_id());
 }
 
 TEST_F(TokenizerTest, TrainingIsDeterministic) {
   // The model files differ only in the recorded model_prefix, so compare behaviour.
-  occ::Tokenizer::train(*docs, 400, *dir / "again");
-  auto a = occ::Tokenizer::load(*dir / "spm.model"), b = occ::Tokenizer::load(*dir / "again.model");
-  for (const auto& d : *docs) ASSERT_EQ(a.encode(d), b.encode(d));
+  occ::SentencePieceTokenizer::train(*docs, 400, *dir / "again");
+  auto a = occ::SentencePieceTokenizer::load(*dir / "spm.model"), b = occ::SentencePieceTokenizer::load(*dir / "again.model");
+  for (const auto& d : *docs) ASSERT_EQ(a->encode(d), b->encode(d));
   std::vector<int32_t> all(400);
   for (int i = 0; i < 400; ++i) all[size_t(i)] = i;
-  EXPECT_EQ(a.decode(all), b.decode(all));
+  EXPECT_EQ(a->decode(all), b->decode(all));
 }
 
 TEST_F(TokenizerTest, DecodeRejectsIdsOutsideVocabulary) {
-  auto tok = occ::Tokenizer::load(*dir / "spm.model");
-  EXPECT_THROW(tok.decode({400}), occ::Error);
-  EXPECT_THROW(tok.decode({-1}), occ::Error);
+  auto tok = occ::SentencePieceTokenizer::load(*dir / "spm.model");
+  EXPECT_THROW(tok->decode({400}), occ::Error);
+  EXPECT_THROW(tok->decode({-1}), occ::Error);
 }
 
 TEST(Tokenizer, GarbageOrMissingModelFailsClearly) {
@@ -165,7 +165,7 @@ TEST(Tokenizer, GarbageOrMissingModelFailsClearly) {
   write_text(dir / "bad.model", "this is not a sentencepiece model\n");
   for (const std::string& path : {dir / "bad.model", dir / "missing.model"}) {
     try {
-      occ::Tokenizer::load(path);
+      occ::SentencePieceTokenizer::load(path);
       ADD_FAILURE() << "loaded " << path;
     } catch (const occ::Error& e) {
       std::string msg = e.what();
@@ -178,7 +178,7 @@ TEST(Tokenizer, GarbageOrMissingModelFailsClearly) {
 
 TEST(Tokenizer, TooSmallVocabularyIsRejected) {
   TempDir dir;
-  EXPECT_THROW(occ::Tokenizer::train(make_documents(10), 100, dir / "m"), occ::Error);
+  EXPECT_THROW(occ::SentencePieceTokenizer::train(make_documents(10), 100, dir / "m"), occ::Error);
 }
 
 TEST_F(TokenizerTest, PreprocessTrainsAndWritesDocuments) {
@@ -192,13 +192,13 @@ TEST_F(TokenizerTest, PreprocessTrainsAndWritesDocuments) {
   std::string summary = capture.text();
   EXPECT_NE(summary.find("300 documents"), std::string::npos) << summary;
 
-  auto tok = occ::Tokenizer::load(*dir / "out/corpus.model");
+  auto tok = occ::SentencePieceTokenizer::load(*dir / "out/corpus.model");
   auto ds = occ::IndexedDataset::open(*dir / "out/corpus");
   EXPECT_EQ(ds.dtype_code(), 8);
   ASSERT_EQ(ds.num_sequences(), int64_t(docs->size()));
   for (size_t i = 0; i < docs->size(); ++i) {
-    auto want = tok.encode((*docs)[i]);
-    want.push_back(tok.eod_id());
+    auto want = tok->encode((*docs)[i]);
+    want.push_back(tok->eod_id());
     ASSERT_EQ(read_sequence(ds, int64_t(i)), want) << "document " << i;
   }
 }
@@ -218,10 +218,10 @@ TEST_F(TokenizerTest, PreprocessReadsZstdJsonLines) {
                               *dir / "spm.model", "--no-append-eod"}),
               0);
   }
-  auto tok = occ::Tokenizer::load(*dir / "spm.model");
+  auto tok = occ::SentencePieceTokenizer::load(*dir / "spm.model");
   auto ds = occ::IndexedDataset::open(*dir / "js");
   ASSERT_EQ(ds.num_sequences(), 5);
-  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(read_sequence(ds, i), tok.encode((*docs)[size_t(i)]));
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(read_sequence(ds, i), tok->encode((*docs)[size_t(i)]));
 }
 
 TEST_F(TokenizerTest, PreprocessReportsErrorsOnOneLine) {

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -35,8 +37,31 @@ constexpr const char* kWordEmbedding = "embedding.word_embeddings.weight";
 // A float as the shortest decimal that reads back as it (1e-5, not 9.99999974e-06).
 double decimal(float f) { return std::stod(fmt::format("{}", f)); }
 
+// GPT-2 BPE runs: the tokenizer files Hugging Face's GPT2Tokenizer loads
+// (vocab.json, merges.txt: GPT-2's own files, copied) and its configuration.
+void write_hf_tokenizer(const std::string& dir, const TokenizerSpec& spec, const GptConfig& m) {
+  auto copy = [&dir](const std::string& from, const char* to) {
+    std::ifstream in(from, std::ios::binary);
+    OCC_CHECK(in.good(), "--hf-gpt2: cannot read the run's tokenizer file {}; pass --vocab-file and --merge-file "
+              "where the files are now", from);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    write_file_atomic(dir + "/" + to, bytes.str());
+  };
+  copy(spec.vocab_file, "vocab.json");
+  copy(spec.merge_file, "merges.txt");
+  const nlohmann::ordered_json tokenizer_config = {
+      {"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", m.max_position_embeddings},
+      {"bos_token", "<|endoftext|>"},      {"eos_token", "<|endoftext|>"},
+      {"unk_token", "<|endoftext|>"},      {"add_prefix_space", false}};
+  write_file_atomic(dir + "/tokenizer_config.json", tokenizer_config.dump(2) + "\n");
+  const nlohmann::ordered_json special = {
+      {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
+  write_file_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+}
+
 void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
-                   int64_t iteration) {
+                   int64_t iteration, const TokenizerSpec& tokenizer) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   OCC_CHECK(!ec, "--hf-gpt2 {}: cannot create the directory: {}", dir, ec.message());
@@ -126,10 +151,20 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
        {{"iteration", iteration},
         {"tokenizer_vocab_size", m.vocab_size},
         {"padded_vocab_size", m.padded_vocab_size()},
+        {"tokenizer_type", tokenizer_type_name(tokenizer.type)},
         {"note",
          "vocab_size is the padded vocabulary of the trained model; ids >= tokenizer_vocab_size are padding "
-         "rows never produced by the SentencePiece tokenizer the run used"}}}};
-  write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
+         "rows never produced by the tokenizer the run used"}}}};
+  nlohmann::ordered_json full_config = config;
+  if (tokenizer.type == TokenizerType::Gpt2Bpe) {
+    const std::unique_ptr<Tokenizer> tok = load_tokenizer(tokenizer);  // (also checks the files)
+    OCC_CHECK(tok->vocab_size() == m.vocab_size,
+              "--hf-gpt2: tokenizer {} has {} tokens but the model was trained with {}; pass the run's --vocab-file "
+              "and --merge-file", tok->describe(), tok->vocab_size(), m.vocab_size);
+    if (tok->eod_id() >= 0) full_config["bos_token_id"] = full_config["eos_token_id"] = tok->eod_id();
+    write_hf_tokenizer(dir, tokenizer, m);
+  }
+  write_file_atomic(dir + "/config.json", full_config.dump(2) + "\n");
 }
 
 }  // namespace
@@ -143,7 +178,11 @@ int export_checkpoint(int argc, char** argv) {
   app.add_option("--load", load, "checkpoint directory (as given to train --save)")->required();
   app.add_option("--out", out, "output .safetensors file")->required();
   app.add_option("--iteration", iteration, "iteration to export (default: the latest committed one)");
-  app.add_option("--hf-gpt2", hf_dir, "also write DIR/model.safetensors + DIR/config.json in Hugging Face GPT-2 form");
+  app.add_option("--hf-gpt2", hf_dir,
+                 "also write DIR/model.safetensors + DIR/config.json in Hugging Face GPT-2 form (and, for a GPT-2 BPE "
+                 "run, the tokenizer: vocab.json, merges.txt, tokenizer_config.json)");
+  TokenizerSpec tokenizer_flags;
+  add_tokenizer_flags(app, tokenizer_flags);  // default: the files the run was trained with
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   const MergedCheckpoint merged = merge_checkpoint(load, iteration);
@@ -169,13 +208,23 @@ int export_checkpoint(int argc, char** argv) {
   w.set_metadata("iteration", std::to_string(iteration));
   w.set_metadata("config", config.dump());
   w.write(out);
-  std::printf("exported iteration %lld of %s (tensor %d x pipeline %d shards): %zu tensors, %lld parameters -> %s\n",
+  // Read the file back: what is on disk parses and equals the merged model bit for bit.
+  const SafetensorsReader written = SafetensorsReader::open(out);
+  for (const auto& t : single.tensors()) {
+    const std::vector<float>& want = full.at(t.name).data;
+    const std::vector<float> got = written.has(t.name) ? written.read_f32(t.name) : std::vector<float>{};
+    OCC_CHECK(got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0,
+              "{} does not read back as written (tensor {}); check the disk and export again", out, t.name);
+  }
+  std::printf("exported iteration %lld of %s (tensor %d x pipeline %d shards): %zu tensors, %lld parameters -> %s "
+              "(read back and verified)\n",
               (long long)iteration, load.c_str(), T, P, full.size(), (long long)total, out.c_str());
   if (T > 1) std::printf("replicated tensors bit-identical across the %d tensor-parallel ranks\n", T);
   if (head_diff >= 0)
     std::printf("last stage's LM-head copy of the word embedding bit-identical (max |diff| %g)\n", head_diff);
   if (!hf_dir.empty()) {
-    write_hf_gpt2(hf_dir, model, full, iteration);
+    const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : tokenizer_from_config(config);
+    write_hf_gpt2(hf_dir, model, full, iteration, tokenizer);
     std::printf("Hugging Face GPT-2 model -> %s/model.safetensors + config.json (vocab_size %d = padded vocabulary "
                 "of the %d-token tokenizer)\n",
                 hf_dir.c_str(), model.padded_vocab_size(), model.vocab_size);

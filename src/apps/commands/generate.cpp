@@ -17,12 +17,13 @@ namespace occ::cmd {
 
 int generate(int argc, char** argv) {
   CLI::App app{"Sample text from a trained checkpoint", "generate"};
-  std::string load, tokenizer_model, prompt;
+  std::string load, prompt;
+  TokenizerSpec spec;
   int max_new_tokens = 100, top_k = 40;
   float temperature = 0.8f;
   uint64_t seed = 1234;
   app.add_option("--load", load, "checkpoint directory")->required();
-  app.add_option("--tokenizer-model", tokenizer_model, "SentencePiece model the run was trained with")->required();
+  add_tokenizer_flags(app, spec);  // default: the tokenizer the checkpoint's run was trained with
   app.add_option("--prompt", prompt, "text to continue")->capture_default_str();
   app.add_option("--max-new-tokens", max_new_tokens)->capture_default_str();
   app.add_option("--temperature", temperature, "0 picks the most likely token")->capture_default_str();
@@ -33,13 +34,19 @@ int generate(int argc, char** argv) {
   OCC_CHECK(temperature >= 0, "--temperature must be >= 0");
   OCC_CHECK(top_k >= 0, "--top-k must be >= 0");
 
-  Tokenizer tok = Tokenizer::load(tokenizer_model);
   // Any layout: the shards are merged into the single-process model.
   const MergedCheckpoint merged = merge_checkpoint(load);
+  if (!spec.given()) {
+    spec = tokenizer_from_config(merged.config);
+    OCC_CHECK(spec.given(), "checkpoint {} does not name its tokenizer; pass --tokenizer-model (or --tokenizer-type "
+                            "GPT2BPETokenizer with --vocab-file and --merge-file)", load);
+  }
+  const std::unique_ptr<Tokenizer> loaded = load_tokenizer(spec);
+  const Tokenizer& tok = *loaded;
   GptConfig model = merged.model;
   OCC_CHECK(tok.vocab_size() == model.vocab_size,
             "tokenizer {} has {} tokens but the checkpoint's model was trained with {}; use the run's tokenizer",
-            tokenizer_model, tok.vocab_size(), model.vocab_size);
+            tok.describe(), tok.vocab_size(), model.vocab_size);
   model.hidden_dropout = model.attention_dropout = 0.0f;
   ParallelLayout layout;
   SelfCommunicator self;

@@ -135,8 +135,8 @@ int plan(int argc, char** argv) {
                 app.remaining().front().c_str());
 
   // Like train: the vocabulary is the tokenizer's when one is given.
-  if (!opt.tokenizer_model.empty() && !app.count("--vocab-size"))
-    opt.model.vocab_size = Tokenizer::load(opt.tokenizer_model).vocab_size();
+  if (opt.tokenizer.given() && !app.count("--vocab-size"))
+    opt.model.vocab_size = load_tokenizer(opt.tokenizer)->vocab_size();
   cfg.model = opt.model;
   if (cfg.model.max_position_embeddings < cfg.model.seq_length) cfg.model.max_position_embeddings = cfg.model.seq_length;
   cfg.micro_batch_size = opt.micro_batch_size, cfg.global_batch_size = opt.global_batch_size;

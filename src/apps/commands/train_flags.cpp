@@ -50,7 +50,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--tensor-model-parallel-size", o.tensor_parallel)->capture_default_str();
   app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel)->capture_default_str();
   app.add_option("--data-path", o.data_path, "dataset prefix (PREFIX.bin / PREFIX.idx)");
-  app.add_option("--tokenizer-model", o.tokenizer_model, "SentencePiece model (from preprocess)");
+  add_tokenizer_flags(app, o.tokenizer);
   app.add_option("--split", o.split, "train,valid,test weights over documents")->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval, "validate every N iterations (0: only at the end)")
       ->capture_default_str();
@@ -61,6 +61,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--load", o.load, "resume from this checkpoint directory");
   app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
   app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
+  app.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
+               "shard Adam's state over the data-parallel ranks (ZeRO-1, as Megatron): gradients reduce-scattered, "
+               "each rank updates its shard, parameters all-gathered");
   app.add_option("--dp-bucket-size", o.dp_bucket_elems, "gradient elements per data-parallel all-reduce bucket")
       ->capture_default_str();
   app.add_option("--device", o.device_name,
@@ -147,6 +150,16 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "and LEP's premises (error_ratio, delta_ratio) in the metrics' lep_check");
 }
 
+void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
+  app.add_option_function<std::string>(
+         "--tokenizer-type", [&spec](const std::string& name) { spec.type = parse_tokenizer_type(name); },
+         "SentencePieceTokenizer (default; --tokenizer-model) or GPT2BPETokenizer (--vocab-file, --merge-file)")
+      ->default_str("SentencePieceTokenizer");
+  app.add_option("--tokenizer-model", spec.model, "SentencePiece model (from preprocess)");
+  app.add_option("--vocab-file", spec.vocab_file, "GPT-2 BPE vocabulary: encoder.json / vocab.json");
+  app.add_option("--merge-file", spec.merge_file, "GPT-2 BPE merges: vocab.bpe / merges.txt");
+}
+
 namespace {
 // Turns {"num-layers": 4, "fp16": true, ...} into ["--num-layers", "4", "--fp16", ...].
 std::vector<std::string> config_to_args(const std::string& path) {
@@ -173,7 +186,7 @@ std::vector<std::string> config_to_args(const std::string& path) {
       args.push_back(flag);
       args.push_back(value.dump());
     } else {
-      fail("--config key '{}' must be a number, string or boolean", key);
+      fail("--config key '{}' must be a number, string or boolean", printable(key));
     }
   }
   return args;

@@ -10,6 +10,8 @@ namespace occ::cmd {
 void add_model_flags(CLI::App& app, GptConfig& model);
 void add_optimizer_flags(CLI::App& app, TrainOptions& o);
 void add_train_flags(CLI::App& app, TrainOptions& o);  // model + optimizer + data + logging + checkpoints
+// --tokenizer-type, --tokenizer-model, --vocab-file, --merge-file (Megatron's names).
+void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec);
 
 // Parses argv (after expanding --config FILE.json in place, so that later flags
 // override it). Returns -1 to go on, or the exit code (0 after --help).

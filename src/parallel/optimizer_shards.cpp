@@ -1,0 +1,48 @@
+#include "parallel/optimizer_shards.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace occ {
+
+OptimizerShards::OptimizerShards(std::vector<BufferSpan> regions, int64_t total, MpiCommunicator& dp)
+    : regions_(std::move(regions)), total_(total), dp_(dp) {
+  std::sort(regions_.begin(), regions_.end(), [](const BufferSpan& a, const BufferSpan& b) { return a.offset < b.offset; });
+  int64_t at = 0;
+  for (const BufferSpan& r : regions_) {
+    OCC_CHECK(r.offset == at && r.numel >= 0, "internal: optimizer shard regions do not tile the buffer at {}", at);
+    at += r.numel;
+    const MpiCommunicator::Chunk c = dp_.owned_chunk(size_t(r.numel));
+    owned_.push_back({r.offset + int64_t(c.lo), int64_t(c.len)});
+    owned_numel_ += int64_t(c.len);
+  }
+  OCC_CHECK(at == total, "internal: optimizer shard regions cover {} of {} parameters", at, total);
+}
+
+void OptimizerShards::allgather(float* buffer, Traffic traffic) const {
+  for (const BufferSpan& r : regions_) dp_.allgather_chunks(buffer + r.offset, size_t(r.numel), traffic);
+}
+
+std::vector<float> OptimizerShards::gather_full(const std::vector<float>& compact, Traffic traffic) const {
+  OCC_CHECK(int64_t(compact.size()) == owned_numel_, "internal: {} owned values, expected {}", compact.size(),
+            owned_numel_);
+  std::vector<float> full(size_t(total_), 0.0f);
+  int64_t at = 0;
+  for (const BufferSpan& o : owned_) {
+    std::copy_n(compact.begin() + at, o.numel, full.begin() + o.offset);
+    at += o.numel;
+  }
+  allgather(full.data(), traffic);
+  return full;
+}
+
+std::vector<float> OptimizerShards::take_owned(const std::vector<float>& full) const {
+  OCC_CHECK(int64_t(full.size()) == total_, "internal: {} values, expected {}", full.size(), total_);
+  std::vector<float> compact;
+  compact.reserve(size_t(owned_numel_));
+  for (const BufferSpan& o : owned_) compact.insert(compact.end(), full.begin() + o.offset, full.begin() + o.offset + o.numel);
+  return compact;
+}
+
+}  // namespace occ

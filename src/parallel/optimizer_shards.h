@@ -1,0 +1,46 @@
+#pragma once
+// ZeRO-1 sharding of one stage's flat parameter buffer over its data-parallel
+// group (Megatron's --use-distributed-optimizer). The buffer is covered by
+// regions (the gradient buckets, and the tied word embedding where it is
+// synchronised apart from them); each region is cut into DP chunks exactly as
+// the ring collectives cut it, and this rank owns the chunk that the ring
+// reduce-scatter leaves whole on it. So after the buckets are reduce-scattered,
+// the owned chunks hold the averaged gradients; the optimizer updates only
+// those (its Adam state is the owned chunks' alone), and an all-gather per
+// region gives every rank the whole updated parameters -- the same bytes as the
+// all-reduce it replaces, moved in two halves.
+#include <cstdint>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+
+namespace occ {
+
+struct BufferSpan {
+  int64_t offset = 0, numel = 0;
+};
+
+class OptimizerShards {
+ public:
+  // regions: disjoint, together the whole buffer (checked against total).
+  OptimizerShards(std::vector<BufferSpan> regions, int64_t total, MpiCommunicator& dp);
+
+  // This rank's chunk of each region (buffer offsets), in region order.
+  const std::vector<BufferSpan>& owned() const { return owned_; }
+  int64_t owned_numel() const { return owned_numel_; }
+
+  // Every rank's owned chunks to every rank, in place, region by region.
+  void allgather(float* buffer, Traffic traffic) const;
+  // compact (owned_numel values, in owned() order) -> their places in a full
+  // buffer of `total` values, then all-gathered: the whole state on every rank.
+  std::vector<float> gather_full(const std::vector<float>& compact, Traffic traffic) const;
+  // The owned values of a full buffer, in owned() order.
+  std::vector<float> take_owned(const std::vector<float>& full) const;
+
+ private:
+  std::vector<BufferSpan> regions_, owned_;
+  int64_t total_ = 0, owned_numel_ = 0;
+  MpiCommunicator& dp_;
+};
+
+}  // namespace occ
