@@ -24,16 +24,20 @@ void OptimizerShards::allgather(float* buffer, Traffic traffic) const {
   for (const BufferSpan& r : regions_) dp_.allgather_chunks(buffer + r.offset, size_t(r.numel), traffic);
 }
 
-std::vector<float> OptimizerShards::gather_full(const std::vector<float>& compact, Traffic traffic) const {
+std::vector<float> OptimizerShards::gather_full(const std::vector<float>& compact, Traffic traffic, bool keep) const {
   OCC_CHECK(int64_t(compact.size()) == owned_numel_, "internal: {} owned values, expected {}", compact.size(),
             owned_numel_);
-  std::vector<float> full(size_t(total_), 0.0f);
-  int64_t at = 0;
-  for (const BufferSpan& o : owned_) {
-    std::copy_n(compact.begin() + at, o.numel, full.begin() + o.offset);
+  std::vector<float> full(keep ? size_t(total_) : 0), region;
+  int64_t at = 0;  // position in compact
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const BufferSpan& r = regions_[i];
+    const BufferSpan& o = owned_[i];
+    region.assign(size_t(r.numel), 0.0f);
+    std::copy_n(compact.begin() + at, o.numel, region.begin() + (o.offset - r.offset));
     at += o.numel;
+    dp_.allgather_chunks(region.data(), region.size(), traffic);
+    if (keep) std::copy(region.begin(), region.end(), full.begin() + r.offset);
   }
-  allgather(full.data(), traffic);
   return full;
 }
 

@@ -31,9 +31,11 @@ class OptimizerShards {
 
   // Every rank's owned chunks to every rank, in place, region by region.
   void allgather(float* buffer, Traffic traffic) const;
-  // compact (owned_numel values, in owned() order) -> their places in a full
-  // buffer of `total` values, then all-gathered: the whole state on every rank.
-  std::vector<float> gather_full(const std::vector<float>& compact, Traffic traffic) const;
+  // compact (owned_numel values, in owned() order) gathered from every rank
+  // into the whole state (`total` values), returned where `keep` (empty
+  // elsewhere). Region by region, so a rank that does not keep the result
+  // holds one region's worth at a time, not the whole state.
+  std::vector<float> gather_full(const std::vector<float>& compact, Traffic traffic, bool keep) const;
   // The owned values of a full buffer, in owned() order.
   std::vector<float> take_owned(const std::vector<float>& full) const;
 

@@ -330,11 +330,13 @@ void Trainer::save_checkpoint() {
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
-  // The whole moments (gathered from every DP rank's shard with the distributed optimizer).
+  // The whole moments; with the distributed optimizer gathered from every DP
+  // rank's shard into the DP rank 0 that writes the shard file (the others hold
+  // one bucket's worth at a time, so a save does not undo the memory saving).
   AdamMoments adam{optimizer_->m().to_host(), optimizer_->v().to_host()};
   if (shards_) {
-    adam.m = shards_->gather_full(adam.m, Traffic::Other);
-    adam.v = shards_->gather_full(adam.v, Traffic::Other);
+    adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
+    adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
   }
   std::string error;
   try {

@@ -2,7 +2,8 @@
 # labels: parallel
 # --use-distributed-optimizer (ZeRO-1): per-iteration loss and grad norm equal
 # the plain optimizer's within relative 1e-5 at D2 and D4, with and without DP
-# PowerSGD, and at P2 D2 with FE + SC + DP PowerSGD; the final weights too
+# PowerSGD, at P2 D2 (tied embedding synchronised on owned chunks), and at P2 D2
+# with FE + SC + DP PowerSGD; the D2 final weights too
 # (exported, 1e-5 * max|ref| per tensor). The data-parallel bytes (reduce-scatter +
 # all-gather) summed over ranks equal the all-reduce's exactly. A checkpoint saved
 # at D4 resumes at D2 (resharded on load) with losses within 1e-5 of the D4
@@ -73,6 +74,9 @@ else
 fi
 run d4_psgd 4 "${ITERS[@]}" "${PSGD[@]}" && run d4_psgd_zero 4 "${ITERS[@]}" "${PSGD[@]}" \
   --use-distributed-optimizer && compare d4_psgd d4_psgd_zero
+# P2 D2 without FE: the tied embedding's copies (first and last stage) sum only their owned chunks.
+run p2d2 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 && run p2d2_zero 4 "${ITERS[@]}" \
+  --pipeline-model-parallel-size 2 --use-distributed-optimizer && compare p2d2 p2d2_zero
 OCC=(--pipeline-model-parallel-size 2 "${PSGD[@]}" --emb-comm-opt --selective-grad-comp-way 1)
 run p2d2_occ 4 "${ITERS[@]}" "${OCC[@]}" && run p2d2_occ_zero 4 "${ITERS[@]}" "${OCC[@]}" \
   --use-distributed-optimizer && compare p2d2_occ p2d2_occ_zero
