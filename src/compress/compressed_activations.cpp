@@ -20,8 +20,10 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
   OCC_CHECK(tokens % layout.tp_size == 0,
             "--activation-comp-method needs micro-batch x seq-length divisible by --tensor-model-parallel-size");
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
-  if (!layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols);
-  if (!layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols);
+  // Interleaved, the last rank feeds the first one's next chunk: every rank sends and receives.
+  const bool ring = layout.vp_size > 1 && layout.pp_size > 1;
+  if (ring || !layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols);
+  if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols);
   return links;
 }
 

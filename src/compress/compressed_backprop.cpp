@@ -7,8 +7,10 @@
 namespace occ {
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
-                                       uint64_t link_key)
-    : state_prefix_(cfg.method == CompressionMethod::PowerSgd ? "cb/" : fmt::format("cb/{}/", method_name(cfg.method))) {
+                                       uint64_t link_key, int chunk)
+    : state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
+                                                               : fmt::format("cb/{}/", method_name(cfg.method))) +
+                    (chunk > 0 ? fmt::format("chunk{}/", chunk) : std::string())) {
   auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key);
   if (cfg.lazy_error) {
     auto fb = std::make_unique<ErrorFeedback>(std::move(inner));
@@ -17,13 +19,6 @@ CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int6
   } else {
     compressor_ = std::move(inner);
   }
-}
-
-bool CompressedBackprop::compresses(const CompressedBackpropConfig& cfg, int num_stages, int sender, int M, int mb) {
-  if (!cfg.enabled || sender == 0) return false;  // stage 0 sends nothing backward
-  if (!cfg.epilogue_only) return true;
-  // Backward sends go out in micro-batch order; the last P - s are the epilogue.
-  return mb >= M - (num_stages - sender);
 }
 
 const std::vector<float>* CompressedBackprop::residual() const {
@@ -38,11 +33,17 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
   OCC_CHECK(tokens % layout.tp_size == 0,
             "--inter-grad-comp needs micro-batch x seq-length divisible by --tensor-model-parallel-size");
-  // Link key: the sending stage and TP rank (each link has its own warm start).
-  if (!layout.first_stage())
-    links.send = std::make_unique<CompressedBackprop>(cfg, rows, cols, seed,
-                                                      uint64_t(layout.pp_rank) * 1000 + uint64_t(layout.tp_rank));
-  if (!layout.last_stage()) links.recv = std::make_unique<CompressedBackprop>(cfg, rows, cols, seed, 0);
+  // Link key: the sending virtual stage and TP rank (each link has its own warm start).
+  for (int c = 0; c < layout.vp_size; ++c) {
+    const int virtual_stage = layout.virtual_stage(c);
+    links.send.push_back(virtual_stage == 0 ? nullptr
+                                            : std::make_unique<CompressedBackprop>(
+                                                  cfg, rows, cols, seed,
+                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c));
+    links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
+                             ? nullptr
+                             : std::make_unique<CompressedBackprop>(cfg, rows, cols, seed, 0, c));
+  }
   return links;
 }
 

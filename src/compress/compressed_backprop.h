@@ -6,12 +6,18 @@
 //        as in the paper, or by any method of compressor_factory.h.
 //   LEP: the sender keeps the error of the last compressed message on its link
 //        and adds it to the next one before compressing (kept across iterations).
-//   EC : stage s compresses only its last P - s backward sends of an iteration
-//        (its last steady-state send and its cool-down sends); the receiver
-//        derives the same set from the schedule.
+//   EC : a rank compresses only the backward sends it makes after its last
+//        forward of the iteration (parallel/pipeline_schedule.h); for plain
+//        1F1B the last P - s sends of stage s (its last steady-state send and
+//        its cool-down sends). The receiver derives the same set from the
+//        sender's schedule. Under the interleaved schedule every backward send
+//        between model chunks crosses ranks, so CB and LEP apply to each, with
+//        one link (warm start, LEP residual) per chunk boundary.
 // LEP and EC apply to any method. Forward activations are compressed (or not)
 // separately: compress/compressed_activations.h.
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
@@ -33,12 +39,18 @@ struct CompressedBackpropConfig {
 // The codec of one backward link, as the pipeline exchange calls it.
 class CompressedBackprop final : public MessageCodec {
  public:
-  // rows x cols: the matrix one TP rank sends (tokens / T x hidden).
-  CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key);
+  // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
+  // the sender's model chunk (interleaved schedule; its state is saved apart).
+  CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
+                     int chunk = 0);
 
-  // Does stage `sender` compress its backward send of micro-batch mb (of M)?
-  // Both ends of the link call this with the sender's stage index.
-  static bool compresses(const CompressedBackpropConfig& cfg, int num_stages, int sender, int M, int mb);
+  // Is a backward send compressed? after_last_forward: the sender makes it
+  // after its last forward of the iteration (pipeline_schedule.h's
+  // backwards_after_last_forward). Both ends of the link ask with the
+  // sender's schedule, so they agree without a message.
+  static bool compresses(const CompressedBackpropConfig& cfg, bool after_last_forward) {
+    return cfg.enabled && (!cfg.epilogue_only || after_last_forward);
+  }
 
   int64_t wire_floats() const override { return compressor_->wire_floats(); }
   // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
@@ -60,10 +72,12 @@ class CompressedBackprop final : public MessageCodec {
   std::string state_prefix_;
 };
 
-// A stage's two backward links: `send` to the previous stage (none on the
-// first), `recv` from the next stage (none on the last); both null without CB.
+// A rank's backward links, one per model chunk (layout.vp_size of them):
+// send[c] carries chunk c's input gradient to the previous virtual stage
+// (null for the first virtual stage), recv[c] brings the gradient of chunk
+// c's output from the next one (null for the last). Empty without CB.
 struct CompressedBackpropLinks {
-  std::unique_ptr<CompressedBackprop> send, recv;
+  std::vector<std::unique_ptr<CompressedBackprop>> send, recv;
 };
 // tokens: of one micro-batch (each TP rank sends its 1/T slice), hidden: the
 // activation width. Throws occ::Error when the tokens do not split over TP.

@@ -13,7 +13,7 @@ std::string CompressionState::file_name(int dp_rank) { return fmt::format("compr
 
 void CompressionState::save(const std::string& path, const nlohmann::json& meta) const {
   TensorFileWriter w(meta);
-  if (cb_) cb_->save_state(w);
+  for (const CompressedBackprop* link : cb_) link->save_state(w);
   if (dp_) dp_->save_state(w);
   w.write(path);
 }
@@ -26,7 +26,7 @@ CompressionNotice CompressionState::load(const std::string& path) {
   if (!saved || !wanted) return CompressionNotice::None;
   TensorFileReader r = TensorFileReader::open(path);
   bool complete = true;
-  if (cb_) complete &= cb_->load_state(r);
+  for (CompressedBackprop* link : cb_) complete &= link->load_state(r);
   if (dp_) complete &= dp_->load_state(r);
   return complete ? CompressionNotice::None : CompressionNotice::Partial;
 }

@@ -1,10 +1,12 @@
 #pragma once
 // The compressor state a rank saves with a checkpoint, so a resumed run
-// continues bit-exactly: CB's outgoing link (warm start, LEP residual) and DP
+// continues bit-exactly: CB's outgoing links (warm start, LEP residual; one
+// per model chunk under the interleaved schedule) and DP
 // compression (warm starts, error feedback). Forward activation compression
 // is stateless. One file per rank, since DP ranks'
 // errors differ; where it goes in the checkpoint is the caller's business.
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,14 +26,17 @@ enum class CompressionNotice {
 
 class CompressionState {
  public:
-  // Either may be null (that technique is off on this rank); not owned.
-  // Stateless compressors hold nothing to save and are dropped here.
-  CompressionState(CompressedBackprop* cb_link_out, DataParallelCompressor* dp)
-      : cb_(cb_link_out && cb_link_out->stateful() ? cb_link_out : nullptr),
-        dp_(dp && dp->stateful() ? dp : nullptr) {}
+  // Links may be null and dp may be null (that technique is off on this
+  // rank, or the chunk sends nothing); not owned. Stateless compressors hold
+  // nothing to save and are dropped here.
+  CompressionState(const std::vector<CompressedBackprop*>& cb_links_out, DataParallelCompressor* dp)
+      : dp_(dp && dp->stateful() ? dp : nullptr) {
+    for (CompressedBackprop* link : cb_links_out)
+      if (link && link->stateful()) cb_.push_back(link);
+  }
 
   // Nothing to save or load on this rank.
-  bool empty() const { return !cb_ && !dp_; }
+  bool empty() const { return cb_.empty() && !dp_; }
   // The file's name inside the rank's checkpoint shard directory.
   static std::string file_name(int dp_rank);
   // Writes the state to `path` with `meta` as the file's metadata.
@@ -43,7 +48,7 @@ class CompressionState {
   static void announce(MpiCommunicator& world, CompressionNotice notice, bool print);
 
  private:
-  CompressedBackprop* cb_;
+  std::vector<CompressedBackprop*> cb_;
   DataParallelCompressor* dp_;
 };
 

@@ -22,6 +22,10 @@ void GptConfig::validate(const ParallelLayout& l) const {
             "--num-layers {} is not divisible by --pipeline-model-parallel-size {}; every stage needs the same "
             "number of layers",
             num_layers, l.pp_size);
+  OCC_CHECK(l.vp_size >= 1 && num_layers % l.virtual_stages() == 0,
+            "--num-layers {} does not split into {} model chunks of {} pipeline stages; give "
+            "--num-layers-per-virtual-pipeline-stage a divisor of the layers per stage",
+            num_layers, l.vp_size, l.pp_size);
   OCC_CHECK(num_attention_heads % l.tp_size == 0,
             "--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", num_attention_heads,
             l.tp_size);

@@ -17,7 +17,6 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       seed_(seed),
       opt_(options),
       ops_(options.ops ? *options.ops : kernels::ops_for(options.device)),
-      layers_(stage_layers(cfg.num_layers, layout)),
       params_layout_(cfg, layout),
       params_(options.device),
       grads_(options.device),
@@ -34,6 +33,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       recompute_saved_(options.device),
       recompute_out_(options.device) {
   cfg.validate(layout);
+  chunk_layers_ = params_layout_.num_local_layers() / layout.vp_size;
   // The init is a pure function of (seed, tensor, global index), drawn on the host.
   std::vector<float> host(size_t(params_layout_.total()), 0.0f);
   params_layout_.initialize(host.data(), seed);
@@ -61,7 +61,7 @@ void GptStage::tp_allreduce(float* data, size_t count) {
 }
 
 kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const {
-  const uint64_t layer_key = uint64_t(layers_.begin + local + 1);
+  const uint64_t layer_key = uint64_t(params_layout_.layer_index(local) + 1);
   return kernels::Dropout{make_key(seed_, mb.iteration, layer_key, site), training ? p : 0.0f, mb.sample_base};
 }
 
@@ -88,11 +88,11 @@ void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, 
   a.fc_gelu.resize(N * Fl);
 }
 
-void GptStage::allocate(StageActivations& acts, int B, int T, bool training) {
+void GptStage::allocate(StageActivations& acts, int B, int T, bool training, bool head) {
   OCC_CHECK(acts.device == opt_.device, "internal: activations of device {} given to a stage on {}",
             device_name(acts.device), device_name(opt_.device));
   const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  while (acts.layers.size() < size_t(layers_.count())) acts.layers.emplace_back(opt_.device);
+  while (acts.layers.size() < size_t(chunk_layers_)) acts.layers.emplace_back(opt_.device);
   const bool full = opt_.recompute == Recompute::Full;
   for (auto& a : acts.layers) {
     a.input.resize(N * C);
@@ -100,7 +100,7 @@ void GptStage::allocate(StageActivations& acts, int B, int T, bool training) {
   }
   if (full) allocate_layer(recompute_layer_, B, T, training, true);
   acts.output.resize(N * C);
-  if (layout_.last_stage()) {
+  if (head) {  // only the slots the LM head runs in
     const size_t Vl = size_t(cfg_.padded_vocab_size()) / tp;
     acts.lnf.resize(N * C);
     acts.lnf_mean.resize(N);
@@ -118,19 +118,21 @@ const int32_t* GptStage::upload_ids(DeviceBuffer<int32_t>& buf, const int32_t* h
   return buf.data();
 }
 
-LayerActivations& GptStage::layer_work(StageActivations& acts, int local) {
-  return opt_.recompute == Recompute::Full ? recompute_layer_ : acts.layers[size_t(local)];
+LayerActivations& GptStage::layer_work(StageActivations& acts, int l) {
+  return opt_.recompute == Recompute::Full ? recompute_layer_ : acts.layers[size_t(l)];
 }
 
 double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out,
-                         bool training) {
-  allocate(acts, mb.B, mb.T, training);
+                         bool training, int chunk) {
+  OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
+  allocate(acts, mb.B, mb.T, training, layout_.holds_head(chunk));
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
   const float* P = weights();
   const auto& pl = params_layout_;
-  float* x = layers_.count() > 0 ? acts.layers[0].input.data() : acts.output.data();
+  float* x = chunk_layers_ > 0 ? acts.layers[0].input.data() : acts.output.data();
+  const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
 
-  if (layout_.first_stage()) {
+  if (layout_.holds_embedding(chunk)) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
     ops_.embedding_forward(x, tokens, P + pl.word_embedding, v0, Vl, N, C);
@@ -144,12 +146,12 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
     ops_.copy(x, x_in, N * C);
   }
 
-  for (int l = 0; l < layers_.count(); ++l) {
-    float* out = l + 1 < layers_.count() ? acts.layers[size_t(l) + 1].input.data() : acts.output.data();
-    layer_forward(l, acts.layers[size_t(l)].input.data(), layer_work(acts, l), out, mb, training);
+  for (int l = 0; l < chunk_layers_; ++l) {
+    float* out = l + 1 < chunk_layers_ ? acts.layers[size_t(l) + 1].input.data() : acts.output.data();
+    layer_forward(first_layer + l, acts.layers[size_t(l)].input.data(), layer_work(acts, l), out, mb, training);
   }
 
-  if (!layout_.last_stage()) {
+  if (!layout_.holds_head(chunk)) {
     ops_.copy(x_out, acts.output.data(), N * C);
     return 0.0;
   }
@@ -232,7 +234,9 @@ void GptStage::layer_forward(int local, const float* input, LayerActivations& a,
 }
 
 void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
-                        const std::function<void(int64_t)>& grads_final) {
+                        const std::function<void(int64_t)>& grads_final, int chunk) {
+  OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
+  const int first_layer = chunk * chunk_layers_;
   auto report = [&](int64_t offset) {
     if (grads_final) grads_final(offset);
   };
@@ -243,7 +247,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
   d_resid_.resize(size_t(N * C));
   d_ln_.resize(size_t(N * C));
 
-  if (layout_.last_stage()) {
+  if (layout_.holds_head(chunk)) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     float* dlogits = acts.logits.data();
     if (layout_.tp_size > 1)
@@ -263,18 +267,18 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     ops_.copy(d_resid_.data(), dx_out, N * C);
   }
 
-  for (int l = layers_.count() - 1; l >= 0; --l) {
+  for (int l = chunk_layers_ - 1; l >= 0; --l) {
     const float* input = acts.layers[size_t(l)].input.data();
     if (opt_.recompute == Recompute::Full) {
       // Rebuild the layer's activations from its input (same kernels, same dropout keys).
       recompute_out_.resize(size_t(N * C));
-      layer_forward(l, input, recompute_layer_, recompute_out_.data(), mb, true);
+      layer_forward(first_layer + l, input, recompute_layer_, recompute_out_.data(), mb, true);
     }
-    layer_backward(l, input, layer_work(acts, l), d_resid_.data(), mb);
-    report(pl.layer(l).ln1_w);
+    layer_backward(first_layer + l, input, layer_work(acts, l), d_resid_.data(), mb);
+    report(pl.layer(first_layer + l).ln1_w);
   }
 
-  if (layout_.first_stage()) {
+  if (layout_.holds_embedding(chunk)) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     // The embedding's TP all-reduce has an identity backward: every rank already holds the full gradient.
     ops_.dropout_inplace(d_resid_.data(),

@@ -101,20 +101,24 @@ class GptStage {
   // Activations of one micro-batch, on this stage's device.
   StageActivations make_activations() const { return StageActivations(opt_.device); }
 
-  // Forward of one micro-batch. x_in: [N, C] from the previous stage (ignored
-  // on the first stage); x_out: [N, C] for the next stage (ignored on the last);
-  // both on this stage's device.
-  // On the last stage returns the summed token loss of the micro-batch.
+  // Forward of one micro-batch through model chunk `chunk` (interleaved
+  // schedule; 0 otherwise). x_in: [N, C] from the previous virtual stage
+  // (ignored where the chunk starts with the embedding); x_out: [N, C] for the
+  // next (ignored where it ends with the head); both on this stage's device.
+  // With the head, returns the summed token loss of the micro-batch.
   // training=false disables dropout and skips what only backward needs.
-  double forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training);
+  double forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training,
+                 int chunk = 0);
   // Backward of a micro-batch whose forward filled `acts`. dx_out: gradient of
   // this stage's output (ignored on the last stage); dx_in: gradient of its
   // input, written for the previous stage (ignored on the first stage).
   // Accumulates into grads().
   // grads_final (optional) is told, as backward proceeds, the lowest offset
   // from which this backward's contributions to grads() are complete.
+  // The chunk's offsets are reported from its top down (chunks are laid out in
+  // model order), so a chunk's last backward finalises what lies above it.
   void backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
-                const std::function<void(int64_t)>& grads_final = nullptr);
+                const std::function<void(int64_t)>& grads_final = nullptr, int chunk = 0);
 
   // Last stage after forward(training=false): logits of this rank's vocabulary shard (device memory).
   const float* logits(const StageActivations& acts) const { return acts.logits.data(); }
@@ -122,7 +126,7 @@ class GptStage {
   PhaseTimers& timers() { return timers_; }
 
  private:
-  void allocate(StageActivations& acts, int B, int T, bool training);
+  void allocate(StageActivations& acts, int B, int T, bool training, bool head);
   void allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const;
   // Forward: `host` ids on this stage's device (uploaded into buf off the CPU).
   const int32_t* upload_ids(DeviceBuffer<int32_t>& buf, const int32_t* host, int64_t n);
@@ -132,8 +136,9 @@ class GptStage {
   }
   kernels::Dropout dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
   kernels::AttentionShape attention_shape(int B, int T) const;
-  // The layer's working activations: its own, or the shared scratch under full recomputation.
-  LayerActivations& layer_work(StageActivations& acts, int local);
+  // The working activations of the chunk's layer l: its own, or the shared
+  // scratch under full recomputation.
+  LayerActivations& layer_work(StageActivations& acts, int l);
   void layer_forward(int local, const float* input, LayerActivations& a, float* out, const MicroBatch& mb,
                      bool training);
   // dresid: [N, C] gradient of the layer's output in, of its input out.
@@ -151,7 +156,7 @@ class GptStage {
   uint64_t seed_;
   StageOptions opt_;
   kernels::Ops& ops_;
-  LayerRange layers_;
+  int chunk_layers_ = 0;  // transformer layers per model chunk
   ParamLayout params_layout_;
   Buffer params_, grads_;
   Buffer params_lp_;  // reduced-precision copy of params_ (bf16/fp16 only)

@@ -61,25 +61,30 @@ ParamLayout::ParamLayout(const GptConfig& cfg, const ParallelLayout& layout) : c
     position_embedding = add("embedding.position_embeddings.weight", {cfg.max_position_embeddings, C}, none, N, std,
                              true);
   }
-  LayerRange range = stage_layers(cfg.num_layers, layout);
-  for (int l = range.begin; l < range.end; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    LayerParams lp;
-    lp.ln1_w = add(p + "input_layernorm.weight", {C}, none, O, 0, false);
-    lp.ln1_b = add(p + "input_layernorm.bias", {C}, none, Z, 0, false);
-    // QKV rows are ordered [head][q|k|v][head_dim] (Megatron), so a TP shard is
-    // a contiguous block of whole heads.
-    lp.qkv_w = add(p + "attention.query_key_value.weight", {3 * C, C}, rows, N, std, true);
-    lp.qkv_b = add(p + "attention.query_key_value.bias", {3 * C}, rows, Z, 0, false);
-    lp.proj_w = add(p + "attention.dense.weight", {C, C}, cols, N, out_std, true);
-    lp.proj_b = add(p + "attention.dense.bias", {C}, none, Z, 0, false);
-    lp.ln2_w = add(p + "post_attention_layernorm.weight", {C}, none, O, 0, false);
-    lp.ln2_b = add(p + "post_attention_layernorm.bias", {C}, none, Z, 0, false);
-    lp.fc_w = add(p + "mlp.dense_h_to_4h.weight", {F, C}, rows, N, std, true);
-    lp.fc_b = add(p + "mlp.dense_h_to_4h.bias", {F}, rows, Z, 0, false);
-    lp.fcproj_w = add(p + "mlp.dense_4h_to_h.weight", {C, F}, cols, N, out_std, true);
-    lp.fcproj_b = add(p + "mlp.dense_4h_to_h.bias", {C}, none, Z, 0, false);
-    layers_.push_back(lp);
+  // The chunks' layers in model order, so the flat buffer runs from the
+  // embedding up to the head and a backward finalises it from the top down.
+  for (int chunk = 0; chunk < layout.vp_size; ++chunk) {
+    const LayerRange range = chunk_layers(cfg.num_layers, layout, chunk);
+    for (int l = range.begin; l < range.end; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      LayerParams lp;
+      lp.ln1_w = add(p + "input_layernorm.weight", {C}, none, O, 0, false);
+      lp.ln1_b = add(p + "input_layernorm.bias", {C}, none, Z, 0, false);
+      // QKV rows are ordered [head][q|k|v][head_dim] (Megatron), so a TP shard is
+      // a contiguous block of whole heads.
+      lp.qkv_w = add(p + "attention.query_key_value.weight", {3 * C, C}, rows, N, std, true);
+      lp.qkv_b = add(p + "attention.query_key_value.bias", {3 * C}, rows, Z, 0, false);
+      lp.proj_w = add(p + "attention.dense.weight", {C, C}, cols, N, out_std, true);
+      lp.proj_b = add(p + "attention.dense.bias", {C}, none, Z, 0, false);
+      lp.ln2_w = add(p + "post_attention_layernorm.weight", {C}, none, O, 0, false);
+      lp.ln2_b = add(p + "post_attention_layernorm.bias", {C}, none, Z, 0, false);
+      lp.fc_w = add(p + "mlp.dense_h_to_4h.weight", {F, C}, rows, N, std, true);
+      lp.fc_b = add(p + "mlp.dense_h_to_4h.bias", {F}, rows, Z, 0, false);
+      lp.fcproj_w = add(p + "mlp.dense_4h_to_h.weight", {C, F}, cols, N, out_std, true);
+      lp.fcproj_b = add(p + "mlp.dense_4h_to_h.bias", {C}, none, Z, 0, false);
+      layers_.push_back(lp);
+      layer_index_.push_back(l);
+    }
   }
   if (layout.last_stage()) {
     final_ln_w = add("final_layernorm.weight", {C}, none, O, 0, false);

@@ -49,7 +49,11 @@ class ParamLayout {
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   int64_t total() const { return total_; }
   const ParamTensor& find(const std::string& name) const;
+  // Local layer i: the i-th this rank holds, in model order (chunk 0's first,
+  // then chunk 1's, ...); layer_index(i) is its index in the whole model.
   const LayerParams& layer(int local_index) const { return layers_.at(local_index); }
+  int layer_index(int local_index) const { return layer_index_.at(local_index); }
+  int num_local_layers() const { return int(layers_.size()); }
   // -1 where this stage does not hold the tensor.
   int64_t word_embedding = -1, position_embedding = -1, final_ln_w = -1, final_ln_b = -1;
   // The weight the LM head multiplies with: the word embedding itself on a
@@ -66,6 +70,7 @@ class ParamLayout {
   ParallelLayout layout_;
   std::vector<ParamTensor> tensors_;
   std::vector<LayerParams> layers_;
+  std::vector<int> layer_index_;
   int64_t total_ = 0;
 };
 

@@ -3,6 +3,10 @@
 // stages. With TP > 1 each TP rank sends only its 1/T slice of the [N, C]
 // tensor and the receiver all-gathers it in its TP group (Megatron's
 // scatter-gather), so inter-stage bytes are not multiplied by T.
+// With interleaving (layout.vp_size > 1) the ranks form a ring: the last
+// rank's chunk c feeds the first rank's chunk c + 1, and backward the first
+// rank's chunk c + 1 feeds the last rank's chunk c. A message is named by its
+// micro-batch and the sender's chunk (tag 2 (mb V + chunk) + direction).
 #include <string>
 #include <vector>
 
@@ -17,16 +21,21 @@ class PipelineExchange {
  public:
   PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout, PhaseTimers& timers);
 
-  // Nonblocking send of x[count] for micro-batch mb; the buffer must stay
-  // untouched until wait_sends().
+  // Nonblocking send of x[count], the output (forward) or input gradient
+  // (backward) of micro-batch mb in this rank's model chunk `chunk`; the
+  // buffer must stay untouched until wait_sends().
   // With `encoder`, the slice is compressed (CB backward, activation
   // compression forward) and the message is its wire form.
-  void send_forward(const float* x, size_t count, int mb, MessageCodec* encoder = nullptr);
-  void send_backward(const float* dx, size_t count, int mb, MessageCodec* encoder = nullptr);
-  // Blocking receive (waits with back-off) into x[count], all-gathered over TP.
+  void send_forward(const float* x, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
+  void send_backward(const float* dx, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
+  // Blocking receive (waits with back-off) into x[count], all-gathered over
+  // TP: the input (forward) or output gradient (backward) of micro-batch mb
+  // in this rank's chunk `chunk`.
   // With `decoder`, the message is a compressed slice, decoded before the gather.
-  void recv_forward(float* x, size_t count, int mb, const MessageCodec* decoder = nullptr);
-  void recv_backward(float* dx, size_t count, int mb, const MessageCodec* decoder = nullptr);
+  void recv_forward(float* x, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
+  void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
+  // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
+  std::string label(int mb, int chunk) const;
   void wait_sends();
 
  private:
@@ -43,9 +52,13 @@ class PipelineExchange {
   Direction forward_in() const;
   Direction backward_out() const;
   Direction backward_in() const;
-  void send(const Direction& d, const float* x, size_t count, int mb, MessageCodec* encoder,
+  // sender_chunk: the chunk whose output (or input gradient) the message is.
+  void send(const Direction& d, const float* x, size_t count, int mb, int sender_chunk, MessageCodec* encoder,
             std::vector<std::vector<float>>& wires);
-  void recv(const Direction& d, float* x, size_t count, int mb, const MessageCodec* decoder);
+  void recv(const Direction& d, float* x, size_t count, int mb, int sender_chunk, const MessageCodec* decoder);
+  int tag(const Direction& d, int mb, int sender_chunk) const {
+    return 2 * (mb * layout_.vp_size + sender_chunk) + d.tag_offset;
+  }
 
   MpiCommunicator& pp_;
   MpiCommunicator& tp_;
@@ -54,8 +67,8 @@ class PipelineExchange {
   void gather_slice(float* x, size_t count);
 
   std::vector<MpiCommunicator::Request> pending_;
-  // Compressed messages in flight, per micro-batch (a forward and a backward
-  // message of different micro-batches can be in flight at once).
+  // Compressed messages in flight, per message (micro-batch, chunk): a
+  // forward and a backward message of different ones can be in flight at once.
   std::vector<std::vector<float>> forward_wire_, backward_wire_;
   std::vector<float> recv_wire_;
 };

@@ -4,8 +4,6 @@
 #include <string>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "parallel/pipeline_schedule.h"
 
 namespace occ {
@@ -14,19 +12,31 @@ PipelineExecutor::PipelineExecutor(const ParallelLayout& layout, PipelineExchang
                                    BackwardCompression compression, ForwardCompression forward)
     : layout_(layout), exchange_(exchange), timers_(timers), compression_(std::move(compression)), forward_(forward) {}
 
-int PipelineExecutor::slots(int M) const { return std::min(layout_.pp_size - layout_.pp_rank, M); }
+int PipelineExecutor::slots(int M) const {
+  return max_in_flight(pipeline_program(layout_.pp_size, layout_.vp_size, layout_.pp_rank, M));
+}
 
-bool PipelineExecutor::compresses(int sender, int M, int mb) const {
-  return compression_.compresses && compression_.compresses(layout_.pp_size, sender, M, mb);
+bool PipelineExecutor::compresses(bool after_last_forward) const {
+  return compression_.compresses && compression_.compresses(after_last_forward);
 }
 
 double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
-  const int P = layout_.pp_size, s = layout_.pp_rank;
-  const int pool = slots(M);
-  fwd_send_.resize(size_t(M));
-  bwd_send_.resize(size_t(M));
+  const int P = layout_.pp_size, s = layout_.pp_rank, V = layout_.vp_size;
+  const std::vector<PipelineOp> program = pipeline_program(P, V, s, M);
+  // EC's rule for the sends of this rank and for those of the next rank, whose
+  // backward messages this one receives (the next virtual stage's sender).
+  const auto sent_late = backwards_after_last_forward(program, V, M);
+  const int next = (s + 1) % P;
+  const auto received_late = backwards_after_last_forward(pipeline_program(P, V, next, M), V, M);
+  auto message = [M](int chunk, int mb) { return size_t(chunk) * size_t(M) + size_t(mb); };
+  fwd_send_.resize(size_t(V) * size_t(M));
+  bwd_send_.resize(size_t(V) * size_t(M));
   x_in_.resize(count);
   dx_out_.resize(count);
+  // Activation slots: taken by a forward, given back by its backward (lowest first).
+  std::vector<int> free_slots(size_t(max_in_flight(program)));
+  for (size_t i = 0; i < free_slots.size(); ++i) free_slots[i] = int(free_slots.size() - 1 - i);
+  std::vector<int> slot_of(size_t(V) * size_t(M), -1);
   double loss_sum = 0.0;
 
   // Times a compute scope excluding the TP collectives inside it.
@@ -38,34 +48,43 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
     timers_.add_event(event, t0, t1);
   };
 
-  for (const PipelineOp& op : one_f_one_b(P, s, M)) {
-    const int j = op.micro_batch, slot = j % pool;
+  for (const PipelineOp& op : program) {
+    const int j = op.micro_batch, c = op.chunk;
+    const std::string name = exchange_.label(j, c);
     if (op.kind == PipelineOp::Forward) {
+      const int slot = free_slots.back();
+      free_slots.pop_back();
+      slot_of[message(c, j)] = slot;
       {
         ScopedPhase t(timers_, "data");
-        steps.load(j, slot);
+        steps.load(j, slot, c);
       }
-      if (!layout_.first_stage()) exchange_.recv_forward(x_in_.data(), count, j, forward_.recv);
-      auto& out = fwd_send_[size_t(j)];
-      out.resize(layout_.last_stage() ? 0 : count);
-      compute("forward", fmt::format("F{}", j), [&] { loss_sum += steps.forward(j, slot, x_in_.data(), out.data()); });
-      if (!layout_.last_stage()) exchange_.send_forward(out.data(), count, j, forward_.send);
+      if (!layout_.holds_embedding(c)) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
+      auto& out = fwd_send_[message(c, j)];
+      out.resize(layout_.holds_head(c) ? 0 : count);
+      compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out.data()); });
+      if (!layout_.holds_head(c)) exchange_.send_forward(out.data(), count, j, c, forward_.send);
     } else {
-      // CB/EC: sender and receiver derive from the schedule whether this message is compressed.
-      const bool compressed_in = compresses(s + 1, M, j);
-      const bool compressed_out = compresses(s, M, j);
-      if (!layout_.last_stage())
-        exchange_.recv_backward(dx_out_.data(), count, j, compressed_in ? compression_.recv : nullptr);
-      auto& out = bwd_send_[size_t(j)];
-      out.resize(layout_.first_stage() ? 0 : count);
-      compute("backward", fmt::format("B{}", j),
-              [&] { steps.backward(j, slot, dx_out_.data(), out.data(), j == M - 1); });
-      if (!layout_.first_stage()) {
-        if (compressed_out && steps.before_compressed_send) steps.before_compressed_send(j, slot, out.data());
-        exchange_.send_backward(out.data(), count, j, compressed_out ? compression_.send : nullptr);
+      const int slot = slot_of[message(c, j)];
+      if (!layout_.holds_head(c)) {
+        // CB/EC: whether the sender (the next virtual stage) compressed it, from its schedule.
+        const int sender_chunk = layout_.last_stage() ? c + 1 : c;
+        const bool compressed_in = compresses(received_late[size_t(sender_chunk)][size_t(j)]);
+        exchange_.recv_backward(dx_out_.data(), count, j, c,
+                                compressed_in ? compression_.recv[size_t(c)] : nullptr);
+      }
+      auto& out = bwd_send_[message(c, j)];
+      out.resize(layout_.holds_embedding(c) ? 0 : count);
+      compute("backward", "B" + name,
+              [&] { steps.backward(j, slot, c, dx_out_.data(), out.data(), j == M - 1); });
+      if (!layout_.holds_embedding(c)) {
+        const bool compressed_out = compresses(sent_late[size_t(c)][size_t(j)]);
+        if (compressed_out && steps.before_compressed_send) steps.before_compressed_send(j, slot, c, out.data());
+        exchange_.send_backward(out.data(), count, j, c, compressed_out ? compression_.send[size_t(c)] : nullptr);
         timers_.count("cb_sends", 1);
         timers_.count("cb_compressed", compressed_out ? 1 : 0);
       }
+      free_slots.push_back(slot);
     }
   }
   exchange_.wait_sends();

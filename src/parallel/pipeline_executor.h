@@ -1,8 +1,9 @@
 #pragma once
-// Runs one iteration's non-interleaved 1F1B program (pipeline_schedule.h) on
-// this stage: the order of forwards and backwards, the activation messages
-// between stages (PipelineExchange), which backward messages are compressed,
-// and the compute timers. What a forward or a backward of a micro-batch
+// Runs one iteration's 1F1B program (pipeline_schedule.h: plain, or
+// interleaved over layout.vp_size model chunks) on this rank: the order of
+// forwards and backwards, the activation messages between virtual stages
+// (PipelineExchange), which backward messages are compressed, the activation
+// slots, and the compute timers. What a forward or a backward of a micro-batch
 // computes is the caller's (the model's): the executor calls back for it, so
 // parallel/ never sees the model.
 #include <cstddef>
@@ -16,39 +17,43 @@
 
 namespace occ {
 
-// The stage's work on micro-batch mb (0-based, in schedule order). `slot`
-// names the activation storage the micro-batch holds from its forward to its
-// backward: 0 <= slot < PipelineExecutor::slots(M), reused once it is free.
+// The rank's work on micro-batch mb (0-based) in model chunk `chunk` (0
+// without interleaving). `slot` names the activation storage the pair holds
+// from its forward to its backward: 0 <= slot < PipelineExecutor::slots(M),
+// reused once it is free.
 struct MicroBatchSteps {
   // Reads the micro-batch's samples (timed as the "data" phase).
-  std::function<void(int mb, int slot)> load;
-  // x: activations received from the previous stage (unused on the first);
-  // y: activations to send to the next stage (unused on the last). Returns
-  // the summed token loss (last stage; 0 elsewhere).
-  std::function<double(int mb, int slot, const float* x, float* y)> forward;
-  // dy: gradient received from the next stage (unused on the last); dx:
-  // gradient to send back (unused on the first). last: the iteration's final
-  // backward, from which on gradients become final.
-  std::function<void(int mb, int slot, const float* dy, float* dx, bool last)> backward;
+  std::function<void(int mb, int slot, int chunk)> load;
+  // x: activations received from the previous virtual stage (unused where the
+  // chunk starts with the embedding); y: activations for the next one (unused
+  // where it ends with the head). Returns the summed token loss (head; 0 elsewhere).
+  std::function<double(int mb, int slot, int chunk, const float* x, float* y)> forward;
+  // dy: gradient received from the next virtual stage (unused with the head);
+  // dx: gradient to send back (unused with the embedding). last: the chunk's
+  // final backward of the iteration, from which on its gradients become final.
+  std::function<void(int mb, int slot, int chunk, const float* dy, float* dx, bool last)> backward;
   // Optional: sees dx just before a compressed backward send encodes it.
-  std::function<void(int mb, int slot, const float* dx)> before_compressed_send;
+  std::function<void(int mb, int slot, int chunk, const float* dx)> before_compressed_send;
 };
 
 // Which backward messages are compressed, and by what. The rule comes from
 // the caller (compress/ knows it) so both ends of a link apply the same one.
 struct BackwardCompression {
-  MessageCodec* send = nullptr;        // this stage's link to the previous stage
-  const MessageCodec* recv = nullptr;  // the next stage's link to this one
-  // Does stage `sender` (of num_stages) compress its backward send of
-  // micro-batch mb (of M)? Sender and receiver both ask with the sender's
-  // index, so they agree without a message. Unset: nothing is compressed.
-  std::function<bool(int num_stages, int sender, int M, int mb)> compresses;
+  // Per model chunk: its link to the previous virtual stage (null where it
+  // has the embedding) and the next virtual stage's link to it (null where
+  // it has the head). Empty: nothing is compressed.
+  std::vector<MessageCodec*> send;
+  std::vector<const MessageCodec*> recv;
+  // Is a backward send compressed? after_last_forward: the sender makes it
+  // after its last forward (pipeline_schedule.h). Sender and receiver both
+  // derive it from the sender's schedule, so they agree without a message.
+  std::function<bool(bool after_last_forward)> compresses;
 };
 
 // Forward messages: when set, every one is compressed (no schedule rule).
 struct ForwardCompression {
-  MessageCodec* send = nullptr;        // this stage's link to the next stage
-  const MessageCodec* recv = nullptr;  // the previous stage's link to this one
+  MessageCodec* send = nullptr;        // this rank's link to the next one
+  const MessageCodec* recv = nullptr;  // the previous rank's link to this one
 };
 
 class PipelineExecutor {
@@ -56,22 +61,22 @@ class PipelineExecutor {
   PipelineExecutor(const ParallelLayout& layout, PipelineExchange& exchange, PhaseTimers& timers,
                    BackwardCompression compression, ForwardCompression forward = {});
 
-  // Micro-batches in flight on this stage at once (min(P - s, M)): the number
-  // of activation slots MicroBatchSteps uses.
+  // Micro-batches (of any chunk) in flight on this rank at once (min(P - s,
+  // M) for plain 1F1B): the number of activation slots MicroBatchSteps uses.
   int slots(int M) const;
-  // Runs the 1F1B program over M micro-batches whose messages are `count`
-  // floats; returns once every send has completed. Returns the summed loss.
+  // Runs the program over M micro-batches whose messages are `count` floats;
+  // returns once every send has completed. Returns the summed loss.
   double run(int M, size_t count, const MicroBatchSteps& steps);
 
  private:
-  bool compresses(int sender, int M, int mb) const;
+  bool compresses(bool after_last_forward) const;
 
   ParallelLayout layout_;
   PipelineExchange& exchange_;
   PhaseTimers& timers_;
   BackwardCompression compression_;
   ForwardCompression forward_;
-  std::vector<std::vector<float>> fwd_send_, bwd_send_;  // per micro-batch (in flight until wait_sends)
+  std::vector<std::vector<float>> fwd_send_, bwd_send_;  // per (chunk, micro-batch): in flight until wait_sends
   std::vector<float> x_in_, dx_out_;
 };
 

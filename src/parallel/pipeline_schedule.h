@@ -1,7 +1,18 @@
 #pragma once
+// The order of forwards and backwards one pipeline rank runs in an iteration.
+//
 // Non-interleaved 1F1B (PipeDream-Flush, as Megatron): stage s of P runs
 // w = min(P - s - 1, M) warm-up forwards, then M - w steady one-forward-one-
 // backward pairs, then w cool-down backwards (the epilogue).
+//
+// Interleaved 1F1B (Megatron's --num-layers-per-virtual-pipeline-stage): each
+// rank holds V model chunks; chunk c of rank s is virtual stage c * P + s, so
+// activations go round the ring of ranks V times. The rank's V * M forward
+// "virtual micro-batches" k = 0, 1, ... visit the chunks in groups of P:
+// chunk (k mod P V) / P, micro-batch (k / P V) * P + k mod P; backwards visit
+// the chunks in reverse. The rank runs (P - s - 1) * 2 + (V - 1) * P warm-up
+// forwards (all of them when M == P), then forward/backward pairs, then the
+// cool-down backwards. M must be a multiple of P (Megatron's requirement).
 #include <vector>
 
 namespace occ {
@@ -9,6 +20,7 @@ namespace occ {
 struct PipelineOp {
   enum Kind { Forward, Backward } kind;
   int micro_batch;
+  int chunk = 0;  // the model chunk (interleaved); 0 otherwise
   bool operator==(const PipelineOp&) const = default;
 };
 
@@ -17,5 +29,23 @@ inline int warmup_forwards(int num_stages, int stage, int num_micro_batches) {
   int w = num_stages - stage - 1;
   return w < num_micro_batches ? w : num_micro_batches;
 }
+
+// Megatron's interleaved schedule over `num_chunks` >= 2 chunks per rank.
+std::vector<PipelineOp> interleaved_one_f_one_b(int num_stages, int num_chunks, int stage, int num_micro_batches);
+int interleaved_warmup_forwards(int num_stages, int num_chunks, int stage, int num_micro_batches);
+
+// The program of `stage`: one_f_one_b for one chunk, interleaved otherwise.
+std::vector<PipelineOp> pipeline_program(int num_stages, int num_chunks, int stage, int num_micro_batches);
+
+// Micro-batches (of any chunk) whose activations the program holds at once:
+// the activation slots it needs.
+int max_in_flight(const std::vector<PipelineOp>& program);
+
+// The rule by which EC picks its messages, for any schedule: the backward
+// sends a rank makes after its last forward. [chunk][micro-batch] -> whether
+// that backward comes after the program's last forward. For plain 1F1B these
+// are the last min(P - s, M) backwards of stage s.
+std::vector<std::vector<bool>> backwards_after_last_forward(const std::vector<PipelineOp>& program, int num_chunks,
+                                                            int num_micro_batches);
 
 }  // namespace occ

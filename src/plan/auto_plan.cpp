@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "parallel/pipeline_schedule.h"
+
 namespace occ::plan {
 
 namespace {
@@ -74,10 +76,14 @@ Candidate evaluate(const PlanConfig& cfg, const Measured* measured) {
   double all = 0, compressed = 0;
   for (const auto& f : m.facts) all += double(f.params), compressed += double(f.compressed_params);
   c.compressed_fraction = all > 0 ? compressed / all : 0;
-  const int P = cfg.pp, M = cfg.micro_batches();
+  const int P = cfg.pp, M = cfg.micro_batches(), V = cfg.chunks();
   int sent = 0, comp = 0;
-  for (int s = 1; s < P; ++s)
-    for (int j = 0; j < M; ++j) sent += 1, comp += CompressedBackprop::compresses(cfg.cb, P, s, M, j) ? 1 : 0;
+  for (int s = 0; s < P; ++s) {
+    const auto late = backwards_after_last_forward(pipeline_program(P, V, s, M), V, M);
+    for (int chunk = 0; chunk < V; ++chunk)
+      for (int j = 0; j < M && chunk * P + s > 0; ++j)  // virtual stage 0 sends nothing backward
+        sent += 1, comp += CompressedBackprop::compresses(cfg.cb, late[size_t(chunk)][size_t(j)]) ? 1 : 0;
+  }
   c.cb_fraction = sent ? double(comp) / sent : 0;
   return c;
 }

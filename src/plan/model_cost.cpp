@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "model/tensor_descs.h"
 #include "parallel/grad_sync.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace occ::plan {
 
@@ -22,6 +23,19 @@ void PlanConfig::validate() const {
   // The model's shape against the layout: the same checks (and messages) as train.
   ParallelLayout layout;
   layout.tp_size = tp, layout.pp_size = pp, layout.dp_size = dp;
+  if (layers_per_virtual_stage != 0) {
+    const int per_stage = model.num_layers / pp;
+    usage(layers_per_virtual_stage >= 1 && pp >= 2 && model.num_layers % pp == 0 &&
+              per_stage % layers_per_virtual_stage == 0 && per_stage / layers_per_virtual_stage >= 2,
+          fmt::format("--num-layers-per-virtual-pipeline-stage {} needs --pipeline-model-parallel-size >= 2 and a "
+                      "divisor of the {} layers per stage below it",
+                      layers_per_virtual_stage, per_stage));
+    usage(micro_batch_size >= 1 && dp >= 1 && micro_batches() % pp == 0,
+          fmt::format("number of micro-batches {} is not divisible by --pipeline-model-parallel-size {}, as the "
+                      "interleaved schedule needs",
+                      micro_batches(), pp));
+    layout.vp_size = chunks();
+  }
   try {
     model.validate(layout);
   } catch (const Error& e) {
@@ -117,6 +131,8 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
                                                         cfg.cluster.efficiency);
   SimInput& in = out.input;
   in.micro_batches = cfg.micro_batches();
+  const int chunks = cfg.chunks();
+  in.chunks = chunks;
   in.cb = cfg.cb;
   in.blocking_sends = cfg.blocking_sends;
   // Point-to-point messages (Megatron scatter-gather: each TP rank sends 1/T).
@@ -170,27 +186,44 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       st.forward = f.forward_flops / rate + tp_f;
       st.backward = f.backward_flops / rate + tp_b;
     }
-    // Pipeline links.
-    if (!last) {
-      const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s + 1, 0, 0)};
-      st.send_forward = transfer_seconds(out.pp_forward_bytes, place.link(ends), place.link_sharing(ends, s));
-      st.forward += act_encode;
+    // Interleaved: each chunk has Ls / V layers; the embedding sits in the first
+    // stage's chunk 0 and the head in the last stage's last chunk (measured
+    // times are split evenly: the calibration run times whole stages).
+    const bool wraps = chunks > 1;
+    if (wraps && !use_stage_measures) {
+      for (int c = 0; c < chunks; ++c) {
+        const bool emb = first && c == 0, head = last && c == chunks - 1;
+        const double flops = (Ls / chunks * layer_forward_flops(cfg) + (head ? 2.0 * N * C * V : 0.0)) / T;
+        const double back = 2.0 * flops + (cfg.recompute_activations ? flops : 0.0);
+        const double tf = (2 * Ls / chunks + (emb ? 1 : 0)) * big + (head ? 3 : 0) * small;
+        const double tb = (2 * Ls / chunks + (head ? 1 : 0)) * big + (cfg.recompute_activations ? tf : 0.0);
+        st.chunk_forwards.push_back(flops / rate + tf);
+        st.chunk_backwards.push_back(back / rate + tb);
+      }
     }
-    if (!first) st.forward += act_decode;
-    if (!first) {
-      const std::vector<int> ends{place.rank(s, 0, 0), place.rank(s - 1, 0, 0)};
+    // Pipeline links (a ring when interleaved: the last stage feeds the first one's next chunk).
+    const double act_forward = (wraps || !last ? act_encode : 0.0) + (wraps || !first ? act_decode : 0.0);
+    st.forward += act_forward;
+    for (double& t : st.chunk_forwards) t += act_forward / chunks;
+    if (wraps || !last) {
+      const std::vector<int> ends{place.rank(s, 0, 0), place.rank((s + 1) % P, 0, 0)};
+      st.send_forward = transfer_seconds(out.pp_forward_bytes, place.link(ends), place.link_sharing(ends, s));
+    }
+    if (wraps || !first) {
+      const std::vector<int> ends{place.rank(s, 0, 0), place.rank((s + P - 1) % P, 0, 0)};
       const LinkSpec l = place.link(ends);
       const int sh = place.link_sharing(ends, s);
       st.send_backward = transfer_seconds(out.pp_message_bytes, l, sh);
       st.send_backward_compressed = transfer_seconds(out.pp_compressed_bytes, l, sh);
       st.compress = compress_s;
     }
-    if (!last) st.decompress = decompress_s;
+    if (wraps || !last) st.decompress = decompress_s;
     st.gather = ring_allgather_seconds(N * C * bpv, T, tp_link);
 
     // Data parallel: the engine's own bucketing of this stage's shard.
     ParallelLayout pl_layout;
     pl_layout.tp_size = T, pl_layout.pp_size = P, pl_layout.dp_size = D, pl_layout.pp_rank = s;
+    pl_layout.vp_size = chunks;
     const ParamLayout pl(cfg.model, pl_layout);
     f.params = pl.total();
     const bool compress_stage = cfg.grad_comp.stage_compresses(s) && D > 1;
@@ -216,14 +249,19 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
                                         [&](const TensorDesc& t) { return group_of.at(t.name); });
       for (const GradBucket& b : buckets) {
         const double elems = double(b.end - b.begin);
-        f.dp_dense_bytes += ring * elems * bpv;
+        // The distributed optimizer reduce-scatters instead of all-reducing: half the ring.
+        const double share = cfg.use_distributed_optimizer ? 0.5 : 1.0;
+        f.dp_dense_bytes += share * ring * elems * bpv;
         if (b.compressible() && compress_stage) continue;
         double done = 0;
         for (const auto& t : pl.tensors())
           if (t.offset >= b.begin) done += work(t);
         st.buckets.push_back({total_work > 0 ? done / total_work : 1.0,
-                              ring_allreduce_seconds(elems * bpv, D, dp_link, dp_sharing), elems * bpv});
-        f.dp_bytes += ring * elems * bpv;
+                              cfg.use_distributed_optimizer
+                                  ? ring_allgather_seconds(elems * bpv, D, dp_link, dp_sharing)
+                                  : ring_allreduce_seconds(elems * bpv, D, dp_link, dp_sharing),
+                              elems * bpv});
+        f.dp_bytes += share * ring * elems * bpv;
       }
       f.buckets = int(st.buckets.size());
     }
@@ -265,6 +303,17 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     }
     st.optimizer = use_stage_measures ? measured->stages[size_t(s)].optimizer
                                       : double(f.params) * 36.0 / cfg.cluster.memory_bandwidth;
+    // fp32 weights and gradients, and Adam's two moments (or their 1/D shard).
+    const bool sharded = cfg.use_distributed_optimizer && D > 1;
+    f.model_state_bytes = double(f.params) * (8.0 + 8.0 / (sharded ? D : 1));
+    f.in_flight = max_in_flight(pipeline_program(P, chunks, s, cfg.micro_batches()));
+    if (sharded) {
+      // Each rank updates its 1/D and all-gathers the updated parameters.
+      st.optimizer /= D;
+      st.param_allgather = ring_allgather_seconds(double(f.params) * bpv, D, dp_link, dp_sharing);
+      f.dp_bytes += (D - 1.0) / D * double(f.params) * bpv;
+      f.dp_dense_bytes += (D - 1.0) / D * double(f.params) * bpv;
+    }
     in.stages.push_back(st);
     out.facts.push_back(f);
   }

@@ -25,6 +25,8 @@ struct PlanConfig {
   GptConfig model;
   int micro_batch_size = 8, global_batch_size = 512;
   int tp = 1, pp = 1, dp = 1;
+  int layers_per_virtual_stage = 0;  // interleaved 1F1B (0: plain)
+  bool use_distributed_optimizer = false;  // ZeRO-1: reduce-scatter, shard update, parameter all-gather
   CompressedBackpropConfig cb;
   GradCompressionConfig grad_comp;
   ActivationCompressionConfig activation_comp;
@@ -36,6 +38,9 @@ struct PlanConfig {
   ClusterSpec cluster;
 
   int micro_batches() const { return global_batch_size / (micro_batch_size * dp); }
+  int chunks() const {
+    return layers_per_virtual_stage > 0 ? model.num_layers / pp / layers_per_virtual_stage : 1;
+  }
   int64_t tokens() const { return int64_t(micro_batch_size) * model.seq_length; }
   // Throws occ::UsageError naming the first inconsistency.
   void validate() const;
@@ -60,6 +65,11 @@ struct StageFacts {
   double dp_bytes = 0;                           // per rank per iteration on the DP wire (ring)
   double dp_dense_bytes = 0;                     // the same without DP compression
   int buckets = 0;
+  // Memory of one rank: fp32 weights, gradients and Adam moments (sharded over
+  // DP by the distributed optimizer), and the micro-batches whose
+  // activations the schedule holds at once (each of a chunk's layers).
+  double model_state_bytes = 0;
+  int in_flight = 0;
 };
 
 struct CostModel {

@@ -67,61 +67,78 @@ class Graph {
 }  // namespace
 
 SimResult simulate(const SimInput& in) {
-  const int P = int(in.stages.size()), M = in.micro_batches;
-  OCC_CHECK(P >= 1 && M >= 1, "simulation needs at least one stage and one micro-batch");
+  const int P = int(in.stages.size()), M = in.micro_batches, V = in.chunks;
+  OCC_CHECK(P >= 1 && M >= 1 && V >= 1, "simulation needs at least one stage, micro-batch and model chunk");
+  OCC_CHECK(V == 1 || (P >= 2 && M % P == 0),
+            "the interleaved schedule needs >= 2 stages and a micro-batch count divisible by them ({} over {})", M, P);
   Graph g;
   std::vector<std::vector<PipelineOp>> ops(static_cast<size_t>(P));
-  for (int s = 0; s < P; ++s) ops[size_t(s)] = one_f_one_b(P, s, M);
+  std::vector<std::vector<std::vector<bool>>> late(static_cast<size_t>(P));  // EC's rule per sender
+  for (int s = 0; s < P; ++s) {
+    ops[size_t(s)] = pipeline_program(P, V, s, M);
+    late[size_t(s)] = backwards_after_last_forward(ops[size_t(s)], V, M);
+  }
+  // Virtual stage c * P + s holds chunk c of stage s; messages wrap from the last rank to the first.
+  auto virtual_stage = [P](int s, int c) { return c * P + s; };
+  const int last_virtual = P * V - 1;
+  auto label = [V](int j, int c) { return V == 1 ? fmt::format("{}", j) : fmt::format("{}.c{}", j, c); };
   std::vector<size_t> next(size_t(P), 0);
-  std::vector<int> thread(size_t(P), -1), last_backward(size_t(P), -1);
+  std::vector<int> thread(size_t(P), -1);
+  std::vector<std::vector<int>> last_backward(size_t(P), std::vector<int>(size_t(V), -1));  // per chunk
   std::vector<int> link_fwd(size_t(P), -1), link_bwd(size_t(P), -1);  // last transfer on s->s+1 / s->s-1
-  std::vector<std::vector<int>> fwd_msg(size_t(P), std::vector<int>(size_t(M), -1)), bwd_msg = fwd_msg;
+  // Messages sent by (stage, chunk, micro-batch), indexed [stage][chunk * M + mb].
+  std::vector<std::vector<int>> fwd_msg(size_t(P), std::vector<int>(size_t(V) * size_t(M), -1)), bwd_msg = fwd_msg;
   std::vector<std::vector<int>> sends(static_cast<size_t>(P));
+  auto at = [M](int c, int j) { return size_t(c) * size_t(M) + size_t(j); };
 
-  // Runs each stage's program as far as its messages allow; 1F1B never deadlocks.
+  // Runs each stage's program as far as its messages allow; 1F1B (plain or
+  // interleaved) never deadlocks.
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < P; ++s) {
       const StageTimes& st = in.stages[size_t(s)];
+      const int prev = (s + P - 1) % P, nxt = (s + 1) % P;
       int& th = thread[size_t(s)];
       while (next[size_t(s)] < ops[size_t(s)].size()) {
         const PipelineOp op = ops[size_t(s)][next[size_t(s)]];
-        const int j = op.micro_batch;
+        const int j = op.micro_batch, c = op.chunk, vs = virtual_stage(s, c);
+        const std::string name = label(j, c);
         if (op.kind == PipelineOp::Forward) {
-          if (s > 0 && fwd_msg[size_t(s - 1)][size_t(j)] < 0) break;
-          if (s > 0) {
-            const int msg = fwd_msg[size_t(s - 1)][size_t(j)];
-            th = g.add(fmt::format("s{} recv F{} gather", s, j), Category::TpGather, s, {g.end_of(th), g.end_of(msg)},
-                       st.gather);
+          if (vs > 0) {
+            const int msg = fwd_msg[size_t(prev)][at(s == 0 ? c - 1 : c, j)];
+            if (msg < 0) break;
+            th = g.add(fmt::format("s{} recv F{} gather", s, name), Category::TpGather, s,
+                       {g.end_of(th), g.end_of(msg)}, st.gather);
           }
-          th = g.add(fmt::format("s{} F{}", s, j), Category::Compute, s, {g.end_of(th)}, st.forward);
-          if (s + 1 < P) {
-            const int x = g.add(fmt::format("s{} send F{} to s{}", s, j, s + 1), Category::PipelineComm, s,
+          th = g.add(fmt::format("s{} F{}", s, name), Category::Compute, s, {g.end_of(th)}, st.chunk_forward(c, V));
+          if (vs < last_virtual) {
+            const int x = g.add(fmt::format("s{} send F{} to s{}", s, name, nxt), Category::PipelineComm, s,
                                 {g.end_of(th), g.end_of(link_fwd[size_t(s)])}, st.send_forward);
-            link_fwd[size_t(s)] = fwd_msg[size_t(s)][size_t(j)] = x;
+            link_fwd[size_t(s)] = fwd_msg[size_t(s)][at(c, j)] = x;
             sends[size_t(s)].push_back(x);
             if (in.blocking_sends) th = x;
           }
         } else {
-          if (s + 1 < P && bwd_msg[size_t(s + 1)][size_t(j)] < 0) break;
-          if (s + 1 < P) {
-            const int msg = bwd_msg[size_t(s + 1)][size_t(j)];
-            if (CompressedBackprop::compresses(in.cb, P, s + 1, M, j))
-              th = g.add(fmt::format("s{} decompress B{}", s, j), Category::Decompress, s,
+          if (vs < last_virtual) {
+            const int sender_chunk = s == P - 1 ? c + 1 : c;
+            const int msg = bwd_msg[size_t(nxt)][at(sender_chunk, j)];
+            if (msg < 0) break;
+            if (CompressedBackprop::compresses(in.cb, late[size_t(nxt)][size_t(sender_chunk)][size_t(j)]))
+              th = g.add(fmt::format("s{} decompress B{}", s, name), Category::Decompress, s,
                          {g.end_of(th), g.end_of(msg)}, st.decompress);
-            th = g.add(fmt::format("s{} recv B{} gather", s, j), Category::TpGather, s, {g.end_of(th), g.end_of(msg)},
-                       st.gather);
+            th = g.add(fmt::format("s{} recv B{} gather", s, name), Category::TpGather, s,
+                       {g.end_of(th), g.end_of(msg)}, st.gather);
           }
-          th = g.add(fmt::format("s{} B{}", s, j), Category::Compute, s, {g.end_of(th)}, st.backward);
-          if (j == M - 1) last_backward[size_t(s)] = th;
-          if (s > 0) {
-            const bool compressed = CompressedBackprop::compresses(in.cb, P, s, M, j);
+          th = g.add(fmt::format("s{} B{}", s, name), Category::Compute, s, {g.end_of(th)}, st.chunk_backward(c, V));
+          if (j == M - 1) last_backward[size_t(s)][size_t(c)] = th;
+          if (vs > 0) {
+            const bool compressed = CompressedBackprop::compresses(in.cb, late[size_t(s)][size_t(c)][size_t(j)]);
             if (compressed)
-              th = g.add(fmt::format("s{} compress B{}", s, j), Category::Compress, s, {g.end_of(th)}, st.compress);
-            const int x = g.add(fmt::format("s{} send B{} to s{}{}", s, j, s - 1, compressed ? " (compressed)" : ""),
+              th = g.add(fmt::format("s{} compress B{}", s, name), Category::Compress, s, {g.end_of(th)}, st.compress);
+            const int x = g.add(fmt::format("s{} send B{} to s{}{}", s, name, prev, compressed ? " (compressed)" : ""),
                                 Category::PipelineComm, s, {g.end_of(th), g.end_of(link_bwd[size_t(s)])},
                                 compressed ? st.send_backward_compressed : st.send_backward);
-            link_bwd[size_t(s)] = bwd_msg[size_t(s)][size_t(j)] = x;
+            link_bwd[size_t(s)] = bwd_msg[size_t(s)][at(c, j)] = x;
             sends[size_t(s)].push_back(x);
             if (in.blocking_sends) th = x;
           }
@@ -142,12 +159,16 @@ SimResult simulate(const SimInput& in) {
     for (int x : sends[size_t(s)])
       if (latest_send < 0 || g.nodes[size_t(x)].end > g.nodes[size_t(latest_send)].end) latest_send = x;
     th = g.add(fmt::format("s{} wait sends", s), Category::Sync, s, {g.end_of(th), g.end_of(latest_send)}, 0.0);
-    // The reducer thread: bucket b starts when the last backward has finalised it.
+    // The reducer thread: bucket b starts when the last backward has finalised
+    // it. Interleaved, the top 1/V of the stage's backward work is chunk V-1's
+    // last backward, the next 1/V chunk V-2's, and so on.
     int reducer = -1;
-    const int lb = last_backward[size_t(s)];
-    const SimNode last = g.nodes[size_t(lb)];
     for (size_t b = 0; b < st.buckets.size(); ++b) {
-      const Dep ready{lb, last.start + st.buckets[b].ready_fraction * (last.end - last.start)};
+      const double f = std::clamp(st.buckets[b].ready_fraction, 0.0, 1.0) * V;
+      const int from_top = std::min(V - 1, int(f));
+      const int lb = last_backward[size_t(s)][size_t(V - 1 - from_top)];
+      const SimNode last = g.nodes[size_t(lb)];
+      const Dep ready{lb, last.start + (f - from_top) * (last.end - last.start)};
       reducer = g.add(fmt::format("s{} dp all-reduce bucket {}", s, b), Category::DataParallel, s,
                       {ready, g.end_of(reducer)}, st.buckets[b].seconds);
     }
@@ -168,8 +189,11 @@ SimResult simulate(const SimInput& in) {
   const int norm = g.add("grad-norm all-reduce (all stages)", Category::Sync, -1, {g.end_of(latest)}, in.grad_norm_sync);
   int final_opt = -1;
   for (int s = 0; s < P; ++s) {
-    const int o = g.add(fmt::format("s{} optimizer", s), Category::Optimizer, s, {g.end_of(norm)},
-                        in.stages[size_t(s)].optimizer);
+    int o = g.add(fmt::format("s{} optimizer", s), Category::Optimizer, s, {g.end_of(norm)},
+                  in.stages[size_t(s)].optimizer);
+    if (in.stages[size_t(s)].param_allgather > 0)  // distributed optimizer: every shard to every DP rank
+      o = g.add(fmt::format("s{} dp all-gather parameters", s), Category::DataParallel, s, {g.end_of(o)},
+                in.stages[size_t(s)].param_allgather);
     if (final_opt < 0 || g.nodes[size_t(o)].end > g.nodes[size_t(final_opt)].end) final_opt = o;
   }
   const int end = g.add("loss all-reduce (world)", Category::Sync, -1, {g.end_of(final_opt)}, in.loss_sync);

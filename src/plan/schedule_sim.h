@@ -1,12 +1,14 @@
 #pragma once
 // Discrete simulation of one training iteration as a dependency graph, built
-// the way our engine runs it (parallel/pipeline_executor.cpp): non-interleaved 1F1B per
-// stage on its main thread, nonblocking sends that occupy one directed link
-// per neighbouring stage pair in FIFO order, blocking receives followed by
+// the way our engine runs it (parallel/pipeline_executor.cpp): 1F1B per stage
+// on its main thread (plain, or interleaved over model chunks whose messages
+// go round the ring of stages), nonblocking sends that occupy one directed
+// link per neighbouring stage pair in FIFO order, blocking receives followed by
 // decompression (CB) and the TP all-gather (scatter-gather), the DP reducer
 // thread that all-reduces buckets as the last micro-batch's backward
 // finalises them, then DP PowerSGD, embedding synchronisation, the global
-// grad-norm all-reduce and the optimizer. Every node keeps the predecessor
+// grad-norm all-reduce, the optimizer (and the distributed optimizer's
+// parameter all-gather). Every node keeps the predecessor
 // that determined its start, so the critical path falls out by walking back.
 // All durations are inputs (seconds): plan/model_cost.h derives them.
 #include <map>
@@ -36,8 +38,15 @@ struct Phase {
 
 struct StageTimes {
   double forward = 0, backward = 0;   // one micro-batch, TP collectives inside included
-  double send_forward = 0;            // link occupancy of one activation message to s+1
-  double send_backward = 0;           // ... of one activation-gradient message to s-1
+  // Interleaved: the same per model chunk (the head and embedding sit in
+  // particular chunks); empty: forward / V and backward / V each.
+  std::vector<double> chunk_forwards, chunk_backwards;
+  double chunk_forward(int c, int V) const { return chunk_forwards.empty() ? forward / V : chunk_forwards[size_t(c)]; }
+  double chunk_backward(int c, int V) const {
+    return chunk_backwards.empty() ? backward / V : chunk_backwards[size_t(c)];
+  }
+  double send_forward = 0;            // link occupancy of one activation message to s+1 (mod P)
+  double send_backward = 0;           // ... of one activation-gradient message to s-1 (mod P)
   double send_backward_compressed = 0;
   double compress = 0;                // CB encode of one backward message (sender)
   double decompress = 0;              // CB decode of one message received from s+1
@@ -45,10 +54,12 @@ struct StageTimes {
   std::vector<BucketTime> buckets;    // DP reducer thread, in order
   std::vector<Phase> dp_compression;  // DP PowerSGD after the buckets (SC: empty on stages >= K)
   double optimizer = 0;
+  double param_allgather = 0;         // distributed optimizer: after the update (0: none)
 };
 
 struct SimInput {
   int micro_batches = 1;
+  int chunks = 1;                     // model chunks per stage (interleaved 1F1B when > 1)
   std::vector<StageTimes> stages;     // P entries
   CompressedBackpropConfig cb;        // which backward sends are compressed (CB/EC)
   double embedding_sync = 0;          // first <-> last stage (or FE group) all-reduce

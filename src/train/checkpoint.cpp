@@ -77,6 +77,12 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
   const auto& meta = r.meta();
   OCC_CHECK(meta.value("format", "") == "optimus-cc checkpoint", "{} is not an optimus-cc checkpoint", path);
   const nlohmann::json want = opt.to_json();
+  // Interleaving places other layers on each pipeline rank (absent: a run from before it, not interleaved).
+  const int saved_chunk_layers = meta["config"].value("num_layers_per_virtual_pipeline_stage", 0);
+  OCC_CHECK(saved_chunk_layers == opt.layers_per_virtual_stage,
+            "checkpoint {} was saved with num_layers_per_virtual_pipeline_stage = {} but this run has {}; the "
+            "pipeline ranks hold other layers: use the saved run's --num-layers-per-virtual-pipeline-stage",
+            root, saved_chunk_layers, opt.layers_per_virtual_stage);
   for (const char* field : kShapeFields) {
     const auto& cfg = meta["config"];
     OCC_CHECK(cfg.contains(field) && cfg[field] == want[field],

@@ -29,6 +29,15 @@ int config_int(const nlohmann::json& c, const char* key, const std::string& path
   return c[key].get<int>();
 }
 
+// --num-layers-per-virtual-pipeline-stage of the saved run (0: not interleaved).
+int virtual_stage_layers(const nlohmann::json& c, const std::string& path) {
+  const char* key = "num_layers_per_virtual_pipeline_stage";
+  if (!c.is_object() || !c.contains(key)) return 0;
+  OCC_CHECK(c[key].is_number_integer() && c[key].get<int64_t>() >= 0 && c[key].get<int64_t>() < (int64_t(1) << 20),
+            "checkpoint shard {} has a bad config field '{}'; it was not written by optimus-cc train", path, key);
+  return c[key].get<int>();
+}
+
 // The model the checkpoint was trained as. The padded vocabulary is taken as
 // saved (the padding multiple itself is not in the checkpoint).
 GptConfig model_from_config(const nlohmann::json& c, const std::string& path) {
@@ -94,10 +103,17 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
   const int T = config_int(config, "tensor_model_parallel_size", first_path);
   const int P = config_int(config, "pipeline_model_parallel_size", first_path);
   OCC_CHECK(T >= 1 && P >= 1, "checkpoint shard {}: bad parallel sizes tensor {} x pipeline {}", first_path, T, P);
+  // Interleaved runs hold several model chunks per pipeline shard (absent before interleaving existed).
+  const int chunk_layers = virtual_stage_layers(config, first_path);
+  OCC_CHECK(chunk_layers == 0 || (model.num_layers % P == 0 && chunk_layers <= model.num_layers / P),
+            "checkpoint shard {}: {} layers per virtual pipeline stage do not fit {} layers over {} stages",
+            first_path, chunk_layers, model.num_layers, P);
+  const int chunks = chunk_layers == 0 ? 1 : model.num_layers / P / chunk_layers;
   {
     ParallelLayout check;
     check.tp_size = T;
     check.pp_size = P;
+    check.vp_size = chunks;
     model.validate(check);
   }
 
@@ -134,9 +150,14 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
                   "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
                   path, field, meta["config"].value(field, nlohmann::json()).dump(), config[field].dump());
 
+      OCC_CHECK(virtual_stage_layers(meta["config"], path) == chunk_layers,
+                "checkpoint shard {} has num_layers_per_virtual_pipeline_stage = {} but shard mp_rank_00_000 has {}; "
+                "the checkpoint mixes two runs",
+                path, virtual_stage_layers(meta["config"], path), chunk_layers);
       ParallelLayout l;
       l.tp_size = T;
       l.pp_size = P;
+      l.vp_size = chunks;
       l.tp_rank = tp;
       l.pp_rank = pp;
       const ParamLayout pl(model, l);

@@ -26,14 +26,17 @@ TokenizerSpec tokenizer_from_config(const nlohmann::json& c) {
 }
 
 void TrainOptions::validate(const ParallelLayout& layout) const {
-  model.validate(layout);
-  tokenizer.validate();
   OCC_CHECK(micro_batch_size >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch_size);
   OCC_CHECK(global_batch_size >= 1, "--global-batch-size must be >= 1 (got {})", global_batch_size);
   OCC_CHECK(global_batch_size % (micro_batch_size * layout.dp_size) == 0,
             "--global-batch-size {} is not divisible by --micro-batch-size {} x data-parallel size {}; use a multiple "
             "of {}",
             global_batch_size, micro_batch_size, layout.dp_size, micro_batch_size * layout.dp_size);
+  if (layers_per_virtual_stage != 0) validate_interleaving(layout);
+  OCC_CHECK(layout.vp_size == model_chunks(), "internal: layout has {} model chunks, the options {}", layout.vp_size,
+            model_chunks());
+  model.validate(layout);
+  tokenizer.validate();
   OCC_CHECK(train_iters >= 1, "--train-iters must be >= 1 (got {})", train_iters);
   OCC_CHECK(lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1]");
   OCC_CHECK(clip_grad >= 0, "--clip-grad must be >= 0 (0 disables clipping)");
@@ -100,6 +103,29 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   lr_schedule().validate();
 }
 
+// Megatron's conditions for its interleaved schedule (and its micro-batch rule).
+void TrainOptions::validate_interleaving(const ParallelLayout& layout) const {
+  const int N = layers_per_virtual_stage, P = layout.pp_size, L = model.num_layers;
+  OCC_CHECK(N >= 1, "--num-layers-per-virtual-pipeline-stage must be >= 1 (got {})", N);
+  OCC_CHECK(P >= 2,
+            "--num-layers-per-virtual-pipeline-stage interleaves model chunks over pipeline stages and needs "
+            "--pipeline-model-parallel-size >= 2; drop it for a single stage");
+  OCC_CHECK(L % P == 0 && (L / P) % N == 0,
+            "--num-layers-per-virtual-pipeline-stage {} does not divide the {} layers of each of the {} pipeline "
+            "stages (--num-layers {}); use a divisor of {}",
+            N, L / P, P, L, L / P);
+  OCC_CHECK(L / P / N >= 2,
+            "--num-layers-per-virtual-pipeline-stage {} puts all {} layers of a stage in one model chunk, which is "
+            "the plain schedule; drop the flag, or give fewer layers per chunk (a divisor of {} below it)",
+            N, L / P, L / P);
+  const int64_t M = num_micro_batches(layout.dp_size);
+  OCC_CHECK(M % P == 0,
+            "number of micro-batches {} (--global-batch-size / (--micro-batch-size x data-parallel size)) is not "
+            "divisible by --pipeline-model-parallel-size {}, as the interleaved schedule needs; use a global batch "
+            "of a multiple of {} micro-batches",
+            M, P, P);
+}
+
 void TrainOptions::resolve_device() { device = device_name.empty() ? default_device() : parse_device(device_name); }
 
 Recompute TrainOptions::recompute() const {
@@ -142,6 +168,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"attention_dropout", model.attention_dropout},
           {"tensor_model_parallel_size", tensor_parallel},
           {"pipeline_model_parallel_size", pipeline_parallel},
+          {"num_layers_per_virtual_pipeline_stage", layers_per_virtual_stage},
           {"micro_batch_size", micro_batch_size},
           {"global_batch_size", global_batch_size},
           {"train_iters", train_iters},

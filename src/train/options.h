@@ -26,6 +26,9 @@ TokenizerSpec tokenizer_from_config(const nlohmann::json& config);
 struct TrainOptions {
   GptConfig model;
   int tensor_parallel = 1, pipeline_parallel = 1;
+  // --num-layers-per-virtual-pipeline-stage: interleaved 1F1B with model
+  // chunks of this many layers (0: the plain schedule).
+  int layers_per_virtual_stage = 0;
   int micro_batch_size = 4;
   int global_batch_size = 16;
   int64_t train_iters = 100;
@@ -84,9 +87,16 @@ struct TrainOptions {
   }
 
   int64_t num_micro_batches(int dp) const { return global_batch_size / (micro_batch_size * dp); }
+  // Model chunks per pipeline rank (1 without interleaving); valid after validate().
+  int model_chunks() const {
+    const int per_stage = pipeline_parallel > 0 ? model.num_layers / pipeline_parallel : 0;
+    return layers_per_virtual_stage > 0 && per_stage >= layers_per_virtual_stage ? per_stage / layers_per_virtual_stage
+                                                                                 : 1;
+  }
   LrSchedule lr_schedule() const;
   // Checks what does not depend on data or tokenizer (throws occ::Error).
   void validate(const ParallelLayout& layout) const;
+  void validate_interleaving(const ParallelLayout& layout) const;
   // Every setting that changes the numbers a rank computes (to_json() and the
   // rest: precision, optimizer and schedule details, buckets, recomputation,
   // guards); all ranks of a job must agree on it (train checks at start-up).

@@ -18,6 +18,7 @@ namespace occ {
 Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
+  layout_.vp_size = opt_.model_chunks();
   OCC_CHECK(!opt_.data_path.empty(), "--data-path is required (a dataset prefix written by 'optimus-cc preprocess')");
   opt_.tokenizer.validate();
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
@@ -65,13 +66,13 @@ void Trainer::connect(double comm_timeout_s) {
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
   exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());
 
-  auto links = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
-                                   opt_.model.hidden_size, opt_.seed);
-  cb_send_ = std::move(links.send);
-  cb_recv_ = std::move(links.recv);
-  BackwardCompression cb{cb_send_.get(), cb_recv_.get(), [cfg = opt_.cb](int P, int sender, int M, int mb) {
-                           return CompressedBackprop::compresses(cfg, P, sender, M, mb);
+  cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
+                                  opt_.model.hidden_size, opt_.seed);
+  BackwardCompression cb{{}, {}, [cfg = opt_.cb](bool after_last_forward) {
+                           return CompressedBackprop::compresses(cfg, after_last_forward);
                          }};
+  for (auto& link : cb_links_.send) cb.send.push_back(link.get());
+  for (auto& link : cb_links_.recv) cb.recv.push_back(link.get());
   auto act = make_activation_links(opt_.activation_comp, layout_,
                                    int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size);
   act_send_ = std::move(act.send);
@@ -124,8 +125,8 @@ MicroBatch Trainer::micro_batch(int slot, int64_t sample_base, float grad_scale)
                     opt_.model.seq_length, sample_base, iteration_, grad_scale};
 }
 
-// One iteration of 1F1B on this stage: the executor walks the schedule and
-// moves the messages; these steps are the model's part of it.
+// One iteration of 1F1B (plain or interleaved) on this rank: the executor
+// walks the schedule and moves the messages; these steps are the model's part of it.
 double Trainer::run_schedule(int M) {
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const int pool = executor_->slots(M);
@@ -139,15 +140,23 @@ double Trainer::run_schedule(int M) {
   auto base = [&](int j) { return int64_t(j) * mbs * layout_.dp_size + int64_t(layout_.dp_rank) * mbs; };
   const std::function<void(int64_t)> on_final = [this](int64_t offset) { grad_sync_->grads_final_from(offset); };
   MicroBatchSteps steps;
-  steps.load = [&](int j, int slot) { read_micro_batch(*train_data_, consumed_samples_ + base(j), slot); };
-  steps.forward = [&](int j, int slot, const float* x, float* y) {
-    return stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true);
+  // Tokens are read where the chunk has the embedding (inputs) or the head (labels).
+  steps.load = [&](int j, int slot, int chunk) {
+    if (layout_.holds_embedding(chunk) || layout_.holds_head(chunk))
+      read_micro_batch(*train_data_, consumed_samples_ + base(j), slot);
   };
-  steps.backward = [&](int j, int slot, const float* dy, float* dx, bool last) {
-    stage_->backward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), dy, dx, last ? on_final : nullptr);
+  steps.forward = [&](int j, int slot, int chunk, const float* x, float* y) {
+    return stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true, chunk);
   };
+  steps.backward = [&](int j, int slot, int chunk, const float* dy, float* dx, bool last) {
+    stage_->backward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), dy, dx, last ? on_final : nullptr,
+                     chunk);
+  };
+  // LEP's probe watches the link of the model's last chunk (the paper's last stage).
   if (opt_.check_lep && layout_.last_stage())
-    steps.before_compressed_send = [&](int, int slot, const float* dx) { check_lep(slot, dx); };
+    steps.before_compressed_send = [&](int, int slot, int chunk, const float* dx) {
+      if (layout_.holds_head(chunk)) check_lep(slot, chunk, dx);
+    };
   return executor_->run(M, size_t(mbs) * T * size_t(opt_.model.hidden_size), steps);
 }
 
@@ -220,8 +229,8 @@ IterationStats Trainer::train_step() {
 
 // --check-lep (last stage): this TP rank's slices, as the exchange sends them,
 // of the input activations and of the gradient the LEP residual joins.
-void Trainer::check_lep(int slot, const float* grad) {
-  const std::vector<float>& e = *cb_send_->residual();
+void Trainer::check_lep(int slot, int chunk, const float* grad) {
+  const std::vector<float>& e = *cb_links_.send[size_t(chunk)]->residual();
   const StageActivations& a = acts_[size_t(slot)];
   const float* x = a.layers.empty() ? a.output.data() : a.layers[0].input.data();
   const size_t off = e.size() * size_t(layout_.tp_rank);
@@ -242,14 +251,17 @@ double Trainer::evaluate() {
   // The same first eval_iters global batches every time, so points on the curve compare.
   // Activations travel compressed as in training (--activation-comp-method): the
   // validation loss is the one of the pipeline as it runs.
+  // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
     read_micro_batch(*valid_data_, base, 0);
-    if (!layout_.first_stage()) exchange_->recv_forward(x_in_.data(), NC, int(j), act_recv_.get());
-    loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in_.data(), out.data(), false);
-    if (!layout_.last_stage()) {
-      exchange_->send_forward(out.data(), NC, int(j), act_send_.get());
-      exchange_->wait_sends();  // `out` is reused by the next micro-batch
+    for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
+      if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in_.data(), NC, int(j), chunk, act_recv_.get());
+      loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in_.data(), out.data(), false, chunk);
+      if (!layout_.holds_head(chunk)) {
+        exchange_->send_forward(out.data(), NC, int(j), chunk, act_send_.get());
+        exchange_->wait_sends();  // `out` is reused by the next chunk or micro-batch
+      }
     }
   }
   double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
@@ -294,6 +306,10 @@ void Trainer::run() {
                 opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
                 opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
                 (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
+  if (is_logger() && layout_.vp_size > 1)
+    std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
+                "s on stage s)\n",
+                layout_.vp_size, opt_.layers_per_virtual_stage, layout_.pp_size);
   if (valid_data_ && iteration_ == 0) {
     const double v = evaluate();
     if (is_logger()) std::printf("validation loss at start: %.4f\n", v);

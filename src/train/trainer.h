@@ -1,7 +1,8 @@
 #pragma once
 // The training loop of one rank of a TP x PP x DP job. The Trainer wires the
 // parts together and runs the iterations: data, the model's forward and
-// backward per micro-batch (driven by the 1F1B PipelineExecutor), gradient
+// backward per micro-batch (driven by the PipelineExecutor: 1F1B, plain or
+// interleaved over model chunks), gradient
 // synchronisation (GradientSync), clipping, AdamW, evaluation, checkpoints
 // (with the compressors' state: CompressionState), metrics and the trace.
 //
@@ -50,9 +51,13 @@ class Trainer {
   double run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
-  void check_lep(int slot, const float* grad);
+  void check_lep(int slot, int chunk, const float* grad);
   void save_checkpoint();
-  CompressionState compression_state() { return {cb_send_.get(), grad_sync_->dp_compressor()}; }
+  CompressionState compression_state() {
+    std::vector<CompressedBackprop*> links;
+    for (auto& link : cb_links_.send) links.push_back(link.get());
+    return {links, grad_sync_->dp_compressor()};
+  }
   // What a checkpoint records of the dataset, to refuse resuming on another.
   nlohmann::json data_fingerprint() const;
   std::string compression_state_path(const std::string& dir) const;
@@ -70,7 +75,7 @@ class Trainer {
   std::unique_ptr<LossScaler> loss_scaler_;                // --fp16 (inactive otherwise)
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<PipelineExchange> exchange_;
-  std::unique_ptr<CompressedBackprop> cb_send_, cb_recv_;  // this stage's backward link out / in
+  CompressedBackpropLinks cb_links_;                       // this rank's backward links out / in, per chunk
   std::unique_ptr<CompressedActivations> act_send_, act_recv_;  // --activation-comp-method: forward link out / in
   std::unique_ptr<PipelineExecutor> executor_;
   LepProbe lep_probe_;                                      // --check-lep

@@ -1,6 +1,7 @@
 // The schedule simulator on pipelines computable by hand.
 #include <gtest/gtest.h>
 
+#include "parallel/pipeline_schedule.h"
 #include "plan/schedule_sim.h"
 
 using namespace occ::plan;
@@ -136,4 +137,50 @@ TEST(PlanScheduleSim, BlockingSendsPutEveryTransferOnTheSenderThread) {
   SimInput in = uniform(2, 2, 1.0, 2.0, 0.5);
   in.blocking_sends = true;
   EXPECT_DOUBLE_EQ(simulate(in).iteration, 10.5);
+}
+
+TEST(PlanScheduleSim, InterleavingShrinksTheBubbleByTheChunkCount) {
+  // Free communication: plain 1F1B takes (M + P - 1) cycles of tf + tb; with V
+  // chunks per stage (each tf / V, tb / V) the bubble is (P - 1) / V cycles.
+  const double tf = 1.0, tb = 2.0;
+  for (int P : {2, 4})
+    for (int V : {2, 4})
+      for (int M : {P, 2 * P, 4 * P}) {
+        SimInput in = uniform(P, M, tf, tb);
+        in.chunks = V;
+        const SimResult r = simulate(in);
+        EXPECT_NEAR(r.iteration, (M + double(P - 1) / V) * (tf + tb), 1e-9) << "P=" << P << " V=" << V << " M=" << M;
+        EXPECT_NEAR(critical_sum(r), r.iteration, 1e-9);
+      }
+}
+
+TEST(PlanScheduleSim, InterleavedMessagesWrapAroundAndEcFollowsTheGeneralRule) {
+  const int P = 4, V = 2, M = 8;
+  SimInput in = uniform(P, M, 1.0, 2.0, 0.1);
+  in.chunks = V;
+  for (auto& st : in.stages) {
+    st.send_forward = st.send_backward = st.send_backward_compressed = 0.1;  // the ring's wrap-around links too
+    st.compress = 0.01, st.decompress = 0.02;
+  }
+  in.cb.enabled = true;
+  const SimResult all = simulate(in);
+  int sends = 0, compressed = 0;
+  for (const auto& n : all.nodes) {
+    sends += n.category == Category::PipelineComm;
+    compressed += n.category == Category::Compress;
+  }
+  EXPECT_EQ(sends, 2 * (P * V - 1) * M);  // every virtual-stage boundary, both directions
+  EXPECT_EQ(compressed, (P * V - 1) * M);
+  in.cb.epilogue_only = true;
+  int late = 0;
+  for (const auto& n : simulate(in).nodes) late += n.category == Category::Compress;
+  // The backwards after each rank's last forward (pipeline_schedule.h), less virtual stage 0's.
+  int expected = 0;
+  for (int s = 0; s < P; ++s) {
+    const auto after = occ::backwards_after_last_forward(occ::pipeline_program(P, V, s, M), V, M);
+    for (int c = 0; c < V; ++c)
+      for (int j = 0; j < M; ++j) expected += after[size_t(c)][size_t(j)] && c * P + s > 0;
+  }
+  EXPECT_EQ(late, expected);
+  EXPECT_GT(late, 0);
 }

@@ -1,5 +1,5 @@
 // `optimus-cc plan`: predicts the iteration time of a model, layout, cluster
-// and compression plan by simulating the 1F1B schedule as a dependency graph
+// and compression plan by simulating the 1F1B schedule (plain or interleaved) as a dependency graph
 // (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
 // with --auto chooses the compression plan (plan/auto_plan.h).
 #include <cstdio>
@@ -31,7 +31,8 @@ void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimRe
   std::printf("\nbusy per stage, mean (ms):");
   for (Category c : all_categories())
     if (r.busy_per_stage.at(c) > 0) std::printf(" %s %.3f", category_name(c), r.busy_per_stage.at(c) * 1e3);
-  std::printf("\nper stage: stage | forward ms/mb | backward ms/mb | DP bytes/rank | DP exposed ms | ready ms\n");
+  std::printf("\nper stage: stage | forward ms/mb | backward ms/mb | DP bytes/rank | DP exposed ms | ready ms | "
+              "weights+grads+Adam GiB/rank | micro-batches in flight\n");
   for (int s = 0; s < cfg.pp; ++s) {
     const auto& st = model.input.stages[size_t(s)];
     double exposed = 0;
@@ -43,8 +44,10 @@ void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimRe
           if (m.stage == s && m.name.find("wait sends") != std::string::npos) sched_end = m.end;
         exposed = n.end - sched_end;
       }
-    std::printf("  %d | %.3f | %.3f | %.4g | %.3f | %.3f\n", s, st.forward * 1e3, st.backward * 1e3,
-                model.facts[size_t(s)].dp_bytes, exposed * 1e3, r.stage_ready[size_t(s)] * 1e3);
+    const StageFacts& f = model.facts[size_t(s)];
+    std::printf("  %d | %.3f | %.3f | %.4g | %.3f | %.3f | %.2f | %d\n", s, st.forward * 1e3, st.backward * 1e3,
+                f.dp_bytes, exposed * 1e3, r.stage_ready[size_t(s)] * 1e3, f.model_state_bytes / double(1 << 30),
+                f.in_flight);
   }
   std::printf("messages per TP rank: activation %.4g B, compressed gradient %.4g B; embedding gradient %.4g B\n",
               model.pp_message_bytes, model.pp_compressed_bytes, model.embedding_bytes);
@@ -141,6 +144,8 @@ int plan(int argc, char** argv) {
   if (cfg.model.max_position_embeddings < cfg.model.seq_length) cfg.model.max_position_embeddings = cfg.model.seq_length;
   cfg.micro_batch_size = opt.micro_batch_size, cfg.global_batch_size = opt.global_batch_size;
   cfg.tp = opt.tensor_parallel, cfg.pp = opt.pipeline_parallel;
+  cfg.layers_per_virtual_stage = opt.layers_per_virtual_stage;
+  cfg.use_distributed_optimizer = opt.use_distributed_optimizer;
   cfg.cb = opt.cb;
   cfg.grad_comp = opt.grad_comp;
   cfg.activation_comp = opt.activation_comp;
@@ -209,6 +214,12 @@ int plan(int argc, char** argv) {
               "%.3g us%s\n",
               cl.nodes, cl.devices_per_node, cfg.tp, cfg.pp, cfg.dp, cl.intra.bandwidth / 1e9, cl.intra.latency * 1e6,
               cl.inter.bandwidth / 1e9, cl.inter.latency * 1e6, cl.free_comm ? " (--no-comm: all free)" : "");
+  std::printf("schedule: %s; optimizer: %s\n",
+              cfg.chunks() > 1 ? fmt::format("interleaved 1F1B, {} model chunks of {} layers per stage", cfg.chunks(),
+                                             cfg.layers_per_virtual_stage)
+                                     .c_str()
+                               : "1F1B",
+              cfg.use_distributed_optimizer && cfg.dp > 1 ? "distributed (Adam state sharded over DP)" : "replicated");
 
   if (app.count("--max-loss-increase") && !auto_mode)
     throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
@@ -263,6 +274,11 @@ int plan(int argc, char** argv) {
     }
     for (Category c : all_categories()) j["critical_ms"][category_name(c)] = r.critical.at(c) * 1e3;
     if (cal) j["calibrated_ms"] = cal->measured_ms;
+    for (const StageFacts& f : model.facts) {
+      j["model_state_gib"].push_back(f.model_state_bytes / double(1 << 30));
+      j["micro_batches_in_flight"].push_back(f.in_flight);
+    }
+    j["model_chunks"] = shown.chunks();
     std::ofstream(json_path) << j.dump(2) << "\n";
   }
   return 0;

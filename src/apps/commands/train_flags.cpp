@@ -49,6 +49,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--train-iters", o.train_iters)->capture_default_str();
   app.add_option("--tensor-model-parallel-size", o.tensor_parallel)->capture_default_str();
   app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel)->capture_default_str();
+  app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
+                 "interleaved 1F1B: model chunks of N layers, placed round-robin over the pipeline stages");
   app.add_option("--data-path", o.data_path, "dataset prefix (PREFIX.bin / PREFIX.idx)");
   add_tokenizer_flags(app, o.tokenizer);
   app.add_option("--split", o.split, "train,valid,test weights over documents")->capture_default_str();
