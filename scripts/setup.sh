@@ -12,7 +12,8 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
   libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev zstd
   libgtest-dev python3-torch python3-numpy python3-matplotlib
   iproute2 util-linux   # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
-  clang libclang-rt-dev)  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
+  clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
+  dict-gcide)  # a 40 MB English corpus for long runs (scripts/extract-gcide.sh; the GPU bundle)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
