@@ -105,7 +105,8 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
   OCC_CHECK(T >= 1 && P >= 1, "checkpoint shard {}: bad parallel sizes tensor {} x pipeline {}", first_path, T, P);
   // Interleaved runs hold several model chunks per pipeline shard (absent before interleaving existed).
   const int chunk_layers = virtual_stage_layers(config, first_path);
-  OCC_CHECK(chunk_layers == 0 || (model.num_layers % P == 0 && chunk_layers <= model.num_layers / P),
+  OCC_CHECK(chunk_layers == 0 || (model.num_layers % P == 0 && chunk_layers <= model.num_layers / P &&
+                                   (model.num_layers / P) % chunk_layers == 0),
             "checkpoint shard {}: {} layers per virtual pipeline stage do not fit {} layers over {} stages",
             first_path, chunk_layers, model.num_layers, P);
   const int chunks = chunk_layers == 0 ? 1 : model.num_layers / P / chunk_layers;
