@@ -17,46 +17,14 @@ MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 
        --global-batch-size 16 --eval-iters 0 --log-interval 1 --seed 5 --adam-eps 1e-3 --lr 3e-3)
 PSGD=(--grad-comp --grad-comp-rank 4 --grad-comp-warm-up 0.25)
 
-run() {  # run NAME RANKS FLAGS...: trains WORK/NAME (metrics WORK/NAME.jsonl)
-  local name=$1 np=$2
-  shift 2
-  if ! timeout 300 mpirun -np "$np" "$BIN" train "${MODEL[@]}" "$@" --metrics "$WORK/$name.jsonl" \
-      > "$WORK/$name.log" 2>&1; then
-    tail -n 20 "$WORK/$name.log"
-    failed "$name: training run failed"
-    return 1
-  fi
-}
-compare() {  # compare REF NAME [TOL] [FIRST_ITER]: loss + grad norm per iteration
-  local out
-  if out=$("$PY" - "$WORK/$1.jsonl" "$WORK/$2.jsonl" "${3:-1e-5}" "${4:-1}" <<'PY'
-import json, sys
-ref, got = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
-tol, first = float(sys.argv[3]), int(sys.argv[4])
-ref = {r["iter"]: r for r in ref if r["iter"] >= first}
-got = {r["iter"]: r for r in got if r["iter"] >= first}
-bad, worst = [], 0.0
-if sorted(ref) != sorted(got) or not ref:
-    bad.append(f"iterations {sorted(got)} vs {sorted(ref)}")
-for i in sorted(set(ref) & set(got)):
-    for k in ("loss", "grad_norm"):
-        d = abs(got[i][k] - ref[i][k]) / abs(ref[i][k])
-        worst = max(worst, d)
-        if not d <= tol:
-            bad.append(f"iter {i} {k} {got[i][k]!r} vs {ref[i][k]!r} (rel {d:.1e})")
-print("; ".join(bad[:3]) if bad else f"{len(ref)} iterations, worst relative difference {worst:.1e}")
-sys.exit(1 if bad else 0)
-PY
-  ); then pass "$2 vs $1: $out"; else failed "$2 vs $1: $out"; fi
-}
 dp_bytes() { "$PY" -c "
 import json, sys
 print(sum(r['bytes'].get('dp', 0) for l in open(sys.argv[1]) for r in json.loads(l)['ranks']))" "$1"; }
 
 # Equal losses: D2, D4 (with and without DP PowerSGD), P2 D2 with FE + SC + PowerSGD.
 ITERS=(--train-iters 6)
-run d2 2 "${ITERS[@]}" --save "$WORK/d2.ckpt" && run d2_zero 2 "${ITERS[@]}" --use-distributed-optimizer \
-  --save "$WORK/d2_zero.ckpt" && compare d2 d2_zero
+train_run d2 2 "${ITERS[@]}" --save "$WORK/d2.ckpt" && train_run d2_zero 2 "${ITERS[@]}" --use-distributed-optimizer \
+  --save "$WORK/d2_zero.ckpt" && compare_losses d2 d2_zero
 for name in d2 d2_zero; do
   "$BIN" export --load "$WORK/$name.ckpt" --out "$WORK/$name.safetensors" > /dev/null 2>&1 || failed "$name: export"
 done
@@ -65,39 +33,39 @@ if out=$("$PY" "$COMPARE" "$WORK/d2.safetensors" "$WORK/d2_zero.safetensors" --r
 else
   failed "d2_zero: final weights differ: $out"
 fi
-run d4 4 "${ITERS[@]}" && run d4_zero 4 "${ITERS[@]}" --use-distributed-optimizer && compare d4 d4_zero
+train_run d4 4 "${ITERS[@]}" && train_run d4_zero 4 "${ITERS[@]}" --use-distributed-optimizer && compare_losses d4 d4_zero
 a=$(dp_bytes "$WORK/d4.jsonl") b=$(dp_bytes "$WORK/d4_zero.jsonl")
 if [[ $a == "$b" && $a -gt 0 ]]; then
   pass "D4: data-parallel bytes over all ranks: reduce-scatter + all-gather = all-reduce = $b"
 else
   failed "D4: data-parallel bytes $b with the distributed optimizer, $a without"
 fi
-run d4_psgd 4 "${ITERS[@]}" "${PSGD[@]}" && run d4_psgd_zero 4 "${ITERS[@]}" "${PSGD[@]}" \
-  --use-distributed-optimizer && compare d4_psgd d4_psgd_zero
+train_run d4_psgd 4 "${ITERS[@]}" "${PSGD[@]}" && train_run d4_psgd_zero 4 "${ITERS[@]}" "${PSGD[@]}" \
+  --use-distributed-optimizer && compare_losses d4_psgd d4_psgd_zero
 # P2 D2 without FE: the tied embedding's copies (first and last stage) sum only their owned chunks.
-run p2d2 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 && run p2d2_zero 4 "${ITERS[@]}" \
-  --pipeline-model-parallel-size 2 --use-distributed-optimizer && compare p2d2 p2d2_zero
+train_run p2d2 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 && train_run p2d2_zero 4 "${ITERS[@]}" \
+  --pipeline-model-parallel-size 2 --use-distributed-optimizer && compare_losses p2d2 p2d2_zero
 OCC=(--pipeline-model-parallel-size 2 "${PSGD[@]}" --emb-comm-opt --selective-grad-comp-way 1)
-run p2d2_occ 4 "${ITERS[@]}" "${OCC[@]}" && run p2d2_occ_zero 4 "${ITERS[@]}" "${OCC[@]}" \
-  --use-distributed-optimizer && compare p2d2_occ p2d2_occ_zero
+train_run p2d2_occ 4 "${ITERS[@]}" "${OCC[@]}" && train_run p2d2_occ_zero 4 "${ITERS[@]}" "${OCC[@]}" \
+  --use-distributed-optimizer && compare_losses p2d2_occ p2d2_occ_zero
 
 # Resharding: saved at D4 after 4 of 8 iterations, resumed at D4 and at D2.
 R=(--train-iters 8 --use-distributed-optimizer)
-if run save4 4 "${R[@]}" --save "$WORK/ck4" --exit-interval 4; then
+if train_run save4 4 "${R[@]}" --save "$WORK/ck4" --exit-interval 4; then
   cp -r "$WORK/ck4" "$WORK/ck4_for_d2"
-  run cont_d4 4 "${R[@]}" --load "$WORK/ck4" && run cont_d2 2 "${R[@]}" --load "$WORK/ck4_for_d2" \
-    && compare cont_d4 cont_d2 1e-5 5
+  train_run cont_d4 4 "${R[@]}" --load "$WORK/ck4" && train_run cont_d2 2 "${R[@]}" --load "$WORK/ck4_for_d2" \
+    && compare_losses cont_d4 cont_d2 1e-5 5
 fi
 # Bit-exact resume at D2.
-if run straight 2 "${R[@]}" && run half 2 "${R[@]}" --save "$WORK/ckh" --exit-interval 4 \
-   && run resumed 2 "${R[@]}" --load "$WORK/ckh"; then
-  compare straight resumed 0 5
+if train_run straight 2 "${R[@]}" && train_run half 2 "${R[@]}" --save "$WORK/ckh" --exit-interval 4 \
+   && train_run resumed 2 "${R[@]}" --load "$WORK/ckh"; then
+  compare_losses straight resumed 0 5
 fi
 
 # Memory: a model whose Adam state is tens of MiB (hidden 256, 4 layers: 4.2 M parameters,
 # 8 bytes of moments each), D4, one iteration: peak RSS per rank, plain vs sharded.
 BIG=(--hidden-size 256 --num-attention-heads 8 --train-iters 2 --global-batch-size 8 --micro-batch-size 1)
-if run big 4 "${BIG[@]}" && run big_zero 4 "${BIG[@]}" --use-distributed-optimizer; then
+if train_run big 4 "${BIG[@]}" && train_run big_zero 4 "${BIG[@]}" --use-distributed-optimizer; then
   if out=$("$PY" - "$WORK/big.jsonl" "$WORK/big_zero.jsonl" "$WORK/big.log" <<'PY'
 import json, re, sys
 def peak(path):
