@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "parallel/pipeline_schedule.h"
+
 namespace occ {
 
 PipelineExchange::PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout,
@@ -93,13 +95,11 @@ void PipelineExchange::send_forward(const float* x, size_t count, int mb, int ch
 void PipelineExchange::send_backward(const float* dx, size_t count, int mb, int chunk, MessageCodec* encoder) {
   send(backward_out(), dx, count, mb, chunk, encoder, backward_wire_);
 }
-// The first rank's chunk c gets its input from the last rank's chunk c - 1;
-// the last rank's chunk c its output gradient from the first rank's chunk c + 1.
 void PipelineExchange::recv_forward(float* x, size_t count, int mb, int chunk, const MessageCodec* decoder) {
-  recv(forward_in(), x, count, mb, layout_.first_stage() ? chunk - 1 : chunk, decoder);
+  recv(forward_in(), x, count, mb, forward_sender_chunk(layout_.pp_rank, chunk), decoder);
 }
 void PipelineExchange::recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder) {
-  recv(backward_in(), dx, count, mb, layout_.last_stage() ? chunk + 1 : chunk, decoder);
+  recv(backward_in(), dx, count, mb, backward_sender_chunk(layout_.pp_size, layout_.pp_rank, chunk), decoder);
 }
 
 void PipelineExchange::wait_sends() {

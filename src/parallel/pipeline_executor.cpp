@@ -68,7 +68,7 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
       const int slot = slot_of[message(c, j)];
       if (!layout_.holds_head(c)) {
         // CB/EC: whether the sender (the next virtual stage) compressed it, from its schedule.
-        const int sender_chunk = layout_.last_stage() ? c + 1 : c;
+        const int sender_chunk = backward_sender_chunk(P, s, c);
         const bool compressed_in = compresses(received_late[size_t(sender_chunk)][size_t(j)]);
         exchange_.recv_backward(dx_out_.data(), count, j, c,
                                 compressed_in ? compression_.recv[size_t(c)] : nullptr);

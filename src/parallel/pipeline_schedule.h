@@ -34,6 +34,15 @@ inline int warmup_forwards(int num_stages, int stage, int num_micro_batches) {
 std::vector<PipelineOp> interleaved_one_f_one_b(int num_stages, int num_chunks, int stage, int num_micro_batches);
 int interleaved_warmup_forwards(int num_stages, int num_chunks, int stage, int num_micro_batches);
 
+// Which chunk of the neighbouring rank a message into `chunk` of `stage` comes
+// from. Interleaved, the ranks form a ring: stage 0's chunk c takes its input
+// from the last stage's chunk c - 1, and the last stage's chunk c its output
+// gradient from stage 0's chunk c + 1; elsewhere the chunk is the same.
+inline int forward_sender_chunk(int stage, int chunk) { return stage == 0 ? chunk - 1 : chunk; }
+inline int backward_sender_chunk(int num_stages, int stage, int chunk) {
+  return stage == num_stages - 1 ? chunk + 1 : chunk;
+}
+
 // The program of `stage`: one_f_one_b for one chunk, interleaved otherwise.
 std::vector<PipelineOp> pipeline_program(int num_stages, int num_chunks, int stage, int num_micro_batches);
 

@@ -105,7 +105,7 @@ SimResult simulate(const SimInput& in) {
         const std::string name = label(j, c);
         if (op.kind == PipelineOp::Forward) {
           if (vs > 0) {
-            const int msg = fwd_msg[size_t(prev)][at(s == 0 ? c - 1 : c, j)];
+            const int msg = fwd_msg[size_t(prev)][at(forward_sender_chunk(s, c), j)];
             if (msg < 0) break;
             th = g.add(fmt::format("s{} recv F{} gather", s, name), Category::TpGather, s,
                        {g.end_of(th), g.end_of(msg)}, st.gather);
@@ -120,7 +120,7 @@ SimResult simulate(const SimInput& in) {
           }
         } else {
           if (vs < last_virtual) {
-            const int sender_chunk = s == P - 1 ? c + 1 : c;
+            const int sender_chunk = backward_sender_chunk(P, s, c);
             const int msg = bwd_msg[size_t(nxt)][at(sender_chunk, j)];
             if (msg < 0) break;
             if (CompressedBackprop::compresses(in.cb, late[size_t(nxt)][size_t(sender_chunk)][size_t(j)]))
