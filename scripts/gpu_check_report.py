@@ -210,6 +210,24 @@ def cmd_losses(a):
     return emit(s, nums, not problems)
 
 
+def cmd_bytes(a):
+    """Bytes per traffic class (summed over ranks) of every iteration: equal in A and B."""
+    A, B = read_jsonl(a.a), read_jsonl(a.b)
+    ba = {r["iter"]: r.get("bytes") for r in A if "iter" in r}
+    bb = {r["iter"]: r.get("bytes") for r in B if "iter" in r}
+    its = sorted(set(ba) & set(bb))
+    diff = [i for i in its if ba[i] != bb[i]]
+    nums = {"compared": len(its), "differing": diff[:10], "last_a": ba[its[-1]] if its else None,
+            "last_b": bb[its[-1]] if its else None}
+    if not its:
+        return emit("no iteration in common", nums, False)
+    if diff or len(its) != len(ba) or len(its) != len(bb):
+        i = diff[0] if diff else its[-1]
+        return emit(f"iteration {i}: bytes {bb[i]} vs {ba[i]} ({len(diff)} of {len(its)} iterations differ)", nums, False)
+    last = ", ".join(f"{k} {v}" for k, v in sorted(ba[its[-1]].items()) if v)
+    return emit(f"{len(its)} iterations, every class equal ({last} per iteration)", nums, True)
+
+
 def cmd_weights(a):
     import numpy as np
     A, _ = read_safetensors(a.a)
@@ -812,6 +830,9 @@ def main(argv):
     p.add_argument("--rel", type=float, required=True)
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--expect", type=int, default=None)
+    p = sub.add_parser("bytes")
+    p.add_argument("a")
+    p.add_argument("b")
     p = sub.add_parser("weights")
     p.add_argument("a")
     p.add_argument("b")
@@ -854,7 +875,7 @@ def main(argv):
     p.add_argument("--info", required=True)
     p.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    fn = {"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
+    fn = {"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses, "bytes": cmd_bytes,
           "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision, "recompute": cmd_recompute,
           "hf": cmd_hf, "op-profile": cmd_op_profile, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
     try:

@@ -116,13 +116,41 @@ for i, a in enumerate(ranked):
         ranking.append({"a": a, "b": b, "separated": faster is not None, "faster": faster,
                         "text": f"{label(faster)} faster than {label(slower)}" if faster
                         else f"{label(a)} vs {label(b)}: not separated (intervals overlap)"})
+# Supplementary, for pairs the ranking leaves unseparated: the variants ran in the same
+# rounds (interleaved), so a slow phase of the machine hits both in one round. The ratio of
+# their per-round medians, bootstrapped over the rounds, asks whether one is faster round
+# for round. It does not replace the ranking rule above (independent intervals).
+def round_medians(v):
+    med = {}
+    for f in glob.glob(os.path.join(runs, f"{v}.r[0-9]*.jsonl")):
+        rnd = int(re.fullmatch(r".+\.r(\d+)\.jsonl", os.path.basename(f)).group(1))
+        ms = [json.loads(line)["ms"] for line in open(f)]
+        ms = [m for i, m in enumerate(ms, 1) if i > skip]
+        if ms:
+            med[rnd] = statistics.median(ms)
+    return med
+
+
+paired = []
+for r in ranking:
+    if r["separated"]:
+        continue
+    ma, mb = round_medians(r["a"]), round_medians(r["b"])
+    common = sorted(set(ma) & set(mb))
+    if len(common) < 5:
+        continue
+    ratios = [ma[k] / mb[k] for k in common]
+    rng = random.Random(f"{BOOT_SEED}:paired:{r['a']}:{r['b']}")
+    ci = ci95([statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(BOOT_N)])
+    paired.append({"a": r["a"], "b": r["b"], "rounds": len(common), "ratio_median": statistics.median(ratios),
+                   "ratio_ci95": ci, "a_faster_rounds": sum(x < 1 for x in ratios)})
 summary = {"settings": {"bandwidth": bandwidth, "latency": latency, "nodes": int(nodes), "iters": iters,
                         "reps": int(reps), "layout": layout, "warmup_iters_skipped": skip},
            "exposed_communication_ms": exposed, "variants": res,
            "bootstrap": {"method": "hierarchical: repetitions, then iterations within each, with replacement; "
                                    "statistic: median of the pooled resample; percentile interval",
                          "resamples": BOOT_N, "seed": BOOT_SEED, "confidence": 0.95},
-           "ranking": ranking}
+           "ranking": ranking, "paired_by_round": paired}
 full, dpo = res.get("full"), res.get("dp_powersgd")
 checks = []
 if full and dpo:
@@ -184,6 +212,12 @@ lines += [f"- {label(v)}: {res[v]['ms_median']:.0f} ms [{res[v]['ms_median_ci95'
           for v in ranked]
 lines += ["", "Ranking (a variant is faster than another only when their 95 % intervals do not overlap):", ""]
 lines += [f"- {r['text']}" for r in ranking] or ["- (one variant only)"]
+if paired:
+    lines += ["", "Paired by round, for the pairs above that are not separated (ratio of the two variants' medians "
+              "in the same round, bootstrapped over rounds; a supplementary view, not the ranking rule):", ""]
+    lines += [f"- {label(p['a'])} / {label(p['b'])}: {p['ratio_median']:.3f} [{p['ratio_ci95'][0]:.3f}, "
+              f"{p['ratio_ci95'][1]:.3f}] over {p['rounds']} rounds; {label(p['a'])} faster in "
+              f"{p['a_faster_rounds']} of them" for p in paired]
 lines += ["", "Time per phase (ms per iteration, mean over the stage's ranks; `other` = iteration minus the phases):", "",
           "| variant | stage | " + " | ".join(PHASES) + " | other | iteration |", "|---|---|" + "---|" * (len(PHASES) + 2)]
 for v, r in res.items():

@@ -166,6 +166,56 @@ void device_synchronize(Device d) {
 #endif
 }
 
+namespace {
+std::atomic<int> g_cuda_device{0};
+}
+
+void use_cuda_device(int index) {
+  g_cuda_device.store(index);
+#if defined(OCC_WITH_CUDA)
+  cuda_check(cudaSetDevice(index), "cudaSetDevice");
+#endif
+}
+
+int current_cuda_device() { return g_cuda_device.load(); }
+
+void bind_thread_to_device(Device d) {
+#if defined(OCC_WITH_CUDA)
+  if (d == Device::Cuda) cuda_check(cudaSetDevice(g_cuda_device.load()), "cudaSetDevice");
+#endif
+}
+
+// A header before the block says how it was allocated (page-locked or not).
+void* pinned_host_alloc(size_t bytes) {
+  const size_t total = kHeader + (bytes + 63) / 64 * 64;
+  void* p = nullptr;
+  size_t kind = 0;
+#if defined(OCC_WITH_CUDA)
+  if (cuda_device_count() > 0 && cudaMallocHost(&p, total) == cudaSuccess) kind = 1;
+  if (!kind) {
+    cudaGetLastError();
+    p = nullptr;
+  }
+#endif
+  if (!p) p = std::aligned_alloc(64, total);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, total);
+  *static_cast<size_t*>(p) = kind;
+  return static_cast<char*>(p) + kHeader;
+}
+
+void pinned_host_free(void* p) noexcept {
+  if (!p) return;
+  void* base = static_cast<char*>(p) - kHeader;
+#if defined(OCC_WITH_CUDA)
+  if (*static_cast<size_t*>(base) == 1) {
+    cudaFreeHost(base);
+    return;
+  }
+#endif
+  std::free(base);
+}
+
 size_t device_peak_bytes(Device d) { return g_peak[int(d)].load(); }
 void device_reset_peak(Device d) { g_peak[int(d)].store(g_live[int(d)].load()); }
 

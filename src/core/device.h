@@ -34,4 +34,17 @@ void device_synchronize(Device d);
 size_t device_peak_bytes(Device d);
 void device_reset_peak(Device d);
 
+// Which GPU this process (and every thread it starts) computes on: GPU `index`
+// of the visible ones. Call before the first allocation; a thread other than the
+// one that called it runs bind_thread_to_device() before its first CUDA call.
+void use_cuda_device(int index);
+int current_cuda_device();  // the index given to use_cuda_device (0 by default)
+void bind_thread_to_device(Device d);
+
+// Host memory that a GPU copies to and from at full speed (page-locked when the
+// CUDA backend is built and a GPU is visible; plain aligned memory otherwise).
+// Zero-filled. For the buffers that stage transfers between the GPU and MPI.
+void* pinned_host_alloc(size_t bytes);
+void pinned_host_free(void* p) noexcept;
+
 }  // namespace occ

@@ -4,8 +4,8 @@
 
 namespace occ {
 
-DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads,
-                                         bool reduce_scatter)
+DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets,
+                                         HostMirror& grads, bool reduce_scatter)
     : comm_(dp_async), buckets_(std::move(buckets)), grads_(grads), reduce_scatter_(reduce_scatter) {
   if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
 }
@@ -56,6 +56,7 @@ std::vector<TraceEvent> DataParallelReducer::take_events() {
 }
 
 void DataParallelReducer::worker() {
+  bind_thread_to_device(grads_.device());  // the staging copies run on the stage's GPU
   const float inv = 1.0f / float(comm_.size());
   for (;;) {
     size_t b;
@@ -67,8 +68,9 @@ void DataParallelReducer::worker() {
       queue_.pop_front();
     }
     const double start = now_seconds();
-    float* g = grads_ + buckets_[b].begin;
-    const size_t n = size_t(buckets_[b].end - buckets_[b].begin);
+    const size_t begin = size_t(buckets_[b].begin), n = size_t(buckets_[b].end - buckets_[b].begin);
+    grads_.download(begin, n);  // waits for the backward kernels that wrote them
+    float* g = grads_.host() + begin;
     if (reduce_scatter_) {
       comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
       const MpiCommunicator::Chunk own = comm_.owned_chunk(n);
@@ -77,6 +79,7 @@ void DataParallelReducer::worker() {
       comm_.allreduce_sum(g, n, Traffic::DataParallel);
       for (size_t i = 0; i < n; ++i) g[i] *= inv;
     }
+    grads_.upload(begin, n);
     {
       std::lock_guard<std::mutex> lock(mu_);
       const double end = now_seconds();

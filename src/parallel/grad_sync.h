@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/host_staging.h"
 #include "core/tensor_desc.h"
 #include "core/timer.h"
 
@@ -54,7 +55,9 @@ class DataParallelReducer {
   // reduce_scatter (the distributed optimizer): each bucket is reduce-scattered
   // instead of all-reduced, so only this rank's owned_chunk() of it is
   // averaged (OptimizerShards); the rest holds partial sums.
-  DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, float* grads,
+  // grads: the gradient buffer's host view; staged (a GPU), each bucket is
+  // downloaded before it is reduced and uploaded after.
+  DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, HostMirror& grads,
                       bool reduce_scatter = false);
   ~DataParallelReducer();
 
@@ -74,7 +77,7 @@ class DataParallelReducer {
 
   MpiCommunicator& comm_;
   std::vector<GradBucket> buckets_;
-  float* grads_;
+  HostMirror& grads_;
   size_t next_ = 0;  // buckets_[0, next_) queued this iteration
   std::mutex mu_;
   std::condition_variable cv_;

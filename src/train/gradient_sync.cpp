@@ -8,9 +8,9 @@
 
 namespace occ {
 
-GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, float* grads,
-                           PhaseTimers& timers)
-    : opt_(opt), topo_(topo), grads_(grads), timers_(timers) {
+GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params,
+                           DeviceBuffer<float>& grads, bool staged, PhaseTimers& timers)
+    : opt_(opt), topo_(topo), grads_(grads.device(), grads.data(), grads.size(), staged), timers_(timers) {
   const ParallelLayout& layout = topo.layout;
   // Which gradients take which path: FE's word embedding goes around the DP
   // all-reduce; DP PowerSGD takes the matrices of compressing stages.
@@ -47,21 +47,30 @@ void GradientSync::finish() {
   timers_.add("dp_busy", reducer_->busy_seconds());
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
-  if (compressing_) dp_comp_->reduce(grads_, *topo_.dp, timers_);
-
-  for (const Span& w : word_embeddings_) {
-    float* g = grads_ + w.offset;
-    ScopedPhase scope(timers_, "emb_allreduce");
-    if (opt_.emb_comm_opt) {
-      fused_embedding_sync(topo_, g, size_t(w.numel));
-    } else if (sharded_ && !(compressing_ && w.compressible)) {
-      // Reduce-scattered: only the owned chunk is averaged, the same chunk on both stages.
-      const MpiCommunicator::Chunk own = topo_.dp->owned_chunk(size_t(w.numel));
-      sync_tied_embedding(topo_, g + own.lo, own.len);
-    } else {
-      sync_tied_embedding(topo_, g, size_t(w.numel));
-    }
+  // Staged, the reducer has already written its buckets back; what runs here on
+  // the host works on the host copy, downloaded and uploaded around it.
+  if (compressing_) {
+    grads_.download_all();
+    dp_comp_->reduce(grads_.host(), *topo_.dp, timers_);
   }
+  for (const Span& w : word_embeddings_) {
+    ScopedPhase scope(timers_, "emb_allreduce");
+    size_t lo = size_t(w.offset), n = size_t(w.numel);
+    if (!opt_.emb_comm_opt && sharded_ && !(compressing_ && w.compressible)) {
+      // Reduce-scattered: only the owned chunk is averaged, the same chunk on both stages.
+      const MpiCommunicator::Chunk own = topo_.dp->owned_chunk(n);
+      lo += own.lo;
+      n = own.len;
+    }
+    if (!compressing_) grads_.download(lo, n);
+    float* g = grads_.host() + lo;
+    if (opt_.emb_comm_opt)
+      fused_embedding_sync(topo_, g, n);
+    else
+      sync_tied_embedding(topo_, g, n);
+    if (!compressing_) grads_.upload(lo, n);
+  }
+  if (compressing_) grads_.upload_all();
 }
 
 std::vector<BufferSpan> GradientSync::shard_regions() const {

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "compress/dp_compressor.h"
+#include "core/buffer.h"
+#include "core/host_staging.h"
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/grad_sync.h"
@@ -29,7 +31,10 @@ class GradientSync {
  public:
   // grads: the stage's flat gradient buffer (params' layout), which must stay
   // where it is for the object's life; timers: where the phases are recorded.
-  GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, float* grads, PhaseTimers& timers);
+  // staged: the buffer is on a GPU (or --debug-host-staging): the host work on
+  // it (MPI, DP compression) runs on a page-locked host copy (core/host_staging.h).
+  GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, DeviceBuffer<float>& grads,
+               bool staged, PhaseTimers& timers);
 
   // Before the iteration's schedule; `iteration` counts the iterations done
   // (it decides whether DP PowerSGD is past its warm-up).
@@ -55,7 +60,7 @@ class GradientSync {
   };
   TrainOptions opt_;
   Topology& topo_;
-  float* grads_;
+  HostMirror grads_;
   PhaseTimers& timers_;
   std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;

@@ -96,10 +96,6 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
   loss_scale.validate();
   require_device(device);
-  OCC_CHECK(device == Device::Cpu || layout.world_size() == 1,
-            "--device cuda trains in one process for now ({} ranks were launched); run 1 rank, or --device cpu for "
-            "multi-rank jobs",
-            layout.world_size());
   lr_schedule().validate();
 }
 

@@ -69,6 +69,14 @@ struct TrainOptions {
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's
   int64_t skip_nonfinite = 0;        // --skip-nonfinite N: iterations with a non-finite loss/norm that may be skipped
   int64_t debug_inject_nan = 0;      // test-only (hidden flag): a NaN gradient at this iteration on the last stage
+  // Test-only (hidden flag): on the CPU, route every transfer through the host
+  // staging a GPU job uses (core/host_staging.h), so that path runs in CI.
+  bool debug_host_staging = false;
+  // Whether this job stages its transfers through host memory: on a GPU with
+  // more than one rank, or forced by --debug-host-staging.
+  bool host_staged(int world_size) const {
+    return debug_host_staging || (device != Device::Cpu && world_size > 1);
+  }
   // Optimus-CC (see compress/).
   CompressedBackpropConfig cb;       // CB, LEP, EC
   GradCompressionConfig grad_comp;   // DP PowerSGD (or another method), SC

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/node_ranks.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -54,12 +55,19 @@ Trainer::~Trainer() {
 
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
-  stage_ = std::make_unique<GptStage>(opt_.model, layout_, *topo_->tp, opt_.seed,
+  select_device();
+  Communicator* tp = topo_->tp.get();
+  if (staged_) {
+    tp_staged_ = std::make_unique<HostStagedCommunicator>(*topo_->tp, opt_.device);
+    tp = tp_staged_.get();
+  }
+  stage_ = std::make_unique<GptStage>(opt_.model, layout_, *tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
-  grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads().data(),
+  grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
                                                stage_->timers());
+  params_host_ = std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged_);
   if (grad_sync_->sharded())
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
@@ -79,6 +87,26 @@ void Trainer::connect(double comm_timeout_s) {
   act_recv_ = std::move(act.recv);
   executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
                                                  ForwardCompression{act_send_.get(), act_recv_.get()});
+}
+
+// Collective. A GPU job gives each rank of a node its own GPU while there are
+// enough (rank i: GPU i mod GPUs), else the ranks share them. Every transfer
+// then goes through MPI from page-locked host copies (core/host_staging.h);
+// NCCL, which refuses two ranks on one GPU, is not built yet.
+void Trainer::select_device() {
+  staged_ = opt_.host_staged(world_size_);
+  if (opt_.device == Device::Cuda) {
+    const NodeRanks node = node_ranks(MPI_COMM_WORLD);
+    const int gpus = cuda_device_count();
+    use_cuda_device(gpu_of_local_rank(node.local_rank, gpus));
+    if (world_size_ > 1)
+      comm_line_ = node.local_size > gpus
+                       ? fmt::format("comm: mpi (host-staged: {} ranks share {} GPU{})", node.local_size, gpus,
+                                     gpus == 1 ? "" : "s")
+                       : fmt::format("comm: mpi (host-staged: one GPU per rank, {} on this node)", node.local_size);
+  } else if (staged_) {
+    comm_line_ = "comm: mpi (host-staged on the CPU: --debug-host-staging)";
+  }
 }
 
 void Trainer::load() {
@@ -212,7 +240,10 @@ IterationStats Trainer::train_step() {
   }
   if (!skip && shards_) {
     ScopedPhase t(timers, "dp_allgather");  // every rank's updated shard to all
-    shards_->allgather(stage_->params().data(), Traffic::DataParallel);
+    params_host_->download_all();
+    shards_->allgather(params_host_->host(), Traffic::DataParallel);
+    params_host_->upload_all();
+    stage_->params();  // the reduced-precision copy of the weights is stale
   }
   if (loss_scaler_->active()) {
     s.loss_scale = loss_scale;
@@ -234,7 +265,13 @@ void Trainer::check_lep(int slot, int chunk, const float* grad) {
   const StageActivations& a = acts_[size_t(slot)];
   const float* x = a.layers.empty() ? a.output.data() : a.layers[0].input.data();
   const size_t off = e.size() * size_t(layout_.tp_rank);
-  lep_probe_.observe(e, x + off, grad + off, stage_->timers());
+  const float* x_slice = x + off;
+  if (staged_) {  // the input is in device memory; the gradient (the message) on the host
+    lep_input_.resize(e.size());
+    device_copy(lep_input_.data(), Device::Cpu, x_slice, opt_.device, e.size() * sizeof(float));
+    x_slice = lep_input_.data();
+  }
+  lep_probe_.observe(e, x_slice, grad + off, stage_->timers());
 }
 
 double Trainer::evaluate() {
@@ -306,6 +343,7 @@ void Trainer::run() {
                 opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
                 opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
                 (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
+  if (is_logger() && !comm_line_.empty()) std::printf("%s\n", comm_line_.c_str());
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/host_staged_communicator.h"
 #include "compress/compressed_backprop.h"
 #include "compress/compression_state.h"
 #include "compress/lep_probe.h"
@@ -47,6 +48,7 @@ class Trainer {
   const ParallelLayout& layout() const { return layout_; }
 
  private:
+  void select_device();  // in connect(): the GPU of this rank, and whether transfers are staged
   IterationStats train_step();
   double run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
@@ -67,6 +69,15 @@ class Trainer {
   int world_rank_ = 0, world_size_ = 1;
   ParallelLayout layout_;
   std::unique_ptr<Topology> topo_;
+  // Host staging (a multi-rank GPU job, or --debug-host-staging): the model's TP
+  // collectives through host copies, and the host copy of the parameters that
+  // the distributed optimizer's all-gather works on (the parameters themselves
+  // when not staged).
+  bool staged_ = false;
+  std::string comm_line_;                             // "comm: ..." printed at the start (staged jobs)
+  std::unique_ptr<HostStagedCommunicator> tp_staged_;
+  std::unique_ptr<HostMirror> params_host_;
+  std::vector<float> lep_input_;                      // --check-lep's staged input slice
   std::unique_ptr<IndexedDataset> dataset_;
   std::unique_ptr<GptDataset> train_data_, valid_data_;
   std::unique_ptr<GptStage> stage_;

@@ -105,6 +105,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
       ->group("");  // hidden
+  app.add_flag("--debug-host-staging", o.debug_host_staging,
+               "test only: stage every transfer through host copies, as a multi-rank GPU job does")
+      ->group("");  // hidden
   // Optimus-CC.
   app.add_flag("--inter-grad-comp", o.cb.enabled,
                "CB: compress activation gradients sent backward (PowerSGD unless --inter-grad-comp-method)");

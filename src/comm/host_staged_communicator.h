@@ -1,0 +1,34 @@
+#pragma once
+// A communicator for data in device memory over one that moves host memory
+// (MPI): each collective copies its operands into page-locked host buffers,
+// runs there and copies the result back. This is how ranks that share a GPU
+// talk (NCCL refuses two ranks on one GPU), and on the CPU with
+// --debug-host-staging it runs the same copies so the path is tested without
+// a GPU. Bytes on the wire are the inner communicator's, counted by it.
+#include "comm/communicator.h"
+#include "core/device.h"
+#include "core/host_staging.h"
+
+namespace occ {
+
+class HostStagedCommunicator final : public Communicator {
+ public:
+  // `inner` must outlive this object; `device`: where the callers' data lives.
+  HostStagedCommunicator(Communicator& inner, Device device) : inner_(inner), device_(device) {}
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void allreduce_sum(float* data, size_t count, Traffic traffic) override;
+  void allreduce_max(float* data, size_t count, Traffic traffic) override;
+  void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
+
+ private:
+  template <class Op>
+  void staged_in_place(float* data, size_t count, Op op);
+
+  Communicator& inner_;
+  Device device_;
+  PinnedBuffer in_, out_;
+};
+
+}  // namespace occ

@@ -1,0 +1,20 @@
+#pragma once
+// Which ranks of a job share this rank's machine (MPI's shared-memory split):
+// a multi-rank GPU job gives rank i of a node the GPU i mod (GPUs visible), so
+// ranks share GPUs only when a node has fewer GPUs than ranks.
+#include <mpi.h>
+
+namespace occ {
+
+struct NodeRanks {
+  int local_rank = 0;  // this rank's index among the ranks of its node
+  int local_size = 1;  // ranks on this node
+};
+
+// Collective over `comm`.
+NodeRanks node_ranks(MPI_Comm comm);
+
+// The GPU of local rank `local_rank` when the node has `gpus` of them.
+inline int gpu_of_local_rank(int local_rank, int gpus) { return gpus > 0 ? local_rank % gpus : 0; }
+
+}  // namespace occ

@@ -1,0 +1,81 @@
+#pragma once
+// Host memory between device buffers and the parts of the engine that work on
+// the host: MPI and the compressors. On the CPU the host view of a buffer is
+// the buffer itself. Staged (a GPU; or the CPU with --debug-host-staging, which
+// runs this path where no GPU is), it is a separate page-locked copy, filled
+// and written back explicitly, range by range. Copies run in order with the
+// GPU's kernels (core/device.h: the legacy default stream), so a download
+// waits for the kernels that produce the values.
+#include <cstddef>
+#include <utility>
+
+#include "core/device.h"
+
+namespace occ {
+
+// Owned page-locked host floats (core/device.h pinned_host_alloc), zero-filled.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t n) { resize(n); }
+  ~PinnedBuffer() { pinned_host_free(ptr_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  // At least n floats; the contents are not kept when it grows.
+  void reserve(size_t n) {
+    if (n <= n_) return;
+    pinned_host_free(ptr_);
+    ptr_ = nullptr;
+    n_ = 0;
+    ptr_ = static_cast<float*>(pinned_host_alloc(n * sizeof(float)));
+    n_ = n;
+  }
+  void resize(size_t n) { reserve(n); }
+  float* data() { return ptr_; }
+  const float* data() const { return ptr_; }
+  size_t capacity() const { return n_; }
+
+ private:
+  float* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+// The host view of one device buffer of fixed place and size.
+class HostMirror {
+ public:
+  // staged = false: host() is `data` itself, which must then be host memory.
+  HostMirror(Device device, float* data, size_t size, bool staged)
+      : device_(device), data_(data), size_(size), staged_(staged) {
+    if (staged_) copy_.resize(size_);
+  }
+  bool staged() const { return staged_; }
+  Device device() const { return device_; }
+  size_t size() const { return size_; }
+  float* host() { return staged_ ? copy_.data() : data_; }
+  float* device_data() { return data_; }
+  // Device -> host view of [offset, offset + count) (nothing to do unstaged).
+  void download(size_t offset, size_t count) {
+    if (staged_ && count) device_copy(copy_.data() + offset, Device::Cpu, data_ + offset, device_, count * sizeof(float));
+  }
+  // Host view -> device.
+  void upload(size_t offset, size_t count) {
+    if (staged_ && count) device_copy(data_ + offset, device_, copy_.data() + offset, Device::Cpu, count * sizeof(float));
+  }
+  void download_all() { download(0, size_); }
+  void upload_all() { upload(0, size_); }
+
+ private:
+  Device device_;
+  float* data_;
+  size_t size_;
+  bool staged_;
+  PinnedBuffer copy_;
+};
+
+}  // namespace occ
