@@ -177,8 +177,6 @@ void use_cuda_device(int index) {
 #endif
 }
 
-int current_cuda_device() { return g_cuda_device.load(); }
-
 void bind_thread_to_device(Device d) {
 #if defined(OCC_WITH_CUDA)
   if (d == Device::Cuda) cuda_check(cudaSetDevice(g_cuda_device.load()), "cudaSetDevice");

@@ -38,7 +38,6 @@ void device_reset_peak(Device d);
 // of the visible ones. Call before the first allocation; a thread other than the
 // one that called it runs bind_thread_to_device() before its first CUDA call.
 void use_cuda_device(int index);
-int current_cuda_device();  // the index given to use_cuda_device (0 by default)
 void bind_thread_to_device(Device d);
 
 // Host memory that a GPU copies to and from at full speed (page-locked when the

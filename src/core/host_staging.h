@@ -7,7 +7,6 @@
 // GPU's kernels (core/device.h: the legacy default stream), so a download
 // waits for the kernels that produce the values.
 #include <cstddef>
-#include <utility>
 
 #include "core/device.h"
 
@@ -17,16 +16,9 @@ namespace occ {
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t n) { resize(n); }
   ~PinnedBuffer() { pinned_host_free(ptr_); }
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
   // At least n floats; the contents are not kept when it grows.
   void reserve(size_t n) {
     if (n <= n_) return;
@@ -36,10 +28,7 @@ class PinnedBuffer {
     ptr_ = static_cast<float*>(pinned_host_alloc(n * sizeof(float)));
     n_ = n;
   }
-  void resize(size_t n) { reserve(n); }
   float* data() { return ptr_; }
-  const float* data() const { return ptr_; }
-  size_t capacity() const { return n_; }
 
  private:
   float* ptr_ = nullptr;
@@ -52,13 +41,11 @@ class HostMirror {
   // staged = false: host() is `data` itself, which must then be host memory.
   HostMirror(Device device, float* data, size_t size, bool staged)
       : device_(device), data_(data), size_(size), staged_(staged) {
-    if (staged_) copy_.resize(size_);
+    if (staged_) copy_.reserve(size_);
   }
   bool staged() const { return staged_; }
   Device device() const { return device_; }
-  size_t size() const { return size_; }
   float* host() { return staged_ ? copy_.data() : data_; }
-  float* device_data() { return data_; }
   // Device -> host view of [offset, offset + count) (nothing to do unstaged).
   void download(size_t offset, size_t count) {
     if (staged_ && count) device_copy(copy_.data() + offset, Device::Cpu, data_ + offset, device_, count * sizeof(float));

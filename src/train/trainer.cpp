@@ -67,9 +67,12 @@ void Trainer::connect(double comm_timeout_s) {
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
                                                stage_->timers());
-  params_host_ = std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged_);
-  if (grad_sync_->sharded())
+  if (grad_sync_->sharded()) {
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
+    // The all-gather of the updated shards works on the parameters' host view.
+    params_host_ =
+        std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged_);
+  }
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
   exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());

@@ -76,7 +76,7 @@ class Trainer {
   bool staged_ = false;
   std::string comm_line_;                             // "comm: ..." printed at the start (staged jobs)
   std::unique_ptr<HostStagedCommunicator> tp_staged_;
-  std::unique_ptr<HostMirror> params_host_;
+  std::unique_ptr<HostMirror> params_host_;           // with the distributed optimizer only
   std::vector<float> lep_input_;                      // --check-lep's staged input slice
   std::unique_ptr<IndexedDataset> dataset_;
   std::unique_ptr<GptDataset> train_data_, valid_data_;
