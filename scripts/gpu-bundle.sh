@@ -257,6 +257,11 @@ cp bench/torch_step.py "$STAGE/bench/"
 # The driver's libcuda.so.1 is loaded at run time by the static CUDA runtime (no NEEDED entry).
 sections=$(readelf -S "$STAGE/bin/optimus-cc")
 grep -q '\.nv_fatbin' <<< "$sections" && cuda_needed+=(libcuda.so.1)
+# cuBLAS and NCCL are opened with dlopen on first use (no NEEDED entry either): env.sh must
+# still find their folders on the GPU machine (the toolkit's, or a pip nvidia-* wheel's).
+for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  grep -qa "$lib" "$STAGE/bin/optimus-cc" && cuda_needed+=("$lib")
+done
 printf '%s\n' "${cuda_needed[@]}" | sort -u | grep . > "$STAGE/cuda-libs.txt" || : > "$STAGE/cuda-libs.txt"
 
 cat > "$STAGE/env.sh" << 'EOF'

@@ -23,6 +23,7 @@ const Subcommand kSubcommands[] = {
     {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},
     {"bench-compress", occ::cmd::bench_compress, "PowerSGD compression / decompression throughput (paper Fig. 14)"},
     {"plan", occ::cmd::plan, "predict iteration time of a layout + compression plan; calibrate; choose the plan"},
+    {"comm-check", occ::cmd::comm_check, "check NCCL / MPI collectives and send/receive across mpirun's ranks"},
     {"reference-dump", occ::cmd::reference_dump, "(tests) dump weights, logits and gradients for the PyTorch check"},
 };
 

@@ -95,11 +95,6 @@ MpiCommunicator::Request MpiCommunicator::irecv(void* data, size_t bytes, int pe
 // computed once and then copied, so every rank ends with bit-identical results
 // (replicated parameters stay consistent), and the two halves run alone give
 // exactly the all-reduce's values.
-MpiCommunicator::Chunk MpiCommunicator::chunk(size_t count, int size, int c) {
-  const size_t lo = count * size_t(c) / size_t(size), hi = count * size_t(c + 1) / size_t(size);
-  return {lo, hi - lo};
-}
-
 template <class T, class Op>
 void MpiCommunicator::ring_reduce_scatter(T* data, size_t count, Traffic traffic, Op op) {
   const int n = size_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/ring_volume.h"
 
 namespace occ {
 
@@ -36,11 +37,10 @@ class MpiCommunicator final : public Communicator {
   // over the group (other chunks: partial sums); allgather_chunks then copies
   // every rank's owned chunk to all. Together they equal allreduce_sum bit for
   // bit, and each moves (size - 1) / size of the data per rank.
-  struct Chunk {
-    size_t lo = 0, len = 0;
-  };
-  static Chunk chunk(size_t count, int size, int c);
-  Chunk owned_chunk(size_t count) const { return chunk(count, size_, (rank_ + 1) % size_); }
+  // (comm/ring_volume.h: which chunks, and the bytes the rings send.)
+  using Chunk = RingChunk;
+  static Chunk chunk(size_t count, int size, int c) { return ring_chunk(count, size, c); }
+  Chunk owned_chunk(size_t count) const { return ring_owned_chunk(count, size_, rank_); }
   void reduce_scatter_sum(float* data, size_t count, Traffic traffic);
   void allgather_chunks(float* data, size_t count, Traffic traffic);
   void barrier();

@@ -46,6 +46,7 @@ class HostMirror {
   bool staged() const { return staged_; }
   Device device() const { return device_; }
   float* host() { return staged_ ? copy_.data() : data_; }
+  float* device_data() { return data_; }  // the buffer itself (for NCCL, which moves device memory)
   // Device -> host view of [offset, offset + count) (nothing to do unstaged).
   void download(size_t offset, size_t count) {
     if (staged_ && count) device_copy(copy_.data() + offset, Device::Cpu, data_ + offset, device_, count * sizeof(float));

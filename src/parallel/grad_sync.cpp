@@ -5,8 +5,8 @@
 namespace occ {
 
 DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets,
-                                         HostMirror& grads, bool reduce_scatter)
-    : comm_(dp_async), buckets_(std::move(buckets)), grads_(grads), reduce_scatter_(reduce_scatter) {
+                                         HostMirror& grads, bool reduce_scatter, NcclCommunicator* nccl)
+    : comm_(dp_async), nccl_(nccl), buckets_(std::move(buckets)), grads_(grads), reduce_scatter_(reduce_scatter) {
   if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
 }
 
@@ -55,9 +55,25 @@ std::vector<TraceEvent> DataParallelReducer::take_events() {
   return std::move(events_);
 }
 
+// MPI: the bucket's host view, downloaded (waiting for the backward kernels
+// that wrote it), reduced, averaged, uploaded.
+void DataParallelReducer::reduce_on_host(size_t begin, size_t n) {
+  const float inv = 1.0f / float(comm_.size());
+  grads_.download(begin, n);
+  float* g = grads_.host() + begin;
+  if (reduce_scatter_) {
+    comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
+    const MpiCommunicator::Chunk own = comm_.owned_chunk(n);
+    for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] *= inv;
+  } else {
+    comm_.allreduce_sum(g, n, Traffic::DataParallel);
+    for (size_t i = 0; i < n; ++i) g[i] *= inv;
+  }
+  grads_.upload(begin, n);
+}
+
 void DataParallelReducer::worker() {
   bind_thread_to_device(grads_.device());  // the staging copies run on the stage's GPU
-  const float inv = 1.0f / float(comm_.size());
   for (;;) {
     size_t b;
     {
@@ -69,17 +85,15 @@ void DataParallelReducer::worker() {
     }
     const double start = now_seconds();
     const size_t begin = size_t(buckets_[b].begin), n = size_t(buckets_[b].end - buckets_[b].begin);
-    grads_.download(begin, n);  // waits for the backward kernels that wrote them
-    float* g = grads_.host() + begin;
-    if (reduce_scatter_) {
-      comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
-      const MpiCommunicator::Chunk own = comm_.owned_chunk(n);
-      for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] *= inv;
+    if (nccl_) {  // on the device: NCCL's stream waits for the backward kernels queued so far
+      float* g = grads_.device_data() + begin;
+      if (reduce_scatter_)
+        nccl_->reduce_scatter_mean(g, n, Traffic::DataParallel);
+      else
+        nccl_->allreduce_mean(g, n, Traffic::DataParallel);
     } else {
-      comm_.allreduce_sum(g, n, Traffic::DataParallel);
-      for (size_t i = 0; i < n; ++i) g[i] *= inv;
+      reduce_on_host(begin, n);
     }
-    grads_.upload(begin, n);
     {
       std::lock_guard<std::mutex> lock(mu_);
       const double end = now_seconds();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "core/host_staging.h"
 #include "core/tensor_desc.h"
 #include "core/timer.h"
@@ -56,9 +57,10 @@ class DataParallelReducer {
   // instead of all-reduced, so only this rank's owned_chunk() of it is
   // averaged (OptimizerShards); the rest holds partial sums.
   // grads: the gradient buffer's host view; staged (a GPU), each bucket is
-  // downloaded before it is reduced and uploaded after.
+  // downloaded before it is reduced and uploaded after. nccl (the same DP
+  // group over NCCL): buckets are averaged on the device instead, no copies.
   DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, HostMirror& grads,
-                      bool reduce_scatter = false);
+                      bool reduce_scatter = false, NcclCommunicator* nccl = nullptr);
   ~DataParallelReducer();
 
   // skip_group1: this iteration DP PowerSGD averages the group-1 buckets.
@@ -74,8 +76,10 @@ class DataParallelReducer {
 
  private:
   void worker();
+  void reduce_on_host(size_t begin, size_t n);
 
   MpiCommunicator& comm_;
+  NcclCommunicator* nccl_;
   std::vector<GradBucket> buckets_;
   HostMirror& grads_;
   size_t next_ = 0;  // buckets_[0, next_) queued this iteration

@@ -9,7 +9,7 @@
 namespace occ {
 
 GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params,
-                           DeviceBuffer<float>& grads, bool staged, PhaseTimers& timers)
+                           DeviceBuffer<float>& grads, bool staged, NcclCommunicator* dp_nccl, PhaseTimers& timers)
     : opt_(opt), topo_(topo), grads_(grads.device(), grads.data(), grads.size(), staged), timers_(timers) {
   const ParallelLayout& layout = topo.layout;
   // Which gradients take which path: FE's word embedding goes around the DP
@@ -32,7 +32,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
                    [&](const TensorDesc& t) { return group.at(t.name); }),
-      grads_, sharded_);
+      grads_, sharded_, dp_nccl);
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {

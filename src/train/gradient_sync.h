@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/nccl_communicator.h"
 #include "compress/dp_compressor.h"
 #include "core/buffer.h"
 #include "core/host_staging.h"
@@ -33,8 +34,10 @@ class GradientSync {
   // where it is for the object's life; timers: where the phases are recorded.
   // staged: the buffer is on a GPU (or --debug-host-staging): the host work on
   // it (MPI, DP compression) runs on a page-locked host copy (core/host_staging.h).
+  // dp_nccl: the DP group over NCCL (null: MPI), which then averages the
+  // uncompressed buckets on the device.
   GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, DeviceBuffer<float>& grads,
-               bool staged, PhaseTimers& timers);
+               bool staged, NcclCommunicator* dp_nccl, PhaseTimers& timers);
 
   // Before the iteration's schedule; `iteration` counts the iterations done
   // (it decides whether DP PowerSGD is past its warm-up).

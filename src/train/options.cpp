@@ -1,5 +1,7 @@
 #include "train/options.h"
 
+#include "comm/comm_backend.h"
+
 #include <cmath>
 
 namespace occ {
@@ -48,6 +50,7 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
   OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
+  choose_comm_backend(parse_comm_backend(comm_backend_name), device, 1, 1, 1);  // throws on a bad name, nccl on the CPU
   OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
   OCC_CHECK(cb.rank >= 1, "--inter-grad-comp-rank must be >= 1 (got {})", cb.rank);
   OCC_CHECK(grad_comp.rank >= 1, "--grad-comp-rank must be >= 1 (got {})", grad_comp.rank);

@@ -52,6 +52,7 @@ struct TrainOptions {
   // Backend and memory.
   std::string device_name;                  // --device as given ("" = default_device())
   Device device = Device::Cpu;              // resolved from device_name by resolve_device()
+  std::string comm_backend_name = "auto";   // --comm-backend (comm/comm_backend.h), checked by validate()
   bool recompute_activations = false;       // --recompute-activations (Megatron: selective)
   std::string recompute_granularity;        // --recompute-granularity selective|full ("" = none)
   bool bf16 = false, fp16 = false;          // --bf16 / --fp16 (Megatron's mixed precision)

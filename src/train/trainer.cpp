@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/node_ranks.h"
+#include "comm/comm_backend.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -56,8 +56,11 @@ Trainer::~Trainer() {
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
   select_device();
+  select_comm_backend(comm_timeout_s);
   Communicator* tp = topo_->tp.get();
-  if (staged_) {
+  if (tp_nccl_) {
+    tp = tp_nccl_.get();
+  } else if (staged_) {
     tp_staged_ = std::make_unique<HostStagedCommunicator>(*topo_->tp, opt_.device);
     tp = tp_staged_.get();
   }
@@ -66,7 +69,7 @@ void Trainer::connect(double comm_timeout_s) {
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
-                                               stage_->timers());
+                                               dp_nccl_.get(), stage_->timers());
   if (grad_sync_->sharded()) {
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
     // The all-gather of the updated shards works on the parameters' host view.
@@ -93,23 +96,61 @@ void Trainer::connect(double comm_timeout_s) {
 }
 
 // Collective. A GPU job gives each rank of a node its own GPU while there are
-// enough (rank i: GPU i mod GPUs), else the ranks share them. Every transfer
-// then goes through MPI from page-locked host copies (core/host_staging.h);
-// NCCL, which refuses two ranks on one GPU, is not built yet.
+// enough (rank i: GPU i mod GPUs), else the ranks share them.
 void Trainer::select_device() {
   staged_ = opt_.host_staged(world_size_);
-  if (opt_.device == Device::Cuda) {
-    const NodeRanks node = node_ranks(MPI_COMM_WORLD);
-    const int gpus = cuda_device_count();
-    use_cuda_device(gpu_of_local_rank(node.local_rank, gpus));
-    if (world_size_ > 1)
-      comm_line_ = node.local_size > gpus
-                       ? fmt::format("comm: mpi (host-staged: {} ranks share {} GPU{})", node.local_size, gpus,
-                                     gpus == 1 ? "" : "s")
-                       : fmt::format("comm: mpi (host-staged: one GPU per rank, {} on this node)", node.local_size);
-  } else if (staged_) {
-    comm_line_ = "comm: mpi (host-staged on the CPU: --debug-host-staging)";
+  if (opt_.device != Device::Cuda) return;
+  node_ = node_ranks(MPI_COMM_WORLD);
+  use_cuda_device(gpu_of_local_rank(node_.local_rank, cuda_device_count()));
+}
+
+// Collective. With NCCL (comm/comm_backend.h) the model's TP collectives and
+// the DP buckets run on device memory, each group on a stream of its own; the
+// pipeline's transfers, DP compression and the tied-embedding sync stay on MPI
+// from host copies (they run on the host). Where an NCCL group cannot form on
+// some rank, every rank falls back to MPI, and the job says why.
+void Trainer::select_comm_backend(double comm_timeout_s) {
+  if (opt_.device != Device::Cuda) {
+    if (staged_) comm_line_ = "comm: mpi (host-staged on the CPU: --debug-host-staging)";
+    return;
   }
+  if (world_size_ == 1) return;
+  const int gpus = cuda_device_count();
+  const std::string sharing =
+      node_.local_size > gpus ? fmt::format("{} ranks share {} GPU{}", node_.local_size, gpus, gpus == 1 ? "" : "s")
+                              : fmt::format("one GPU per rank, {} on this node", node_.local_size);
+  const CommBackendChoice choice =
+      choose_comm_backend(parse_comm_backend(opt_.comm_backend_name), opt_.device, world_size_, node_.local_size, gpus);
+  if (choice.backend != CommBackend::Nccl) {
+    comm_line_ = fmt::format("comm: mpi (host-staged: {})", sharing);
+    return;
+  }
+  std::string why;
+  if (topo_->tp->size() > 1) tp_nccl_ = NcclCommunicator::create(*topo_->tp, comm_timeout_s, &why);
+  const bool tp_ok = topo_->tp->size() == 1 || tp_nccl_;
+  std::string dp_why;
+  if (topo_->dp_async->size() > 1) dp_nccl_ = NcclCommunicator::create(*topo_->dp_async, comm_timeout_s, &dp_why);
+  const bool dp_ok = topo_->dp_async->size() == 1 || dp_nccl_;
+  if (why.empty()) why = dp_why;
+  // One backend for the whole job: the lowest failing rank's reason for all.
+  int failing = tp_ok && dp_ok ? world_size_ : world_rank_;
+  MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (failing < world_size_) {
+    char reason[512] = {};
+    std::snprintf(reason, sizeof(reason), "%s", why.c_str());
+    MPI_Bcast(reason, sizeof(reason), MPI_CHAR, failing, MPI_COMM_WORLD);
+    tp_nccl_.reset();
+    dp_nccl_.reset();
+    comm_line_ = fmt::format("comm: nccl unavailable ({}); falling back to mpi (host-staged: {})", reason, sharing);
+    return;
+  }
+  std::string groups = tp_nccl_ ? "tp" : "";
+  if (dp_nccl_) groups += groups.empty() ? "dp buckets" : ", dp buckets";
+  comm_line_ = groups.empty()
+                   ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP or DP group for NCCL)", sharing)
+                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline, DP compression and embedding sync: mpi "
+                                 "(host-staged)",
+                                 nccl_version(nullptr), choice.why, groups);
 }
 
 void Trainer::load() {

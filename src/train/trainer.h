@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "comm/host_staged_communicator.h"
+#include "comm/nccl_communicator.h"
+#include "comm/node_ranks.h"
 #include "compress/compressed_backprop.h"
 #include "compress/compression_state.h"
 #include "compress/lep_probe.h"
@@ -49,6 +51,7 @@ class Trainer {
 
  private:
   void select_device();  // in connect(): the GPU of this rank, and whether transfers are staged
+  void select_comm_backend(double comm_timeout_s);  // in connect(): NCCL groups, or MPI host-staged
   IterationStats train_step();
   double run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
@@ -69,6 +72,10 @@ class Trainer {
   int world_rank_ = 0, world_size_ = 1;
   ParallelLayout layout_;
   std::unique_ptr<Topology> topo_;
+  NodeRanks node_;  // this rank's place on its node (GPU jobs)
+  // NCCL groups for the model's TP collectives and the DP buckets (--comm-backend;
+  // null: MPI). Declared before the stage and the gradient sync, which use them.
+  std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_;
   // Host staging (a multi-rank GPU job, or --debug-host-staging): the model's TP
   // collectives through host copies, and the host copy of the parameters that
   // the distributed optimizer's all-gather works on (the parameters themselves

@@ -172,10 +172,10 @@ else
 fi
 # The checks' own plumbing, the CPU standing in for the GPU, on small models.
 bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 400 \
-  --only fp32,resume,mpi,gpu_3d,hf,profile > "$WORK/gq.out" 2>&1
+  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
-if [[ $rc == 0 && $npass -ge 12 ]]; then
+if [[ $rc == 0 && $npass -ge 13 ]]; then
   pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
 else
   cat "$WORK/gq.out"

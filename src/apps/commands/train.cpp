@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/commands/commands.h"
+#include "apps/commands/mpi_runtime.h"
 #include "apps/commands/train_flags.h"
 #include "comm/mpi_communicator.h"
 #include "train/trainer.h"
@@ -16,44 +17,6 @@
 namespace occ::cmd {
 
 namespace {
-// MPI for the lifetime of a command (works under mpirun and as a singleton).
-struct MpiRuntime {
-  MpiRuntime(int& argc, char**& argv) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    OCC_CHECK(provided >= MPI_THREAD_MULTIPLE, "this MPI library does not support MPI_THREAD_MULTIPLE");
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-  }
-  ~MpiRuntime() { MPI_Finalize(); }
-  int rank = 0, size = 1;
-};
-
-// Thrown after a failure has been reported once for the whole job.
-struct ReportedFailure {};
-
-// Runs a setup step on every rank, then agrees: if any rank failed, the
-// lowest failing rank prints its message (once for the job) and every rank
-// exits non-zero. Only local work may run inside `step` (no collectives), so
-// a failing rank cannot leave the others waiting.
-template <class F>
-void agree(const MpiRuntime& mpi, F&& step) {
-  std::string error;
-  try {
-    step();
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  int first_failed = error.empty() ? mpi.size : mpi.rank;
-  MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first_failed == mpi.size) return;
-  if (mpi.rank == first_failed) {
-    std::fprintf(stderr, "error: %s%s\n", error.c_str(),
-                 mpi.size > 1 ? fmt::format(" (rank {})", mpi.rank).c_str() : "");
-    std::fflush(stderr);
-  }
-  throw ReportedFailure{};
-}
 uint64_t fnv1a(const std::string& bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;

@@ -88,6 +88,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--hysteresis", o.loss_scale.hysteresis, "--fp16: overflows tolerated before the scale halves")
       ->capture_default_str();
+  app.add_option("--comm-backend", o.comm_backend_name,
+                 "multi-rank GPU jobs: nccl (one GPU per rank), mpi (host-staged; works when ranks share GPUs), or "
+                 "auto (nccl when every rank of a node has its own GPU); an NCCL group that cannot form falls back to "
+                 "mpi with the reason")
+      ->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout_s, "seconds a rank waits on the network before aborting the job")
       ->capture_default_str();
   // Operations (Megatron's names).

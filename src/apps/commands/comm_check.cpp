@@ -1,0 +1,324 @@
+// `optimus-cc comm-check`: what a job's communication library does on this
+// machine, before a training run depends on it. Every rank of mpirun fills
+// buffers with values whose sums are exact in float, runs each operation the
+// engine uses (all-reduce sum / max / mean, all-gather, reduce-scatter to the
+// ring's owned chunks, a ring shift of send/receive) through the backend
+// --comm-backend picks (NCCL on device memory, or MPI, host-staged on a GPU),
+// and compares the results with the values they must have and each
+// operation's byte count with the ring's (comm/ring_volume.h; for MPI those
+// are the bytes its rings really sent). With --bench-iters it also times the
+// all-reduce (nccl-tests' algbw and busbw).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands/commands.h"
+#include "apps/commands/mpi_runtime.h"
+#include "apps/commands/train_flags.h"
+#include "comm/comm_backend.h"
+#include "comm/host_staged_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
+#include "comm/node_ranks.h"
+#include "comm/ring_volume.h"
+#include "core/buffer.h"
+#include "core/timer.h"
+
+namespace occ::cmd {
+
+namespace {
+
+// The backend this rank ended with, and the one-line description of it.
+struct Backend {
+  std::unique_ptr<NcclCommunicator> nccl;
+  std::unique_ptr<HostStagedCommunicator> staged;
+  std::string line;
+};
+
+// The operations under test, over whichever backend.
+class Checker {
+ public:
+  Checker(MpiCommunicator& world, Backend& backend, Device device, TrafficCounters& counters)
+      : world_(world), backend_(backend), device_(device), counters_(counters) {}
+
+  Communicator& comm() {
+    if (backend_.nccl) return *backend_.nccl;
+    if (backend_.staged) return *backend_.staged;
+    return world_;
+  }
+  int rank() const { return world_.rank(); }
+  int size() const { return world_.size(); }
+
+  // Records a failure of `what` (kept for the job's verdict).
+  void expect(bool ok, const std::string& what) {
+    if (!ok && failure_.empty()) failure_ = what;
+  }
+  void expect_bytes(const char* op, uint64_t before, uint64_t expected) {
+    const uint64_t sent = counters_[Traffic::Other] - before;
+    expect(sent == expected, fmt::format("{}: rank {} counted {} bytes, the ring sends {}", op, rank(), sent, expected));
+  }
+  const std::string& failure() const { return failure_; }
+
+  std::vector<float> on_device_then_back(const std::vector<float>& host, const std::function<void(float*)>& op) {
+    DeviceBuffer<float> d(device_, host.size());
+    d.copy_from_host(host.data(), host.size());
+    op(d.data());
+    return d.to_host();
+  }
+
+  void check_allreduce(size_t count) {
+    const int n = size();
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = float((rank() + 1) * int(i % 7 + 1));
+    const float ranks_sum = float(n * (n + 1) / 2);
+    uint64_t before = counters_[Traffic::Other];
+    auto sum = on_device_then_back(x, [&](float* d) { comm().allreduce_sum(d, count, Traffic::Other); });
+    expect_bytes("all-reduce (sum)", before, ring_allreduce_bytes(count, n, rank(), sizeof(float)));
+    for (size_t i = 0; i < count; ++i)
+      if (sum[i] != ranks_sum * float(i % 7 + 1)) {
+        expect(false, fmt::format("all-reduce (sum): element {} is {}, expected {}", i, sum[i], ranks_sum * float(i % 7 + 1)));
+        break;
+      }
+    before = counters_[Traffic::Other];
+    auto max = on_device_then_back(x, [&](float* d) { comm().allreduce_max(d, count, Traffic::Other); });
+    expect_bytes("all-reduce (max)", before, ring_allreduce_bytes(count, n, rank(), sizeof(float)));
+    for (size_t i = 0; i < count; ++i)
+      if (max[i] != float(n * int(i % 7 + 1))) {
+        expect(false, fmt::format("all-reduce (max): element {} is {}, expected {}", i, max[i], n * int(i % 7 + 1)));
+        break;
+      }
+    // The mean: NCCL's ncclAvg; MPI: the sum, then scaled on the host (what the DP reducer does).
+    before = counters_[Traffic::Other];
+    auto mean = on_device_then_back(x, [&](float* d) {
+      if (backend_.nccl) {
+        backend_.nccl->allreduce_mean(d, count, Traffic::Other);
+      } else {
+        comm().allreduce_sum(d, count, Traffic::Other);
+        scale_on_host(d, count, 1.0f / float(n));
+      }
+    });
+    expect_bytes("all-reduce (mean)", before, ring_allreduce_bytes(count, n, rank(), sizeof(float)));
+    for (size_t i = 0; i < count; ++i) {
+      const float want = ranks_sum * float(i % 7 + 1) / float(n);
+      if (std::fabs(mean[i] - want) > 1e-6f * want) {
+        expect(false, fmt::format("all-reduce (mean): element {} is {}, expected {}", i, mean[i], want));
+        break;
+      }
+    }
+  }
+
+  void check_reduce_scatter(size_t count) {
+    const int n = size();
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = float((rank() + 1) * int(i % 5 + 1));
+    const uint64_t before = counters_[Traffic::Other];
+    auto got = on_device_then_back(x, [&](float* d) {
+      if (backend_.nccl) {
+        backend_.nccl->reduce_scatter_mean(d, count, Traffic::Other);
+      } else {  // the distributed optimizer's MPI path: the ring reduce-scatter, the owned chunk scaled
+        std::vector<float> h(count);
+        device_copy(h.data(), Device::Cpu, d, device_, count * sizeof(float));
+        world_.reduce_scatter_sum(h.data(), count, Traffic::Other);
+        device_copy(d, device_, h.data(), Device::Cpu, count * sizeof(float));
+        const RingChunk own = ring_owned_chunk(count, n, rank());
+        scale_on_host(d + own.lo, own.len, 1.0f / float(n));
+      }
+    });
+    expect_bytes("reduce-scatter", before, ring_reduce_scatter_bytes(count, n, rank(), sizeof(float)));
+    const RingChunk own = ring_owned_chunk(count, n, rank());
+    for (size_t i = own.lo; i < own.lo + own.len; ++i) {
+      const float want = float(n + 1) / 2.0f * float(i % 5 + 1);
+      if (std::fabs(got[i] - want) > 1e-6f * want) {
+        expect(false, fmt::format("reduce-scatter: owned element {} is {}, expected {}", i, got[i], want));
+        break;
+      }
+    }
+  }
+
+  void check_allgather(size_t count) {
+    const int n = size();
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = float(rank() * 1000 + int(i % 1000));
+    DeviceBuffer<float> in(device_, count), out(device_, count * size_t(n));
+    in.copy_from_host(x.data(), count);
+    const uint64_t before = counters_[Traffic::Other];
+    comm().allgather(in.data(), out.data(), count, Traffic::Other);
+    expect_bytes("all-gather", before, ring_allgather_bytes(count, n, sizeof(float)));
+    const std::vector<float> got = out.to_host();
+    for (size_t j = 0; j < got.size(); ++j) {
+      const float want = float(int(j / count) * 1000 + int(j % count % 1000));
+      if (got[j] != want) {
+        expect(false, fmt::format("all-gather: element {} is {}, expected {}", j, got[j], want));
+        break;
+      }
+    }
+  }
+
+  // Each rank sends its block to the next and receives the previous one's
+  // (a pipeline's transfers, all at once). One rank sends to itself.
+  void check_ring_shift(size_t count) {
+    const int n = size(), to = (rank() + 1) % n, from = (rank() - 1 + n) % n;
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = float(rank() * 100 + int(i % 100));
+    DeviceBuffer<float> send(device_, count), recv(device_, count);
+    send.copy_from_host(x.data(), count);
+    const size_t bytes = count * sizeof(float);
+    const uint64_t before = counters_[Traffic::Other];
+    if (backend_.nccl) {
+      backend_.nccl->sendrecv(send.data(), bytes, to, recv.data(), bytes, from, Traffic::Other);
+    } else {
+      std::vector<float> hs = send.to_host(), hr(count);
+      std::vector<MpiCommunicator::Request> reqs;
+      reqs.push_back(world_.irecv(hr.data(), bytes, from, 7101, "a ring shift"));
+      reqs.push_back(world_.isend(hs.data(), bytes, to, 7101, Traffic::Other, "a ring shift"));
+      world_.wait_all(reqs);
+      recv.copy_from_host(hr.data(), count);
+    }
+    expect_bytes("send/receive", before, bytes);
+    const std::vector<float> got = recv.to_host();
+    for (size_t i = 0; i < count; ++i)
+      if (got[i] != float(from * 100 + int(i % 100))) {
+        expect(false, fmt::format("send/receive: element {} from rank {} is {}, expected {}", i, from, got[i],
+                                  from * 100 + int(i % 100)));
+        break;
+      }
+  }
+
+  // Median seconds of `iters` all-reduces of `count` floats (after one warm-up).
+  double time_allreduce(size_t count, int iters) {
+    DeviceBuffer<float> d(device_, count);
+    comm().allreduce_sum(d.data(), count, Traffic::Other);
+    std::vector<double> t;
+    for (int k = 0; k < iters; ++k) {
+      MPI_Barrier(world_.handle());
+      const double start = now_seconds();
+      comm().allreduce_sum(d.data(), count, Traffic::Other);
+      double mine = now_seconds() - start, slowest = 0;
+      MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world_.handle());
+      t.push_back(slowest);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+ private:
+  void scale_on_host(float* d, size_t count, float s) {
+    std::vector<float> h(count);
+    device_copy(h.data(), Device::Cpu, d, device_, count * sizeof(float));
+    for (float& v : h) v *= s;
+    device_copy(d, device_, h.data(), Device::Cpu, count * sizeof(float));
+  }
+
+  MpiCommunicator& world_;
+  Backend& backend_;
+  Device device_;
+  TrafficCounters& counters_;
+  std::string failure_;
+};
+
+}  // namespace
+
+int comm_check(int argc, char** argv) {
+  CLI::App app{"Check the communication library on this machine: every collective and send/receive the engine uses, "
+               "across the ranks of mpirun, against known values and the ring's byte counts.",
+               "comm-check"};
+  std::string backend_name = "auto", device_name;
+  size_t count = (1u << 20) + 3;  // not a multiple of the rank count: uneven ring chunks
+  int bench_iters = 0;
+  double timeout_s = 60;
+  bool debug_host_staging = false;
+  app.add_option("--comm-backend", backend_name, "auto | nccl | mpi (auto: NCCL when every rank has its own GPU)");
+  app.add_option("--device", device_name, "cpu | cuda (default: cuda when a GPU is visible)");
+  app.add_option("--count", count, "floats per rank in each operation")->check(CLI::Range(size_t(1), size_t(1) << 29));
+  app.add_option("--bench-iters", bench_iters, "also time this many all-reduces of --count floats (median, busbw)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--comm-timeout", timeout_s, "seconds a rank waits on the network before aborting the job")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--debug-host-staging", debug_host_staging,
+               "test only: on the CPU, stage through host copies as a GPU job on MPI does")
+      ->group("");  // hidden
+  MpiRuntime mpi(argc, argv);
+  Device device = Device::Cpu;
+  CommBackendChoice choice;
+  NodeRanks node;
+  try {
+    int rc = -1;
+    agree(mpi, [&] {
+      rc = parse_command_line(app, argc, argv);
+    });
+    if (rc >= 0) return rc;
+    node = node_ranks(MPI_COMM_WORLD);
+    agree(mpi, [&] {
+      device = device_name.empty() ? default_device() : parse_device(device_name);
+      require_device(device);
+      choice = choose_comm_backend(parse_comm_backend(backend_name), device, mpi.size, node.local_size,
+                                   cuda_device_count());
+      if (device == Device::Cuda) use_cuda_device(gpu_of_local_rank(node.local_rank, cuda_device_count()));
+    });
+  } catch (const ReportedFailure&) {
+    return 1;
+  }
+
+  TrafficCounters counters;
+  MpiCommunicator world(MPI_COMM_WORLD, counters, timeout_s, "world");
+  Backend backend;
+  if (choice.backend == CommBackend::Nccl) {
+    std::string why;
+    backend.nccl = NcclCommunicator::create(world, timeout_s, &why);
+    if (backend.nccl)
+      backend.line = fmt::format("comm: nccl (NCCL {}; {})", nccl_version(nullptr), choice.why);
+    else
+      backend.line = fmt::format("comm: nccl unavailable ({}); falling back to mpi", why);
+  }
+  if (!backend.nccl) {
+    if (device == Device::Cuda || debug_host_staging)
+      backend.staged = std::make_unique<HostStagedCommunicator>(world, device);
+    const int gpus = cuda_device_count();
+    const std::string how =
+        device != Device::Cuda ? std::string(debug_host_staging ? "host-staged on the CPU: --debug-host-staging" : "on the CPU")
+        : node.local_size > gpus ? fmt::format("host-staged: {} ranks share {} GPU{}", node.local_size, gpus, gpus == 1 ? "" : "s")
+                                 : std::string("host-staged: one GPU per rank");
+    backend.line += fmt::format("{}comm: mpi ({})", backend.line.empty() ? "" : "; ", how);
+  }
+  if (mpi.rank == 0) std::printf("comm-check: %d rank%s, %s\n", mpi.size, mpi.size == 1 ? "" : "s", backend.line.c_str());
+
+  Checker check(world, backend, device, counters);
+  try {
+    check.check_allreduce(count);
+    check.check_reduce_scatter(count);
+    check.check_allgather(count);
+    check.check_ring_shift(count);
+  } catch (const Error& e) {
+    check.expect(false, e.what());
+  }
+  // The verdict: the lowest failing rank says what failed.
+  try {
+    agree(mpi, [&] { OCC_CHECK(check.failure().empty(), "comm-check: {}", check.failure()); });
+  } catch (const ReportedFailure&) {
+    return 1;
+  }
+  if (mpi.rank == 0)
+    std::printf("comm-check: all-reduce (sum, max, mean), reduce-scatter, all-gather and send/receive of %zu floats "
+                "per rank: values as expected on every rank, bytes per rank equal to the ring's (all-reduce %llu B, "
+                "reduce-scatter %llu B, all-gather %llu B on rank 0)\n",
+                count, (unsigned long long)ring_allreduce_bytes(count, mpi.size, 0, sizeof(float)),
+                (unsigned long long)ring_reduce_scatter_bytes(count, mpi.size, 0, sizeof(float)),
+                (unsigned long long)ring_allgather_bytes(count, mpi.size, sizeof(float)));
+  if (bench_iters > 0) {
+    const double t = check.time_allreduce(count, bench_iters);
+    const double bytes = double(count) * sizeof(float);
+    const double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (mpi.size - 1) / mpi.size;
+    if (mpi.rank == 0)
+      std::printf("comm-check: all-reduce of %.1f MB: median %.3f ms over %d, algbw %.2f GB/s, busbw %.2f GB/s\n",
+                  bytes / 1e6, t * 1e3, bench_iters, algbw, busbw);
+  }
+  return 0;
+}
+
+}  // namespace occ::cmd
