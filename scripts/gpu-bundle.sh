@@ -249,7 +249,7 @@ if [[ -n $GCIDE ]]; then
   printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
 ' >> "$SOURCES"
 fi
-cp scripts/gpu-check.sh scripts/gpu_check_report.py "$STAGE/scripts/"
+cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/experiment-quality-regime.sh scripts/quality_report.py "$STAGE/scripts/"
 cp tests/reference/check_against_torch.py "$STAGE/tests/reference/"
 cp tests/cli/torch_reference.sh "$STAGE/tests/cli/"
 cp bench/torch_step.py "$STAGE/bench/"

@@ -21,7 +21,7 @@
 #   --budget S         seconds for all checks (default 450: the whole run stays under 8 min)
 #   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
 #                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, gpu_3d_layouts, nccl_comm, hf_export, recompute,
-#                      fp16_vs_fp32, bf16_vs_fp32, bench_occ_{small,medium},
+#                      fp16_vs_fp32, bf16_vs_fp32, bench_occ_{small,medium}, quality_regime (opt-in),
 #                      profile_occ_{small,medium}, bench_torch_{small,medium}[_compile]); docs/gpu.md
 #                      says what each asserts
 #   --skip A,B         skip them
@@ -790,6 +790,29 @@ check_profile() {
   else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
 }
 
+# ---- (q) the paper-regime quality experiment (issue 15), opt-in: --only quality_regime ----------
+# scripts/experiment-quality-regime.sh (GPT hidden 1024, seq 1024, micro-batch 8, P2 D2 on 4 ranks
+# sharing the GPU, bf16, CB rank 16; 9 runs sized to fit its budget) on the bundle's GCIDE corpus
+# (scripts/gpu-bundle.sh --gcide). Its results land in OUT/quality-regime/.
+check_quality_regime() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log budget
+  if [[ ",$ONLY," != *",quality_regime"* ]]; then
+    record "$name" SKIP "$t0" "opt-in (about 6 min of GPU): --only quality_regime"; return
+  fi
+  [[ -f $B/data/gcide.jsonl.zst ]] || { record "$name" SKIP "$t0" "no data/gcide.jsonl.zst: bundle with scripts/gpu-bundle.sh --gcide"; return; }
+  budget=$(($(left) - 40))
+  ((budget > 360)) && budget=360
+  timeout -k 10 "$((budget + 120))" bash "$B/scripts/experiment-quality-regime.sh" --device "$GDEV" --budget-s "$budget" \
+    --out "$OUT/quality-regime" > "$log" 2>&1
+  local rc=$?
+  cp "$log" "$OUT/quality-regime/console.txt" 2> /dev/null
+  if ((rc == 0)) && [[ -f $OUT/quality-regime/quality.md ]]; then
+    record "$name" PASS "$t0" "$(grep -m 1 '^regime:' "$log"); $(grep -c '^regime: .* done' "$log") runs done; OUT/quality-regime/quality.md"
+  else
+    record "$name" FAIL "$t0" "experiment-quality-regime.sh: $(why "$rc" "$budget"): $(tail_of "$log")" "" "$log"
+  fi
+}
+
 # ---- run them, most important first; the benchmarks' torch.compile runs last ---------------------
 echo
 run_check cuda_kernel_tests check_cuda 30
@@ -812,6 +835,7 @@ run_check profile_occ_medium check_profile 30
 for size in small medium; do
   run_check "bench_torch_${size}_compile" check_bench_torch 90
 done
+run_check quality_regime check_quality_regime 200
 
 # ---- report --------------------------------------------------------------------------------------
 {
