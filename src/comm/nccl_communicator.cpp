@@ -53,6 +53,12 @@ int first_failing_rank(MPI_Comm comm, bool ok) {
   return lowest == size ? -1 : lowest;
 }
 
+// NCCL's last error message, "" when it has none.
+std::string last_error(ncclComm_t comm) {
+  const char* e = ncclGetLastError(comm);
+  return e ? printable(e, 200) : std::string();
+}
+
 // Rank `root`'s text, on every rank of comm.
 std::string broadcast_text(MPI_Comm comm, int root, const std::string& text) {
   char buf[512] = {};
@@ -102,7 +108,7 @@ struct NcclCommunicator::Impl {
   [[noreturn]] void die(const std::string& what, ncclResult_t r) {
     abort_job(fmt::format("rank {}: NCCL {} failed in the {} group: {} ({}); check the GPUs and the network, or run "
                           "with --comm-backend mpi",
-                          world_rank(), what, name, ncclGetErrorString(r), printable(ncclGetLastError(comm), 200)));
+                          world_rank(), what, name, ncclGetErrorString(r), last_error(comm)));
   }
 
   [[noreturn]] void timed_out(const std::string& what) {
@@ -208,7 +214,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& grou
   if (!ok) {
     reason = late ? fmt::format("ncclCommInitRankConfig did not finish within --comm-timeout {:.0f} s", timeout_s)
                   : fmt::format("ncclCommInitRankConfig: {} ({})", ncclGetErrorString(r),
-                                printable(ncclGetLastError(impl->comm), 200));
+                                last_error(impl->comm));
   }
   if (!agreed(ok, reason)) {
     if (impl->comm) ncclCommAbort(impl->comm);
