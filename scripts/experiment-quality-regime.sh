@@ -15,6 +15,7 @@
 # the corpus each run saw.
 #   bash scripts/experiment-quality-regime.sh [--budget-s 360] [--max-iters 300] [--out DIR]
 #        [--device cuda|cpu] [--smoke] [--report-only] [--bin PATH (default: the bundle's or build/)]
+#        [--layers N (default 4; fewer layers, more iterations in the same budget)]
 # Run from the GPU bundle (dist/gpu-bundle built with --gcide; the script is its
 # scripts/experiment-quality-regime.sh and uses its run.sh), or from the repository
 # (build/optimus-cc; the corpus is extracted from dict-gcide). --smoke: a tiny shape and 6
@@ -22,7 +23,7 @@
 # (scripts/quality_report.py) and OUT/regime.json (shape, iterations, epochs, budget).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BUDGET=360 MAX_ITERS=300 OUT="" DEVICE=cuda SMOKE=0 REPORT_ONLY=0 BIN=""
+BUDGET=360 MAX_ITERS=300 OUT="" DEVICE=cuda SMOKE=0 REPORT_ONLY=0 BIN="" LAYERS=4
 while (($#)); do
   case $1 in
     --budget-s) BUDGET=${2:?}; shift 2 ;;
@@ -32,10 +33,12 @@ while (($#)); do
     --smoke) SMOKE=1; DEVICE=cpu; shift ;;
     --report-only) REPORT_ONLY=1; shift ;;
     --bin) BIN=${2:?}; shift 2 ;;
-    *) echo "error: unknown flag $1 (use --budget-s S, --max-iters N, --out DIR, --device cuda|cpu, --smoke, --report-only, --bin PATH)" >&2; exit 2 ;;
+    --layers) LAYERS=${2:?}; shift 2 ;;
+    *) echo "error: unknown flag $1 (use --budget-s S, --max-iters N, --out DIR, --device cuda|cpu, --smoke, --report-only, --bin PATH, --layers N)" >&2; exit 2 ;;
   esac
 done
 [[ $BUDGET =~ ^[0-9]+$ && $MAX_ITERS =~ ^[0-9]+$ ]] || { echo "error: --budget-s and --max-iters take whole numbers" >&2; exit 2; }
+[[ $LAYERS =~ ^[0-9]+$ && $LAYERS -ge 2 && $((LAYERS % 2)) -eq 0 ]] || { echo "error: --layers $LAYERS: use an even number >= 2 (P2)" >&2; exit 2; }
 [[ $DEVICE == cuda || $DEVICE == cpu ]] || { echo "error: --device $DEVICE: use cuda or cpu" >&2; exit 2; }
 OUT=${OUT:-$HERE/bench-results/quality-regime}
 mkdir -p "$OUT" || exit 1
@@ -76,7 +79,7 @@ else
       --tokenizer-type GPT2BPETokenizer --vocab-file "$GPT2/encoder.json" --merge-file "$GPT2/vocab.bpe" || exit 1
   fi
   TOK=(--tokenizer-type GPT2BPETokenizer --vocab-file "$GPT2/encoder.json" --merge-file "$GPT2/vocab.bpe")
-  SHAPE=(--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024
+  SHAPE=(--num-layers "$LAYERS" --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 --max-position-embeddings 1024
     --micro-batch-size 8 --global-batch-size 64)
   CBR=16 DPR=16 PREC=() GB=64 SEQ=1024
   [[ $DEVICE == cuda ]] && PREC=(--bf16)

@@ -16,6 +16,7 @@
 #include "core/tensor_desc.h"
 #include "core/tensor_file.h"
 #include "core/timer.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
@@ -33,14 +34,27 @@ struct GradCompressionConfig {
   CompressorSpec spec() const { return {method, rank, topk_fraction}; }
 };
 
+// The DP group as a compressor sees it: `host` moves host memory (MPI, its
+// bytes counted on its counters); `device` is the same ranks for data on the
+// gradients' device (NCCL, or MPI through host copies; `host` itself on the
+// CPU), counting on the same counters.
+struct DataParallelGroup {
+  MpiCommunicator& host;
+  Communicator& device;
+};
+
 class DataParallelCompressor {
  public:
   virtual ~DataParallelCompressor() = default;
   // The gradients it compresses (offsets into the grad buffer).
   virtual const std::vector<TensorDesc>& tensors() const = 0;
-  // Averages the selected gradients over dp (compressed) in place; every DP
-  // rank ends with the same values.
-  virtual void reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers) = 0;
+  // Where reduce() takes the gradients: on their device (PowerSGD: its
+  // products run there and its factors are all-reduced over dp.device), or in
+  // host memory (the byte methods, over dp.host).
+  virtual bool on_device() const = 0;
+  // Averages the selected gradients over the group (compressed) in place;
+  // every DP rank ends with the same values.
+  virtual void reduce(float* grads, DataParallelGroup dp, PhaseTimers& timers) = 0;
   // Does it keep state a checkpoint must hold (warm starts, residuals)?
   virtual bool stateful() const = 0;
   virtual void save_state(TensorFileWriter& w) const = 0;
@@ -49,8 +63,9 @@ class DataParallelCompressor {
 };
 
 // The compressor of the config's method; each tensor's key seeds its state
-// alike on every DP rank.
+// alike on every DP rank. ops: the backend of the gradients' device.
 std::unique_ptr<DataParallelCompressor> make_dp_compressor(const GradCompressionConfig& cfg,
-                                                           std::vector<TensorDesc> tensors, uint64_t seed);
+                                                           std::vector<TensorDesc> tensors, uint64_t seed,
+                                                           kernels::Ops& ops);
 
 }  // namespace occ

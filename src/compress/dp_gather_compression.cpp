@@ -22,7 +22,8 @@ DataParallelGatherCompression::DataParallelGatherCompression(const GradCompressi
   message_.resize(size_t(wire_total_));
 }
 
-void DataParallelGatherCompression::reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers) {
+void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group, PhaseTimers& timers) {
+  MpiCommunicator& dp = group.host;
   const int64_t D = dp.size();
   {
     ScopedPhase t(timers, "compress");

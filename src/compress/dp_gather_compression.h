@@ -22,7 +22,8 @@ class DataParallelGatherCompression final : public DataParallelCompressor {
  public:
   DataParallelGatherCompression(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors, uint64_t seed);
   const std::vector<TensorDesc>& tensors() const override { return tensors_; }
-  void reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers) override;
+  bool on_device() const override { return false; }  // encodes and decodes on the host
+  void reduce(float* grads, DataParallelGroup group, PhaseTimers& timers) override;
   bool stateful() const override { return cfg_.error_feedback; }  // the residuals
   void save_state(TensorFileWriter& w) const override;
   bool load_state(const TensorFileReader& r) override;

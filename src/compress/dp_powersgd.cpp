@@ -7,94 +7,111 @@
 namespace occ {
 
 DataParallelPowerSgd::DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors,
-                                           uint64_t seed)
-    : cfg_(cfg), tensors_(std::move(tensors)) {
+                                           uint64_t seed, kernels::Ops& ops)
+    : cfg_(cfg), tensors_(std::move(tensors)), ops_(ops) {
+  const Device d = ops_.device();
+  int64_t largest = 0;
+  std::vector<float> q0;
   for (const auto& t : tensors_) {
     const int64_t n = t.rows, m = t.cols, k = powersgd::effective_rank(n, m, cfg.rank);
     slots_.push_back({t.offset, n, m, k, p_total_, q_total_});
     p_total_ += n * k;
     q_total_ += m * k;
-    // Same key on every DP rank of this shard: Q must agree across the group.
-    q_.emplace_back(size_t(m * k));
-    powersgd::init_q(q_.back().data(), m, k, seed, t.key + 1);
-    error_.emplace_back(cfg.error_feedback ? size_t(n * m) : 0, 0.0f);
+    largest = std::max(largest, n * m);
+    // Same key on every DP rank of this shard: Q must agree across the group
+    // (made on the host, the same on every backend).
+    q0.resize(size_t(m * k));
+    powersgd::init_q(q0.data(), m, k, seed, t.key + 1);
+    q_.emplace_back(d, size_t(m * k));
+    q_.back().copy_from_host(q0.data(), q0.size());
+    error_.emplace_back(d, cfg.error_feedback ? size_t(n * m) : 0);  // zero-filled
   }
-  p_buf_.resize(size_t(p_total_));
-  q_buf_.resize(size_t(q_total_));
+  p_buf_ = DeviceBuffer<float>(d, size_t(p_total_));
+  q_buf_ = DeviceBuffer<float>(d, size_t(q_total_));
+  work_ = DeviceBuffer<float>(d, size_t(largest));
 }
 
-void DataParallelPowerSgd::reduce(float* grads, MpiCommunicator& dp, PhaseTimers& timers) {
+void DataParallelPowerSgd::reduce(float* grads, DataParallelGroup group, PhaseTimers& timers) {
+  Communicator& dp = group.device;
+  kernels::Ops& ops = ops_;
   const float inv = 1.0f / float(dp.size());
   {
     ScopedPhase t(timers, "compress");
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
       float* g = grads + s.offset;
-      if (cfg_.error_feedback)
-        for (int64_t j = 0; j < s.n * s.m; ++j) g[j] += error_[i][size_t(j)];  // M = grad + residual
-      powersgd::left_project(g, q_[i].data(), p_buf_.data() + s.p_off, s.n, s.m, s.k);
+      if (cfg_.error_feedback) ops.axpy(g, 1.0f, error_[i].data(), s.n * s.m);  // M = grad + residual
+      powersgd::left_project(ops, g, q_[i].data(), p_buf_.data() + s.p_off, s.n, s.m, s.k);
     }
   }
   {
     ScopedPhase t(timers, "dp_allreduce", "dp_allreduce P");
-    dp.allreduce_sum(p_buf_.data(), p_buf_.size(), Traffic::DataParallel);
+    dp.allreduce_sum(p_buf_.data(), size_t(p_total_), Traffic::DataParallel);
   }
   {
     ScopedPhase t(timers, "compress");
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
       float* p = p_buf_.data() + s.p_off;
-      powersgd::orthonormalize(p, s.n, s.k);
-      powersgd::right_project(grads + s.offset, p, q_buf_.data() + s.q_off, s.n, s.m, s.k);
+      ops.orthonormalize_columns(p, s.n, s.k);
+      powersgd::right_project(ops, grads + s.offset, p, q_buf_.data() + s.q_off, s.n, s.m, s.k);
     }
   }
   {
     ScopedPhase t(timers, "dp_allreduce", "dp_allreduce Q");
-    dp.allreduce_sum(q_buf_.data(), q_buf_.size(), Traffic::DataParallel);
+    dp.allreduce_sum(q_buf_.data(), size_t(q_total_), Traffic::DataParallel);
   }
   // Saved versus a dense ring all-reduce of the same gradients (2(n-1)/n of them per rank).
   int64_t dense = 0;
   for (const Slot& s : slots_) dense += s.n * s.m;
   const int64_t n = dp.size();
-  dp.counters().add_saved(Traffic::DataParallel,
-                          int64_t(4.0 * 2.0 * double(n - 1) / double(n) * double(dense - p_total_ - q_total_)));
+  group.host.counters().add_saved(Traffic::DataParallel,
+                                  int64_t(4.0 * 2.0 * double(n - 1) / double(n) * double(dense - p_total_ - q_total_)));
   ScopedPhase t(timers, "decompress");
-  for (float& v : q_buf_) v *= inv;
+  ops.scale(q_buf_.data(), inv, q_total_);
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     float* g = grads + s.offset;
     const float* p = p_buf_.data() + s.p_off;
     const float* q = q_buf_.data() + s.q_off;
-    work_.resize(size_t(s.n * s.m));
-    powersgd::reconstruct(p, q, work_.data(), s.n, s.m, s.k);
-    if (cfg_.error_feedback)
-      for (int64_t j = 0; j < s.n * s.m; ++j) error_[i][size_t(j)] = g[j] - work_[size_t(j)];
-    std::copy(work_.begin(), work_.end(), g);
-    q_[i].assign(q, q + s.m * s.k);
+    powersgd::reconstruct(ops, p, q, work_.data(), s.n, s.m, s.k);
+    if (cfg_.error_feedback) {  // residual = M - P Q^T
+      ops.copy(error_[i].data(), g, s.n * s.m);
+      ops.axpy(error_[i].data(), -1.0f, work_.data(), s.n * s.m);
+    }
+    ops.copy(g, work_.data(), s.n * s.m);
+    ops.copy(q_[i].data(), q, s.m * s.k);
   }
 }
 
 void DataParallelPowerSgd::save_state(TensorFileWriter& w) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string name = "dp/" + tensors_[i].name;
-    w.add(name + "/q", q_[i].data(), {slots_[i].m, slots_[i].k});
-    if (cfg_.error_feedback) w.add(name + "/error", error_[i].data(), {slots_[i].n, slots_[i].m});
+    w.add(name + "/q", q_[i].to_host().data(), {slots_[i].m, slots_[i].k});
+    if (cfg_.error_feedback) w.add(name + "/error", error_[i].to_host().data(), {slots_[i].n, slots_[i].m});
   }
 }
 
 bool DataParallelPowerSgd::load_state(const TensorFileReader& r) {
   bool complete = true;
+  std::vector<float> host;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string name = "dp/" + tensors_[i].name;
-    if (r.has(name + "/q") && r.shape(name + "/q") == std::vector<int64_t>{slots_[i].m, slots_[i].k})
-      r.read(name + "/q", q_[i].data(), int64_t(q_[i].size()));
-    else
+    if (r.has(name + "/q") && r.shape(name + "/q") == std::vector<int64_t>{slots_[i].m, slots_[i].k}) {
+      host.resize(q_[i].size());
+      r.read(name + "/q", host.data(), int64_t(host.size()));
+      q_[i].copy_from_host(host.data(), host.size());
+    } else {
       complete = false;
+    }
     if (!cfg_.error_feedback) continue;
-    if (r.has(name + "/error") && r.numel(name + "/error") == int64_t(error_[i].size()))
-      r.read(name + "/error", error_[i].data(), int64_t(error_[i].size()));
-    else
+    if (r.has(name + "/error") && r.numel(name + "/error") == int64_t(error_[i].size())) {
+      host.resize(error_[i].size());
+      r.read(name + "/error", host.data(), int64_t(host.size()));
+      error_[i].copy_from_host(host.data(), host.size());
+    } else {
       complete = false;
+    }
   }
   return complete;
 }

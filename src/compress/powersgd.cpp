@@ -1,8 +1,5 @@
 #include "compress/powersgd.h"
 
-#include <cblas.h>
-#include <lapacke.h>
-
 #include <memory>
 
 #include "core/error.h"
@@ -10,34 +7,22 @@
 
 namespace occ::powersgd {
 
-void orthonormalize(float* a, int64_t n, int64_t k) {
-  if (k == 0) return;
-  std::vector<float> tau(static_cast<size_t>(k));
-  int info = LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, int(n), int(k), a, int(k), tau.data());
-  OCC_CHECK(info == 0, "internal: QR factorisation failed (LAPACK info {})", info);
-  info = LAPACKE_sorgqr(LAPACK_ROW_MAJOR, int(n), int(k), int(k), a, int(k), tau.data());
-  OCC_CHECK(info == 0, "internal: QR orthonormalisation failed (LAPACK info {})", info);
-}
-
 void init_q(float* q, int64_t m, int64_t k, uint64_t seed, uint64_t key) {
   const uint64_t rng = make_key(seed, 0x505347ull, key);
   for (int64_t i = 0; i < m * k; ++i) q[i] = normal_at(rng, 0, uint64_t(i));
-  orthonormalize(q, m, k);
+  kernels::cpu_ops().orthonormalize_columns(q, m, k);
 }
 
-void left_project(const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(k), int(c), 1.0f, m, int(c), q, int(k), 0.0f, p,
-              int(k));
+void left_project(kernels::Ops& ops, const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k) {
+  ops.matmul(p, m, q, n, k, c, false, false);
 }
 
-void right_project(const float* m, const float* p, float* q, int64_t n, int64_t c, int64_t k) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(c), int(k), int(n), 1.0f, m, int(c), p, int(k), 0.0f, q,
-              int(k));
+void right_project(kernels::Ops& ops, const float* m, const float* p, float* q, int64_t n, int64_t c, int64_t k) {
+  ops.matmul(q, m, p, c, k, n, true, false);
 }
 
-void reconstruct(const float* p, const float* q, float* out, int64_t n, int64_t c, int64_t k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(c), int(k), 1.0f, p, int(k), q, int(k), 0.0f, out,
-              int(c));
+void reconstruct(kernels::Ops& ops, const float* p, const float* q, float* out, int64_t n, int64_t c, int64_t k) {
+  ops.matmul(out, p, q, n, c, k, false, true);
 }
 
 }  // namespace occ::powersgd
@@ -54,14 +39,16 @@ PowerSgdCompressor::PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank,
 void PowerSgdCompressor::encode(const float* m, float* wire) {
   float* p = wire;            // [n x k]
   float* q = wire + n_ * k_;  // [m x k]
-  powersgd::left_project(m, q_.data(), p, n_, m_, k_);
-  powersgd::orthonormalize(p, n_, k_);
-  powersgd::right_project(m, p, q, n_, m_, k_);
+  // A point-to-point link's message is in host memory (the pipeline's transfers are).
+  kernels::Ops& ops = kernels::cpu_ops();
+  powersgd::left_project(ops, m, q_.data(), p, n_, m_, k_);
+  ops.orthonormalize_columns(p, n_, k_);
+  powersgd::right_project(ops, m, p, q, n_, m_, k_);
   q_.assign(q, q + m_ * k_);  // warm start of the next call on this link
 }
 
 void PowerSgdCompressor::decode(const float* wire, float* out) const {
-  powersgd::reconstruct(wire, wire + n_ * k_, out, n_, m_, k_);
+  powersgd::reconstruct(kernels::cpu_ops(), wire, wire + n_ * k_, out, n_, m_, k_);
 }
 
 void PowerSgdCompressor::save_state(TensorFileWriter& w, const std::string& prefix) const {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compress/compressor.h"
+#include "kernels/ops.h"
 
 namespace occ::powersgd {
 
@@ -15,17 +16,16 @@ inline int64_t effective_rank(int64_t rows, int64_t cols, int64_t rank) {
   int64_t k = rank < rows ? rank : rows;
   return k < cols ? k : cols;
 }
-// Orthonormalises the k columns of a[n x k] (row-major, n >= k) in place:
-// Householder QR (LAPACK), stable also when a is rank-deficient.
-void orthonormalize(float* a, int64_t n, int64_t k);
-// q[m x k] = orthonormalised Gaussian keyed by (seed, key).
+// q[m x k] = orthonormalised Gaussian keyed by (seed, key), in host memory
+// (the CPU's QR: every rank and backend starts from the same Q).
 void init_q(float* q, int64_t m, int64_t k, uint64_t seed, uint64_t key);
+// The three products of a power-iteration step, on `ops`' device (fp32, kernels/ops.h):
 // p[n x k] = m[n x c] q[c x k]
-void left_project(const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k);
+void left_project(kernels::Ops& ops, const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k);
 // q[c x k] = m[n x c]^T p[n x k]
-void right_project(const float* m, const float* p, float* q, int64_t n, int64_t c, int64_t k);
+void right_project(kernels::Ops& ops, const float* m, const float* p, float* q, int64_t n, int64_t c, int64_t k);
 // out[n x c] = p[n x k] q[c x k]^T
-void reconstruct(const float* p, const float* q, float* out, int64_t n, int64_t c, int64_t k);
+void reconstruct(kernels::Ops& ops, const float* p, const float* q, float* out, int64_t n, int64_t c, int64_t k);
 
 }  // namespace occ::powersgd
 

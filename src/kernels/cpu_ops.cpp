@@ -136,6 +136,12 @@ class CpuOps final : public Ops {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) x[i] *= factor;
   }
+  void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+              bool trans_b) override {
+    kernels::matmul(c, a, b, M, N, K, trans_a, trans_b);
+  }
+  void orthonormalize_columns(float* a, int64_t n, int64_t k) override { kernels::orthonormalize_columns(a, n, k); }
+  void axpy(float* y, float alpha, const float* x, int64_t n) override { kernels::axpy(y, alpha, x, n); }
 };
 
 }  // namespace

@@ -83,4 +83,14 @@ void cross_entropy_backward_inplace(float* logits, const float* max, const float
 // the gradient in place, while the row is hot in cache. Returns the summed loss.
 double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V);
 
+// ---- low-rank compression (PowerSGD, compress/) ----------------------------------
+// c[M, N] = op(a) op(b) in fp32, row-major: op(a) is [M, K] (a is stored [K, M]
+// when trans_a), op(b) is [K, N] (b stored [N, K] when trans_b).
+void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a, bool trans_b);
+// Orthonormalises the k columns of a[n, k] (row-major, n >= k) in place:
+// Householder QR (LAPACK), stable also when a is rank-deficient.
+void orthonormalize_columns(float* a, int64_t n, int64_t k);
+// y[i] += alpha * x[i]
+void axpy(float* y, float alpha, const float* x, int64_t n);
+
 }  // namespace occ::kernels

@@ -97,6 +97,16 @@ class Ops {
   // Sum of squares (double accumulation) and in-place scaling.
   virtual double sum_squares(const float* x, int64_t n) = 0;
   virtual void scale(float* x, float factor, int64_t n) = 0;
+
+  // ---- low-rank compression (PowerSGD on the gradients' device) --------------------
+  // c[M, N] = op(a) op(b), fp32 products and sums, row-major (kernels.h: matmul).
+  virtual void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                      bool trans_b) = 0;
+  // The k columns of a[n, k] orthonormalised in place, spanning what they spanned
+  // (the CPU: Householder QR; the GPU: Gram-Schmidt, twice; their columns may
+  // differ in sign, which PowerSGD's P P^T does not see).
+  virtual void orthonormalize_columns(float* a, int64_t n, int64_t k) = 0;
+  virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;  // y += alpha x
 };
 
 // The reference backend.

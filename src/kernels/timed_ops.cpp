@@ -158,5 +158,16 @@ double TimedOps::sum_squares(const float* x, int64_t n) {
 void TimedOps::scale(float* x, float factor, int64_t n) {
   timed("scale", 0, [&] { inner_.scale(x, factor, n); });
 }
+void TimedOps::matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+                      bool trans_b) {
+  timed("matmul", 2.0 * double(M) * double(N) * double(K),
+        [&] { inner_.matmul(c, a, b, M, N, K, trans_a, trans_b); });
+}
+void TimedOps::orthonormalize_columns(float* a, int64_t n, int64_t k) {
+  timed("orthonormalize_columns", 0, [&] { inner_.orthonormalize_columns(a, n, k); });
+}
+void TimedOps::axpy(float* y, float alpha, const float* x, int64_t n) {
+  timed("axpy", 0, [&] { inner_.axpy(y, alpha, x, n); });
+}
 
 }  // namespace occ::kernels

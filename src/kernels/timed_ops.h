@@ -80,6 +80,10 @@ class TimedOps final : public Ops {
                     const AdamWStep& step) override;
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
+  void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+              bool trans_b) override;
+  void orthonormalize_columns(float* a, int64_t n, int64_t k) override;
+  void axpy(float* y, float alpha, const float* x, int64_t n) override;
 
  private:
   // Times one call of f under `name`.

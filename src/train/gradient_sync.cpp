@@ -9,8 +9,17 @@
 namespace occ {
 
 GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params,
-                           DeviceBuffer<float>& grads, bool staged, NcclCommunicator* dp_nccl, PhaseTimers& timers)
+                           DeviceBuffer<float>& grads, bool staged, NcclCommunicator* dp_nccl, kernels::Ops& ops,
+                           PhaseTimers& timers)
     : opt_(opt), topo_(topo), grads_(grads.device(), grads.data(), grads.size(), staged), timers_(timers) {
+  if (dp_nccl) {
+    dp_device_ = dp_nccl;  // idle while finish() runs: the reducer thread is done with it
+  } else if (staged) {
+    dp_staged_ = std::make_unique<HostStagedCommunicator>(*topo_.dp, grads.device());
+    dp_device_ = dp_staged_.get();
+  } else {
+    dp_device_ = topo_.dp.get();
+  }
   const ParallelLayout& layout = topo.layout;
   // Which gradients take which path: FE's word embedding goes around the DP
   // all-reduce; DP PowerSGD takes the matrices of compressing stages.
@@ -27,7 +36,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
     if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel, compressible(t)});
     group[t.name] = fused(t) ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
   }
-  if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed);
+  if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed, ops);
   reducer_ = std::make_unique<DataParallelReducer>(
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
@@ -48,10 +57,17 @@ void GradientSync::finish() {
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
   // Staged, the reducer has already written its buckets back; what runs here on
-  // the host works on the host copy, downloaded and uploaded around it.
+  // the host works on the host copy, downloaded and uploaded around it (all of
+  // it for a compressor that works on the host, else the embedding's spans).
+  bool host_copy_current = false;
   if (compressing_) {
-    grads_.download_all();
-    dp_comp_->reduce(grads_.host(), *topo_.dp, timers_);
+    if (dp_comp_->on_device()) {
+      dp_comp_->reduce(grads_.device_data(), {*topo_.dp, *dp_device_}, timers_);
+    } else {
+      grads_.download_all();
+      dp_comp_->reduce(grads_.host(), {*topo_.dp, *topo_.dp}, timers_);
+      host_copy_current = true;
+    }
   }
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
@@ -62,15 +78,15 @@ void GradientSync::finish() {
       lo += own.lo;
       n = own.len;
     }
-    if (!compressing_) grads_.download(lo, n);
+    if (!host_copy_current) grads_.download(lo, n);
     float* g = grads_.host() + lo;
     if (opt_.emb_comm_opt)
       fused_embedding_sync(topo_, g, n);
     else
       sync_tied_embedding(topo_, g, n);
-    if (!compressing_) grads_.upload(lo, n);
+    if (!host_copy_current) grads_.upload(lo, n);
   }
-  if (compressing_) grads_.upload_all();
+  if (host_copy_current) grads_.upload_all();
 }
 
 std::vector<BufferSpan> GradientSync::shard_regions() const {

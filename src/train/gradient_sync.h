@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/host_staged_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "compress/dp_compressor.h"
 #include "core/buffer.h"
@@ -35,9 +36,10 @@ class GradientSync {
   // staged: the buffer is on a GPU (or --debug-host-staging): the host work on
   // it (MPI, DP compression) runs on a page-locked host copy (core/host_staging.h).
   // dp_nccl: the DP group over NCCL (null: MPI), which then averages the
-  // uncompressed buckets on the device.
+  // uncompressed buckets on the device, and carries DP PowerSGD's factors.
+  // ops: the gradients' backend (DP PowerSGD computes there).
   GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, DeviceBuffer<float>& grads,
-               bool staged, NcclCommunicator* dp_nccl, PhaseTimers& timers);
+               bool staged, NcclCommunicator* dp_nccl, kernels::Ops& ops, PhaseTimers& timers);
 
   // Before the iteration's schedule; `iteration` counts the iterations done
   // (it decides whether DP PowerSGD is past its warm-up).
@@ -65,6 +67,10 @@ class GradientSync {
   Topology& topo_;
   HostMirror grads_;
   PhaseTimers& timers_;
+  // The DP group for data on the gradients' device: NCCL, the staged MPI group
+  // (dp_staged_), or the MPI group itself on the CPU.
+  std::unique_ptr<HostStagedCommunicator> dp_staged_;
+  Communicator* dp_device_ = nullptr;
   std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order

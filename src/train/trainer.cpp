@@ -69,7 +69,7 @@ void Trainer::connect(double comm_timeout_s) {
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
-                                               dp_nccl_.get(), stage_->timers());
+                                               dp_nccl_.get(), stage_->ops(), stage_->timers());
   if (grad_sync_->sharded()) {
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
     // The all-gather of the updated shards works on the parameters' host view.

@@ -22,101 +22,10 @@
 #include "core/rng.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
+#include "cuda_twin.h"
 
 namespace occ::kernels {
 namespace {
-
-std::string no_gpu_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  return count == 0 ? "cudaGetDeviceCount() found 0 devices" : "";
-}
-
-// Uniform values in [lo, hi) from a counter-based stream: fixed by the seed.
-std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * (uniform_at(seed, 7, i) - 0.5f / 16777216.0f);
-  return v;
-}
-std::vector<int32_t> random_ints(size_t n, uint64_t seed, int32_t lo, int32_t hi) {
-  std::vector<int32_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = lo + std::min(int32_t(uniform_at(seed, 9, i) * float(hi - lo)), hi - lo - 1);
-  return v;
-}
-
-std::vector<float> filled(int64_t n, float value = 0.0f) { return std::vector<float>(size_t(n), value); }
-
-// A tensor held twice: on the host for the CPU backend and on the GPU.
-template <class T>
-struct Twin {
-  std::vector<T> cpu;
-  DeviceBuffer<T> dev{Device::Cuda};
-  explicit Twin(std::vector<T> values) : cpu(std::move(values)) { dev.assign_from_host(cpu); }
-  T* c() { return cpu.data(); }
-  T* g() { return dev.data(); }
-  std::vector<T> gpu() const { return dev.to_host(); }
-};
-using FTwin = Twin<float>;
-using ITwin = Twin<int32_t>;
-
-void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double tol, const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  double max_diff = 0.0, max_ref = 0.0;
-  size_t worst = 0, non_finite = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    if (!std::isfinite(gpu[i]) || !std::isfinite(cpu[i])) {
-      non_finite += (std::isfinite(gpu[i]) != std::isfinite(cpu[i]));
-      continue;
-    }
-    const double diff = std::fabs(double(gpu[i]) - double(cpu[i]));
-    if (diff > max_diff) max_diff = diff, worst = i;
-    max_ref = std::max(max_ref, std::fabs(double(cpu[i])));
-  }
-  EXPECT_EQ(non_finite, 0u) << what << ": elements finite on one backend only";
-  EXPECT_LE(max_diff, tol * std::max(max_ref, 1e-30))
-      << what << ": max |gpu - cpu| = " << max_diff << " at " << worst << " (gpu " << gpu[worst] << ", cpu "
-      << cpu[worst] << "), max |cpu| = " << max_ref;
-}
-void expect_close(FTwin& t, double tol, const std::string& what) { expect_close(t.gpu(), t.cpu, tol, what); }
-
-// Dropout masks: the same elements must be zero on both backends. require_zeros:
-// the case is large enough that some element must have been dropped (a tiny
-// case, e.g. attention with T = 1, may keep everything by chance).
-void expect_same_zeros(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::string& what,
-                       bool require_zeros = true) {
-  ASSERT_EQ(gpu.size(), cpu.size());
-  size_t mismatches = 0, zeros = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    mismatches += (gpu[i] == 0.0f) != (cpu[i] == 0.0f);
-    zeros += cpu[i] == 0.0f;
-  }
-  EXPECT_EQ(mismatches, 0u) << what << ": zero patterns differ (" << zeros << " zeros on the CPU)";
-  if (require_zeros) {
-    EXPECT_GT(zeros, 0u) << what << ": no element was dropped; the test checks nothing";
-  }
-}
-
-Dropout make_dropout(float p, uint64_t key = 0x5EED, int64_t sample_base = 5) {
-  Dropout d;
-  d.key = key;
-  d.p = p;
-  d.sample_base = sample_base;
-  return d;
-}
-
-class CudaOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static const std::string reason = no_gpu_reason();
-    if (!reason.empty()) GTEST_SKIP() << "no CUDA GPU visible: " << reason;
-  }
-  Ops& cpu() { return cpu_ops(); }
-  Ops& gpu() { return cuda_ops(); }
-};
 
 TEST_F(CudaOpsTest, CopyFillUploadTokens) {
   FTwin src(random_values(1001, 1)), dst(filled(1001, 0.0f));

@@ -73,14 +73,14 @@ TEST(CompressionState, RoundTripAndNotices) {
   cfg.rank = 2;
   cfg.error_feedback = true;
   const std::vector<TensorDesc> mats = {{"w1", 0, 24, 6, 4, 11}, {"w2", 24, 15, 3, 5, 12}};
-  DataParallelPowerSgd saved(cfg, mats, 7);
+  DataParallelPowerSgd saved(cfg, mats, 7, kernels::cpu_ops());
   const std::string path = dir / "state.bin";
   const CompressionState state({}, &saved);
   ASSERT_FALSE(state.empty());
   state.save(path, {{"iteration", 3}});
 
   // Another seed: different warm starts until the saved ones are loaded.
-  DataParallelPowerSgd loaded(cfg, mats, 8);
+  DataParallelPowerSgd loaded(cfg, mats, 8, kernels::cpu_ops());
   EXPECT_EQ(CompressionState({}, &loaded).load(path), CompressionNotice::None);
   TensorFileWriter a, b;
   saved.save_state(a);
@@ -100,7 +100,7 @@ TEST(CompressionState, RoundTripAndNotices) {
   EXPECT_EQ(CompressionState({}, &loaded).load(dir / "absent.bin"), CompressionNotice::Missing);
   EXPECT_EQ(CompressionState({}, nullptr).load(dir / "absent.bin"), CompressionNotice::None);
   cfg.rank = 3;  // another rank: the saved warm starts do not fit
-  DataParallelPowerSgd other(cfg, mats, 7);
+  DataParallelPowerSgd other(cfg, mats, 7, kernels::cpu_ops());
   EXPECT_EQ(CompressionState({}, &other).load(path), CompressionNotice::Partial);
   EXPECT_EQ(CompressionState::file_name(4), "compress_dp_004.bin");
 }

@@ -101,6 +101,11 @@ class CudaOps final : public Ops {
   double sum_squares(const float* x, int64_t n) override;
   void scale(float* x, float factor, int64_t n) override;
 
+  void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
+              bool trans_b) override;
+  void orthonormalize_columns(float* a, int64_t n, int64_t k) override;
+  void axpy(float* y, float alpha, const float* x, int64_t n) override;
+
   // ---- for the kernel files ------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
   // Device scratch of at least `bytes` (256-byte aligned), valid until the next
