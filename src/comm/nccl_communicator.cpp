@@ -111,9 +111,11 @@ struct NcclCommunicator::Impl {
                           world_rank(), what, name, ncclGetErrorString(r), last_error(comm)));
   }
 
+  // Ends the job from here: MPI_Abort takes every rank, its CUDA context and
+  // NCCL with it. (Not ncclCommAbort first: it frees device memory, which can
+  // wait behind the other group's kernel still spinning on this GPU, and the
+  // message would never be printed.)
   [[noreturn]] void timed_out(const std::string& what) {
-    ncclCommAbort(comm);  // releases the peers' transfers and the proxy threads
-    comm = nullptr;
     abort_job(fmt::format("rank {} waited more than {:.0f} s for NCCL {} ({} group); a peer rank has probably failed "
                           "or stalled (raise --comm-timeout if this is legitimate)",
                           world_rank(), timeout_s, what, name));

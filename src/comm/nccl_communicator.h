@@ -4,10 +4,9 @@
 // thread's DP buckets run beside the backward's kernels). Launch stays mpirun:
 // MPI carries NCCL's unique id to the group's ranks. The communicator is
 // non-blocking (ncclConfig_t.blocking = 0): every wait polls, and past
-// --comm-timeout it aborts the NCCL communicator and the job, so a dead rank
-// ends the job instead of hanging it. Bytes are counted per traffic class as
-// the ring algorithm sends them (comm/ring_volume.h), the same count the MPI
-// rings make. NCCL itself is loaded on first use (comm/nccl_loader.cpp): CPU
+// --comm-timeout it ends the job (MPI_Abort), so a dead rank does not hang it.
+// Bytes are counted per traffic class as the ring algorithm sends them
+// (comm/ring_volume.h), the same count the MPI rings make. NCCL itself is loaded on first use (comm/nccl_loader.cpp): CPU
 // runs never need it.
 #include <memory>
 #include <string>

@@ -48,11 +48,27 @@ F symbol(const char* name) {
 
 namespace occ {
 
+// Every entry point the forwarders below resolve: checked when the library is
+// opened, so an NCCL too old for them is a reason to fall back, not a throw mid-job.
+const char* const kEntryPoints[] = {"ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRankConfig",
+                                    "ncclCommGetAsyncError", "ncclCommAbort", "ncclCommFinalize",
+                                    "ncclCommDestroy", "ncclGetErrorString", "ncclGetLastError",
+                                    "ncclGroupStart", "ncclGroupEnd", "ncclAllReduce",
+                                    "ncclAllGather", "ncclReduce", "ncclSend", "ncclRecv"};
+
 bool nccl_library_loaded(std::string* why) {
-  if (nccl_library()) return true;
-  if (why) *why = "cannot load libnccl.so.2 (" + (g_error.empty() ? std::string("not found") : g_error) +
-                  "); install NCCL 2 or add its lib folder to LD_LIBRARY_PATH";
-  return false;
+  void* lib = nccl_library();
+  if (!lib) {
+    if (why) *why = "cannot load libnccl.so.2 (" + (g_error.empty() ? std::string("not found") : g_error) +
+                    "); install NCCL 2 or add its lib folder to LD_LIBRARY_PATH";
+    return false;
+  }
+  for (const char* name : kEntryPoints)
+    if (!dlsym(lib, name)) {
+      if (why) *why = std::string("the loaded libnccl.so.2 has no ") + name + "; install NCCL 2.19 or newer";
+      return false;
+    }
+  return true;
 }
 
 }  // namespace occ

@@ -121,8 +121,14 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
                               : fmt::format("one GPU per rank, {} on this node", node_.local_size);
   const CommBackendChoice choice =
       choose_comm_backend(parse_comm_backend(opt_.comm_backend_name), opt_.device, world_size_, node_.local_size, gpus);
-  if (choice.backend != CommBackend::Nccl) {
-    comm_line_ = fmt::format("comm: mpi (host-staged: {})", sharing);
+  // Nodes may differ (ranks per node, GPUs): NCCL only if every rank chose it,
+  // before any rank enters the collective set-up below.
+  int all_nccl = choice.backend == CommBackend::Nccl;
+  MPI_Allreduce(MPI_IN_PLACE, &all_nccl, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_nccl) {
+    comm_line_ = choice.backend == CommBackend::Nccl
+                     ? fmt::format("comm: mpi (host-staged: {}; another node's ranks share GPUs)", sharing)
+                     : fmt::format("comm: mpi (host-staged: {})", sharing);
     return;
   }
   std::string why;

@@ -235,7 +235,9 @@ int comm_check(int argc, char** argv) {
   bool debug_host_staging = false;
   app.add_option("--comm-backend", backend_name, "auto | nccl | mpi (auto: NCCL when every rank has its own GPU)");
   app.add_option("--device", device_name, "cpu | cuda (default: cuda when a GPU is visible)");
-  app.add_option("--count", count, "floats per rank in each operation")->check(CLI::Range(size_t(1), size_t(1) << 29));
+  // At most 2^29 - 1: the send/receive message stays under MPI's 2 GiB per call.
+  app.add_option("--count", count, "floats per rank in each operation")
+      ->check(CLI::Range(size_t(1), (size_t(1) << 29) - 1));
   app.add_option("--bench-iters", bench_iters, "also time this many all-reduces of --count floats (median, busbw)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--comm-timeout", timeout_s, "seconds a rank waits on the network before aborting the job")
@@ -268,7 +270,10 @@ int comm_check(int argc, char** argv) {
   TrafficCounters counters;
   MpiCommunicator world(MPI_COMM_WORLD, counters, timeout_s, "world");
   Backend backend;
-  if (choice.backend == CommBackend::Nccl) {
+  int all_nccl = choice.backend == CommBackend::Nccl;  // one backend for the job, whatever each node has
+  MPI_Allreduce(MPI_IN_PLACE, &all_nccl, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_nccl && choice.backend == CommBackend::Nccl) backend.line = "comm: nccl not on every node; ";
+  if (all_nccl) {
     std::string why;
     backend.nccl = NcclCommunicator::create(world, timeout_s, &why);
     if (backend.nccl)

@@ -6,8 +6,9 @@
 //     second pass removes what rounding left of the first, so the columns are
 //     orthonormal to float precision also when they were nearly dependent), dot
 //     products and norms accumulated in double. A column with nothing left after
-//     that (below 1e-6 of its norm before) becomes zero: its direction was already
-//     spanned, and P P^T then projects onto the same space the QR's would.
+//     that (below 1e-6 of its norm before) is replaced by a unit vector made
+//     orthogonal to the earlier ones, so there are always k orthonormal columns
+//     (as LAPACK's QR gives), spanning what the input's independent columns did.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_backend.h"
 
@@ -29,25 +30,43 @@ __device__ double block_sum(double v, double* red) {
   return t;
 }
 
-__global__ void gram_schmidt_kernel(float* a, int64_t n, int k) {
+// Orthogonalises column j of a against columns [0, j), twice; returns what is
+// left of its squared norm (the same bits on every thread).
+__device__ double orthogonalize_against_earlier(float* a, int64_t n, int k, int j, double* red) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < j; ++i) {
+      double d = 0.0;
+      for (int64_t r = threadIdx.x; r < n; r += kGsThreads) d += double(a[r * k + i]) * double(a[r * k + j]);
+      d = block_sum(d, red);
+      for (int64_t r = threadIdx.x; r < n; r += kGsThreads) a[r * k + j] -= float(d) * a[r * k + i];
+      __syncthreads();
+    }
+  }
+  double norm2 = 0.0;
+  for (int64_t r = threadIdx.x; r < n; r += kGsThreads) norm2 += double(a[r * k + j]) * double(a[r * k + j]);
+  return block_sum(norm2, red);
+}
+
+__global__ void __launch_bounds__(kGsThreads) gram_schmidt_kernel(float* a, int64_t n, int k) {
   __shared__ double red[kGsThreads / 32];
   for (int j = 0; j < k; ++j) {
     double before = 0.0;
     for (int64_t r = threadIdx.x; r < n; r += kGsThreads) before += double(a[r * k + j]) * double(a[r * k + j]);
     before = block_sum(before, red);
-    for (int pass = 0; pass < 2; ++pass) {
-      for (int i = 0; i < j; ++i) {
-        double d = 0.0;
-        for (int64_t r = threadIdx.x; r < n; r += kGsThreads) d += double(a[r * k + i]) * double(a[r * k + j]);
-        d = block_sum(d, red);
-        for (int64_t r = threadIdx.x; r < n; r += kGsThreads) a[r * k + j] -= float(d) * a[r * k + i];
-        __syncthreads();
-      }
+    double norm2 = orthogonalize_against_earlier(a, n, k, j, red);
+    bool kept = norm2 > 0.0 && norm2 > 1e-12 * before;
+    // Nothing left (zero, or spanned by the earlier columns): PowerSGD must still
+    // get k orthonormal columns, as from LAPACK's QR (a zero column of P makes a
+    // zero column of Q, which would warm-start every later step at zero). Take
+    // the first unit vector e_(j+t mod n) with enough left after the earlier
+    // columns (some has at least (n - j) / n): the same choice on every rank.
+    for (int64_t t = 0; !kept && t < n; ++t) {
+      for (int64_t r = threadIdx.x; r < n; r += kGsThreads) a[r * k + j] = r == (j + t) % n ? 1.0f : 0.0f;
+      __syncthreads();
+      norm2 = orthogonalize_against_earlier(a, n, k, j, red);
+      kept = norm2 > 0.5 * double(n - j) / double(n);
     }
-    double norm2 = 0.0;
-    for (int64_t r = threadIdx.x; r < n; r += kGsThreads) norm2 += double(a[r * k + j]) * double(a[r * k + j]);
-    norm2 = block_sum(norm2, red);
-    const float inv = (norm2 > 0.0 && norm2 > 1e-12 * before) ? float(1.0 / sqrt(norm2)) : 0.0f;
+    const float inv = float(1.0 / sqrt(norm2));
     for (int64_t r = threadIdx.x; r < n; r += kGsThreads) a[r * k + j] *= inv;
     __syncthreads();
   }
