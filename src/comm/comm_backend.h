@@ -22,6 +22,10 @@ struct CommBackendChoice {
   std::string why;                         // one clause, for the job's `comm:` line
 };
 
+// How this node's `local_size` ranks sit on its `gpus` GPUs, for the `comm:`
+// lines: "4 ranks share 1 GPU", or "one GPU per rank, 2 on this node".
+std::string gpu_sharing(int local_size, int gpus);
+
 // Pure: the backend for a job of `world_size` ranks on `device`, where this
 // node runs `local_size` ranks over `gpus` visible GPUs. Throws occ::Error for
 // a request that cannot mean anything (nccl on the CPU).

@@ -116,9 +116,7 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
   }
   if (world_size_ == 1) return;
   const int gpus = cuda_device_count();
-  const std::string sharing =
-      node_.local_size > gpus ? fmt::format("{} ranks share {} GPU{}", node_.local_size, gpus, gpus == 1 ? "" : "s")
-                              : fmt::format("one GPU per rank, {} on this node", node_.local_size);
+  const std::string sharing = gpu_sharing(node_.local_size, gpus);
   const CommBackendChoice choice =
       choose_comm_backend(parse_comm_backend(opt_.comm_backend_name), opt_.device, world_size_, node_.local_size, gpus);
   // Nodes may differ (ranks per node, GPUs): NCCL only if every rank chose it,

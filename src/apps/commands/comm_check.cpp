@@ -287,8 +287,7 @@ int comm_check(int argc, char** argv) {
     const int gpus = cuda_device_count();
     const std::string how =
         device != Device::Cuda ? std::string(debug_host_staging ? "host-staged on the CPU: --debug-host-staging" : "on the CPU")
-        : node.local_size > gpus ? fmt::format("host-staged: {} ranks share {} GPU{}", node.local_size, gpus, gpus == 1 ? "" : "s")
-                                 : std::string("host-staged: one GPU per rank");
+                               : "host-staged: " + gpu_sharing(node.local_size, gpus);
     backend.line += fmt::format("{}comm: mpi ({})", backend.line.empty() ? "" : "; ", how);
   }
   if (mpi.rank == 0) std::printf("comm-check: %d rank%s, %s\n", mpi.size, mpi.size == 1 ? "" : "s", backend.line.c_str());
