@@ -10,11 +10,12 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
   return m;
 }
 
-CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols)
-    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0)) {}
+CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
+                                             CompressorPlacement where)
+    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0, where)) {}
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
-                                                int64_t tokens, int64_t hidden) {
+                                                int64_t tokens, int64_t hidden, CompressorPlacement where) {
   CompressedActivationLinks links;
   if (!cfg.enabled) return links;
   OCC_CHECK(tokens % layout.tp_size == 0,
@@ -22,8 +23,8 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
   // Interleaved, the last rank feeds the first one's next chunk: every rank sends and receives.
   const bool ring = layout.vp_size > 1 && layout.pp_size > 1;
-  if (ring || !layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols);
-  if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols);
+  if (ring || !layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
+  if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
   return links;
 }
 

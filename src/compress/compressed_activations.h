@@ -29,7 +29,9 @@ struct ActivationCompressionConfig {
 // The codec of one forward link: a stateless compressor of the link's slice.
 class CompressedActivations final : public MessageCodec {
  public:
-  CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols);
+  // where: the device of the stage's messages (compressor_factory.h).
+  CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
+                        CompressorPlacement where = {});
   int64_t wire_floats() const override { return compressor_->wire_floats(); }
   void encode(const float* slice, float* wire) override { compressor_->encode(slice, wire); }
   void decode(const float* wire, float* slice) const override { compressor_->decode(wire, slice); }
@@ -43,9 +45,9 @@ class CompressedActivations final : public MessageCodec {
 struct CompressedActivationLinks {
   std::unique_ptr<CompressedActivations> send, recv;
 };
-// tokens: of one micro-batch; hidden: the activation width. Throws
-// occ::Error when the tokens do not split over TP.
+// tokens: of one micro-batch; hidden: the activation width; where: the device
+// of the stage's messages. Throws occ::Error when the tokens do not split over TP.
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
-                                                int64_t tokens, int64_t hidden);
+                                                int64_t tokens, int64_t hidden, CompressorPlacement where = {});
 
 }  // namespace occ

@@ -7,13 +7,13 @@
 namespace occ {
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
-                                       uint64_t link_key, int chunk)
+                                       uint64_t link_key, int chunk, CompressorPlacement where)
     : state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
                                                                : fmt::format("cb/{}/", method_name(cfg.method))) +
                     (chunk > 0 ? fmt::format("chunk{}/", chunk) : std::string())) {
-  auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key);
+  auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key, where);
   if (cfg.lazy_error) {
-    auto fb = std::make_unique<ErrorFeedback>(std::move(inner));
+    auto fb = std::make_unique<ErrorFeedback>(std::move(inner), *where.ops);
     feedback_ = fb.get();
     compressor_ = std::move(fb);
   } else {
@@ -21,12 +21,13 @@ CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int6
   }
 }
 
-const std::vector<float>* CompressedBackprop::residual() const {
+const DeviceBuffer<float>* CompressedBackprop::residual() const {
   return feedback_ ? &feedback_->residual() : nullptr;
 }
 
 CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg, const ParallelLayout& layout,
-                                            int64_t tokens, int64_t hidden, uint64_t seed) {
+                                            int64_t tokens, int64_t hidden, uint64_t seed,
+                                            CompressorPlacement where) {
   CompressedBackpropLinks links;
   if (!cfg.enabled) return links;
   // The matrix one TP rank sends backward: its 1/T slice of [tokens, hidden].
@@ -39,10 +40,10 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
     links.send.push_back(virtual_stage == 0 ? nullptr
                                             : std::make_unique<CompressedBackprop>(
                                                   cfg, rows, cols, seed,
-                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c));
+                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where));
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
-                             : std::make_unique<CompressedBackprop>(cfg, rows, cols, seed, 0, c));
+                             : std::make_unique<CompressedBackprop>(cfg, rows, cols, seed, 0, c, where));
   }
   return links;
 }

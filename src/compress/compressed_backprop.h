@@ -41,8 +41,9 @@ class CompressedBackprop final : public MessageCodec {
  public:
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
   // the sender's model chunk (interleaved schedule; its state is saved apart).
+  // where: the device of the stage's messages (compressor_factory.h).
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
-                     int chunk = 0);
+                     int chunk = 0, CompressorPlacement where = {});
 
   // Is a backward send compressed? after_last_forward: the sender makes it
   // after its last forward of the iteration (pipeline_schedule.h's
@@ -57,8 +58,8 @@ class CompressedBackprop final : public MessageCodec {
   void encode(const float* grad, float* wire) override { compressor_->encode(grad, wire); }
   // Receiver: rebuilds the gradient from a message of this link's shape.
   void decode(const float* wire, float* out) const override { compressor_->decode(wire, out); }
-  // The LEP residual after the last encode (empty without LEP).
-  const std::vector<float>* residual() const;
+  // The LEP residual after the last encode, on the link's device (null without LEP).
+  const DeviceBuffer<float>* residual() const;
 
   bool stateful() const { return compressor_->stateful(); }
   void save_state(TensorFileWriter& w) const { compressor_->save_state(w, state_prefix_); }
@@ -80,8 +81,10 @@ struct CompressedBackpropLinks {
   std::vector<std::unique_ptr<CompressedBackprop>> send, recv;
 };
 // tokens: of one micro-batch (each TP rank sends its 1/T slice), hidden: the
-// activation width. Throws occ::Error when the tokens do not split over TP.
+// activation width; where: the device of the stage's messages. Throws
+// occ::Error when the tokens do not split over TP.
 CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg, const ParallelLayout& layout,
-                                            int64_t tokens, int64_t hidden, uint64_t seed);
+                                            int64_t tokens, int64_t hidden, uint64_t seed,
+                                            CompressorPlacement where = {});
 
 }  // namespace occ

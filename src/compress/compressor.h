@@ -2,6 +2,9 @@
 // Lossy compression of a row-major matrix into a wire buffer and back.
 // Compressors are stateful (e.g. PowerSGD's warm-started Q), and their state
 // is saved with the rank's checkpoint so a resumed run continues bit-exactly.
+// A compressor lives on one device (kernels::Ops): the matrix, the wire and
+// its state are in that device's memory; checkpoints hold host copies, so a
+// state saved on one device loads on the other.
 #include <cstdint>
 #include <string>
 

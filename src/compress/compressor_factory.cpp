@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "compress/fp8_compressor.h"
+#include "compress/host_staged_compressor.h"
 #include "compress/int8_compressor.h"
 #include "compress/powersgd.h"
 #include "compress/sign_compressor.h"
@@ -53,17 +54,30 @@ std::string describe(const CompressorSpec& spec) {
   }
 }
 
-std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
-                                                  uint64_t seed, uint64_t key) {
+namespace {
+
+// The byte methods: they pack on the host.
+std::unique_ptr<MatrixCompressor> make_host_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols) {
   switch (spec.method) {
-    case CompressionMethod::PowerSgd: return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key);
     case CompressionMethod::Int8: return std::make_unique<Int8Compressor>(rows, cols);
     case CompressionMethod::Fp8E4m3: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E4M3);
     case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2);
     case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction);
     case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols);
+    case CompressionMethod::PowerSgd: break;
   }
   throw Error("unknown compression method");
+}
+
+}  // namespace
+
+std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
+                                                  uint64_t seed, uint64_t key, CompressorPlacement where) {
+  if (spec.method == CompressionMethod::PowerSgd)
+    return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key, *where.ops);
+  auto host = make_host_compressor(spec, rows, cols);
+  if (where.device() == Device::Cpu && !where.stage_host_methods) return host;
+  return std::make_unique<HostStagedCompressor>(std::move(host), where.device());
 }
 
 int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t cols) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compress/compressor.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
@@ -38,11 +39,21 @@ struct CompressorSpec {
 // "powersgd rank 16", "int8", "topk 10%" ...
 std::string describe(const CompressorSpec& spec);
 
+// Where a compressor runs: the device of `ops`, whose memory holds the
+// matrices and wires it is given. PowerSGD (and error feedback) compute there;
+// the byte methods pack on the host (compress/host_staged_compressor.h) when
+// the device is not the host, or when `stage_host_methods` (the CPU's
+// --debug-host-staging, which tests that path without a GPU).
+struct CompressorPlacement {
+  kernels::Ops* ops = &kernels::cpu_ops();
+  bool stage_host_methods = false;
+  Device device() const { return ops->device(); }
+};
 // Builds the compressor of a rows x cols matrix. seed and key fix PowerSGD's
 // initial Q (ends of a link, or ranks of a group, pass the same key); the
 // other methods are stateless and ignore them.
 std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
-                                                  uint64_t seed, uint64_t key);
+                                                  uint64_t seed, uint64_t key, CompressorPlacement where = {});
 // wire_floats() of that compressor, without building it (the planner's sizes).
 int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t cols);
 

@@ -29,65 +29,76 @@ void reconstruct(kernels::Ops& ops, const float* p, const float* q, float* out, 
 
 namespace occ {
 
-PowerSgdCompressor::PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key)
-    : n_(rows), m_(cols), k_(powersgd::effective_rank(rows, cols, rank)) {
+PowerSgdCompressor::PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key,
+                                       kernels::Ops& ops)
+    : n_(rows), m_(cols), k_(powersgd::effective_rank(rows, cols, rank)), ops_(ops), q_(ops.device()) {
   OCC_CHECK(rank >= 1, "PowerSGD rank must be >= 1 (got {})", rank);
-  q_.resize(size_t(m_ * k_));
-  powersgd::init_q(q_.data(), m_, k_, seed, key);
+  // Made on the host (the CPU's QR), so both ends of a link start alike on any device.
+  std::vector<float> q0(size_t(m_ * k_));
+  powersgd::init_q(q0.data(), m_, k_, seed, key);
+  q_.assign_from_host(q0);
 }
 
 void PowerSgdCompressor::encode(const float* m, float* wire) {
   float* p = wire;            // [n x k]
   float* q = wire + n_ * k_;  // [m x k]
-  // A point-to-point link's message is in host memory (the pipeline's transfers are).
-  kernels::Ops& ops = kernels::cpu_ops();
-  powersgd::left_project(ops, m, q_.data(), p, n_, m_, k_);
-  ops.orthonormalize_columns(p, n_, k_);
-  powersgd::right_project(ops, m, p, q, n_, m_, k_);
-  q_.assign(q, q + m_ * k_);  // warm start of the next call on this link
+  powersgd::left_project(ops_, m, q_.data(), p, n_, m_, k_);
+  ops_.orthonormalize_columns(p, n_, k_);
+  powersgd::right_project(ops_, m, p, q, n_, m_, k_);
+  ops_.copy(q_.data(), q, m_ * k_);  // warm start of the next call on this link
 }
 
 void PowerSgdCompressor::decode(const float* wire, float* out) const {
-  powersgd::reconstruct(kernels::cpu_ops(), wire, wire + n_ * k_, out, n_, m_, k_);
+  powersgd::reconstruct(ops_, wire, wire + n_ * k_, out, n_, m_, k_);
 }
 
 void PowerSgdCompressor::save_state(TensorFileWriter& w, const std::string& prefix) const {
-  w.add(prefix + "q", q_.data(), {m_, k_});
+  w.add(prefix + "q", q_.to_host().data(), {m_, k_});
 }
 
 bool PowerSgdCompressor::load_state(const TensorFileReader& r, const std::string& prefix) {
   // A warm start of another shape (the rank changed) is not usable: start fresh.
   if (!r.has(prefix + "q") || r.shape(prefix + "q") != std::vector<int64_t>{m_, k_}) return false;
-  r.read(prefix + "q", q_.data(), m_ * k_);
+  std::vector<float> host(q_.size());
+  r.read(prefix + "q", host.data(), m_ * k_);
+  q_.copy_from_host(host.data(), host.size());
   return true;
 }
 
-ErrorFeedback::ErrorFeedback(std::unique_ptr<MatrixCompressor> inner) : inner_(std::move(inner)) {
+ErrorFeedback::ErrorFeedback(std::unique_ptr<MatrixCompressor> inner, kernels::Ops& ops)
+    : inner_(std::move(inner)), ops_(ops) {
   const size_t n = size_t(inner_->rows() * inner_->cols());
-  error_.assign(n, 0.0f);
-  corrected_.resize(n);
-  decoded_.resize(n);
+  error_ = DeviceBuffer<float>(ops_.device(), n);  // zero-filled
+  corrected_ = DeviceBuffer<float>(ops_.device(), n);
+  decoded_ = DeviceBuffer<float>(ops_.device(), n);
 }
 
 void ErrorFeedback::encode(const float* m, float* wire) {
-  const size_t n = error_.size();
-  for (size_t i = 0; i < n; ++i) corrected_[i] = m[i] + error_[i];
+  const int64_t n = int64_t(error_.size());
+  // corrected = m + error; error = corrected - decoded (alpha = +-1: the same
+  // roundings as writing the sums out).
+  ops_.copy(corrected_.data(), m, n);
+  ops_.axpy(corrected_.data(), 1.0f, error_.data(), n);
   inner_->encode(corrected_.data(), wire);
   inner_->decode(wire, decoded_.data());
-  for (size_t i = 0; i < n; ++i) error_[i] = corrected_[i] - decoded_[i];
+  ops_.copy(error_.data(), corrected_.data(), n);
+  ops_.axpy(error_.data(), -1.0f, decoded_.data(), n);
 }
 
 void ErrorFeedback::save_state(TensorFileWriter& w, const std::string& prefix) const {
   inner_->save_state(w, prefix);
-  w.add(prefix + "error", error_.data(), {inner_->rows(), inner_->cols()});
+  w.add(prefix + "error", error_.to_host().data(), {inner_->rows(), inner_->cols()});
 }
 
 bool ErrorFeedback::load_state(const TensorFileReader& r, const std::string& prefix) {
   bool complete = inner_->load_state(r, prefix);
-  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size()))
-    r.read(prefix + "error", error_.data(), int64_t(error_.size()));
-  else
+  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size())) {
+    std::vector<float> host(error_.size());
+    r.read(prefix + "error", host.data(), int64_t(host.size()));
+    error_.copy_from_host(host.data(), host.size());
+  } else {
     complete = false;
+  }
   return complete;
 }
 

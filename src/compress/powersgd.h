@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compress/compressor.h"
+#include "core/buffer.h"
 #include "kernels/ops.h"
 
 namespace occ::powersgd {
@@ -32,10 +33,12 @@ void reconstruct(kernels::Ops& ops, const float* p, const float* q, float* out, 
 namespace occ {
 
 // PowerSGD on one point-to-point link: the sender encodes [P | Q] as one
-// message, the receiver rebuilds P Q^T.
+// message, the receiver rebuilds P Q^T. Runs on `ops`' device (the GPU's
+// cuBLAS products and Gram-Schmidt, or the CPU's), which holds the warm start.
 class PowerSgdCompressor final : public MatrixCompressor {
  public:
-  PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key);
+  PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key,
+                     kernels::Ops& ops = kernels::cpu_ops());
   int64_t rows() const override { return n_; }
   int64_t cols() const override { return m_; }
   int64_t rank() const { return k_; }
@@ -44,18 +47,20 @@ class PowerSgdCompressor final : public MatrixCompressor {
   void decode(const float* wire, float* out) const override;
   void save_state(TensorFileWriter& w, const std::string& prefix) const override;
   bool load_state(const TensorFileReader& r, const std::string& prefix) override;
-  const std::vector<float>& q() const { return q_; }
+  std::vector<float> q() const { return q_.to_host(); }
 
  private:
   int64_t n_, m_, k_;
-  std::vector<float> q_;  // warm start [m x k]
+  kernels::Ops& ops_;
+  DeviceBuffer<float> q_;  // warm start [m x k]
 };
 
 // Error feedback around any compressor (BytePS style): adds the residual of
-// the previous message before encoding and keeps the new residual.
+// the previous message before encoding and keeps the new residual, on the
+// inner compressor's device (`ops`).
 class ErrorFeedback final : public MatrixCompressor {
  public:
-  explicit ErrorFeedback(std::unique_ptr<MatrixCompressor> inner);
+  explicit ErrorFeedback(std::unique_ptr<MatrixCompressor> inner, kernels::Ops& ops = kernels::cpu_ops());
   int64_t rows() const override { return inner_->rows(); }
   int64_t cols() const override { return inner_->cols(); }
   int64_t wire_floats() const override { return inner_->wire_floats(); }
@@ -63,11 +68,13 @@ class ErrorFeedback final : public MatrixCompressor {
   void decode(const float* wire, float* out) const override { inner_->decode(wire, out); }
   void save_state(TensorFileWriter& w, const std::string& prefix) const override;
   bool load_state(const TensorFileReader& r, const std::string& prefix) override;
-  const std::vector<float>& residual() const { return error_; }
+  // On the compressor's device.
+  const DeviceBuffer<float>& residual() const { return error_; }
 
  private:
   std::unique_ptr<MatrixCompressor> inner_;
-  std::vector<float> error_, corrected_, decoded_;
+  kernels::Ops& ops_;
+  DeviceBuffer<float> error_, corrected_, decoded_;
 };
 
 }  // namespace occ

@@ -143,7 +143,7 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
           x, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
     lp(x, N * C);
   } else {
-    device_copy(x, opt_.device, x_in, Device::Cpu, size_t(N * C) * sizeof(float));
+    ops_.copy(x, x_in, N * C);
   }
 
   for (int l = 0; l < chunk_layers_; ++l) {
@@ -152,7 +152,7 @@ double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const flo
   }
 
   if (!layout_.holds_head(chunk)) {
-    device_copy(x_out, Device::Cpu, acts.output.data(), opt_.device, size_t(N * C) * sizeof(float));
+    ops_.copy(x_out, acts.output.data(), N * C);
     return 0.0;
   }
   // Final LayerNorm, LM head against the (tied) word embedding, cross-entropy.
@@ -264,7 +264,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     lp(d_resid_.data(), N * C);
     report(pl.final_ln_w);
   } else {
-    device_copy(d_resid_.data(), opt_.device, dx_out, Device::Cpu, size_t(N * C) * sizeof(float));
+    ops_.copy(d_resid_.data(), dx_out, N * C);
   }
 
   for (int l = chunk_layers_ - 1; l >= 0; --l) {
@@ -289,7 +289,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
                             N, C);
     report(0);
   } else {
-    device_copy(dx_in, Device::Cpu, d_resid_.data(), opt_.device, size_t(N * C) * sizeof(float));
+    ops_.copy(dx_in, d_resid_.data(), N * C);
   }
 }
 

@@ -104,9 +104,9 @@ class GptStage {
   // Forward of one micro-batch through model chunk `chunk` (interleaved
   // schedule; 0 otherwise). x_in: [N, C] from the previous virtual stage
   // (ignored where the chunk starts with the embedding); x_out: [N, C] for the
-  // next (ignored where it ends with the head); both in host memory, whatever
-  // the stage's device: the pipeline moves them through MPI and the compressors,
-  // which work on the host (a GPU stage copies them in and out).
+  // next (ignored where it ends with the head); both on the stage's device
+  // (the pipeline exchange stages them through host memory for MPI, after
+  // compressing them on the device).
   // With the head, returns the summed token loss of the micro-batch.
   // training=false disables dropout and skips what only backward needs.
   double forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training,
@@ -114,7 +114,7 @@ class GptStage {
   // Backward of a micro-batch whose forward filled `acts`. dx_out: gradient of
   // this stage's output (ignored on the last stage); dx_in: gradient of its
   // input, written for the previous stage (ignored on the first stage); both
-  // in host memory, as forward's.
+  // on the stage's device, as forward's.
   // Accumulates into grads().
   // grads_final (optional) is told, as backward proceeds, the lowest offset
   // from which this backward's contributions to grads() are complete.

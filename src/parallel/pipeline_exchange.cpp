@@ -6,9 +6,21 @@
 
 namespace occ {
 
-PipelineExchange::PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout,
-                                   PhaseTimers& timers)
-    : pp_(pp), tp_(tp), layout_(layout), timers_(timers) {}
+PipelineExchange::PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout,
+                                   PhaseTimers& timers, Device device, bool staged)
+    : pp_(pp), tp_(tp), layout_(layout), timers_(timers), device_(device), staged_(staged), wire_(device) {}
+
+float* PipelineExchange::outbox(size_t floats) {
+  if (outbox_used_ == outbox_.size()) outbox_.push_back(std::make_unique<PinnedBuffer>());
+  PinnedBuffer& b = *outbox_[outbox_used_++];
+  b.reserve(floats);
+  return b.data();
+}
+
+float* PipelineExchange::device_wire(size_t floats) {
+  if (wire_.size() < floats) wire_.resize(floats);
+  return wire_.data();
+}
 
 // Tag 2 m + 0 forward, 2 m + 1 backward: the two directions never match each other.
 // The peers wrap around (a ring) so interleaved chunks can pass from the last rank to the first.
@@ -33,51 +45,59 @@ std::string PipelineExchange::label(int mb, int chunk) const {
 }
 
 void PipelineExchange::send(const Direction& d, const float* x, size_t count, int mb, int sender_chunk,
-                            MessageCodec* encoder, std::vector<std::vector<float>>& wires) {
+                            MessageCodec* encoder) {
   const size_t slice = count / size_t(layout_.tp_size);
-  const float* part = x + slice * size_t(layout_.tp_rank);
-  const int tag = this->tag(d, mb, sender_chunk);
+  const float* message = x + slice * size_t(layout_.tp_rank);
+  size_t floats = slice;
   const std::string name = d.letter + label(mb, sender_chunk);
-  if (!encoder) {
-    const double t0 = now_seconds();
-    pending_.push_back(pp_.isend(part, slice * sizeof(float), d.peer_stage, tag, d.traffic, d.what));
-    timers_.add_event("send " + name, t0, now_seconds());
-    return;
-  }
-  const size_t message = size_t(mb) * size_t(layout_.vp_size) + size_t(sender_chunk);
-  if (wires.size() <= message) wires.resize(message + 1);
-  auto& wire = wires[message];
-  wire.resize(size_t(encoder->wire_floats()));
-  {
+  if (encoder) {
+    floats = size_t(encoder->wire_floats());
+    // Unstaged, the device is the host: the wire is the message in flight.
+    float* wire = staged_ ? device_wire(floats) : outbox(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
-    encoder->encode(part, wire.data());
+    encoder->encode(message, wire);
+    message = wire;
+  }
+  if (staged_) {
+    // Waits for the kernels that produce the message (core/host_staging.h).
+    ScopedPhase t(timers_, "pp_stage");
+    float* host = outbox(floats);
+    device_copy(host, Device::Cpu, message, device_, floats * sizeof(float));
+    message = host;
   }
   const double t0 = now_seconds();
   pending_.push_back(
-      pp_.isend(wire.data(), wire.size() * sizeof(float), d.peer_stage, tag, d.traffic, d.what));
-  pp_.counters().add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(wire.size() * sizeof(float)));
-  timers_.add_event("send " + name + " (compressed)", t0, now_seconds());
+      pp_.isend(message, floats * sizeof(float), d.peer_stage, tag(d, mb, sender_chunk), d.traffic, d.what));
+  if (encoder) pp_.counters().add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(floats * sizeof(float)));
+  timers_.add_event("send " + name + (encoder ? " (compressed)" : ""), t0, now_seconds());
 }
 
 void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, int sender_chunk,
                             const MessageCodec* decoder) {
   const size_t slice = count / size_t(layout_.tp_size);
   float* part = x + slice * size_t(layout_.tp_rank);
-  const int tag = this->tag(d, mb, sender_chunk);
+  const size_t floats = decoder ? size_t(decoder->wire_floats()) : slice;
   const std::string name = d.letter + label(mb, sender_chunk);
-  if (!decoder) {
-    ScopedPhase t(timers_, "pp_wait", "recv " + name);
-    auto r = pp_.irecv(part, slice * sizeof(float), d.peer_stage, tag, d.recv_what);
+  // Received in place where the slice is host memory and arrives as it is.
+  float* message = part;
+  if (staged_ || decoder) {
+    inbox_.reserve(floats);
+    message = inbox_.data();
+  }
+  {
+    ScopedPhase t(timers_, "pp_wait", "recv " + name + (decoder ? " (compressed)" : ""));
+    auto r = pp_.irecv(message, floats * sizeof(float), d.peer_stage, tag(d, mb, sender_chunk), d.recv_what);
     pp_.wait(r);
-  } else {
-    recv_wire_.resize(size_t(decoder->wire_floats()));
-    {
-      ScopedPhase t(timers_, "pp_wait", "recv " + name + " (compressed)");
-      auto r = pp_.irecv(recv_wire_.data(), recv_wire_.size() * sizeof(float), d.peer_stage, tag, d.recv_what);
-      pp_.wait(r);
-    }
+  }
+  if (staged_) {
+    ScopedPhase t(timers_, "pp_stage");
+    float* on_device = decoder ? device_wire(floats) : part;
+    device_copy(on_device, device_, message, Device::Cpu, floats * sizeof(float));
+    message = on_device;
+  }
+  if (decoder) {
     ScopedPhase t(timers_, "decompress", "decompress " + name);
-    decoder->decode(recv_wire_.data(), part);
+    decoder->decode(message, part);
   }
   gather_slice(x, count);
 }
@@ -90,10 +110,10 @@ void PipelineExchange::gather_slice(float* x, size_t count) {
 }
 
 void PipelineExchange::send_forward(const float* x, size_t count, int mb, int chunk, MessageCodec* encoder) {
-  send(forward_out(), x, count, mb, chunk, encoder, forward_wire_);
+  send(forward_out(), x, count, mb, chunk, encoder);
 }
 void PipelineExchange::send_backward(const float* dx, size_t count, int mb, int chunk, MessageCodec* encoder) {
-  send(backward_out(), dx, count, mb, chunk, encoder, backward_wire_);
+  send(backward_out(), dx, count, mb, chunk, encoder);
 }
 void PipelineExchange::recv_forward(float* x, size_t count, int mb, int chunk, const MessageCodec* decoder) {
   recv(forward_in(), x, count, mb, forward_sender_chunk(layout_.pp_rank, chunk), decoder);
@@ -106,6 +126,7 @@ void PipelineExchange::wait_sends() {
   ScopedPhase t(timers_, "pp_wait", "wait sends");
   pp_.wait_all(pending_);
   pending_.clear();
+  outbox_used_ = 0;
 }
 
 }  // namespace occ

@@ -7,10 +7,17 @@
 // rank's chunk c feeds the first rank's chunk c + 1, and backward the first
 // rank's chunk c + 1 feeds the last rank's chunk c. A message is named by its
 // micro-batch and the sender's chunk (tag 2 (mb V + chunk) + direction).
+// Messages live on the stage's device; MPI moves host memory, so a staged
+// exchange (a GPU; or the CPU with --debug-host-staging) copies each message
+// through page-locked host memory, after encoding it on the device: only the
+// compressed wire crosses to the host.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/buffer.h"
+#include "core/host_staging.h"
 #include "core/layout.h"
 #include "core/timer.h"
 #include "parallel/message_codec.h"
@@ -19,21 +26,26 @@ namespace occ {
 
 class PipelineExchange {
  public:
-  PipelineExchange(MpiCommunicator& pp, MpiCommunicator& tp, const ParallelLayout& layout, PhaseTimers& timers);
+  // tp: the TP group for data on `device` (the model's: NCCL, staged or MPI).
+  // staged: messages are copied through host memory (required off the CPU).
+  PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout, PhaseTimers& timers,
+                   Device device = Device::Cpu, bool staged = false);
 
-  // Nonblocking send of x[count], the output (forward) or input gradient
-  // (backward) of micro-batch mb in this rank's model chunk `chunk`; the
-  // buffer must stay untouched until wait_sends().
-  // With `encoder`, the slice is compressed (CB backward, activation
-  // compression forward) and the message is its wire form.
+  // Nonblocking send of x[count] (on the device), the output (forward) or
+  // input gradient (backward) of micro-batch mb in this rank's model chunk
+  // `chunk`; the buffer must stay untouched until wait_sends().
+  // With `encoder` (on the device too), the slice is compressed (CB
+  // backward, activation compression forward) and the message is its wire form.
   void send_forward(const float* x, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
   void send_backward(const float* dx, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
-  // Blocking receive (waits with back-off) into x[count], all-gathered over
-  // TP: the input (forward) or output gradient (backward) of micro-batch mb
-  // in this rank's chunk `chunk`.
+  // Blocking receive (waits with back-off) into x[count] (on the device),
+  // all-gathered over TP: the input (forward) or output gradient (backward)
+  // of micro-batch mb in this rank's chunk `chunk`.
   // With `decoder`, the message is a compressed slice, decoded before the gather.
   void recv_forward(float* x, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
+  // Where the messages live.
+  Device device() const { return device_; }
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
   void wait_sends();
@@ -53,24 +65,32 @@ class PipelineExchange {
   Direction backward_out() const;
   Direction backward_in() const;
   // sender_chunk: the chunk whose output (or input gradient) the message is.
-  void send(const Direction& d, const float* x, size_t count, int mb, int sender_chunk, MessageCodec* encoder,
-            std::vector<std::vector<float>>& wires);
+  void send(const Direction& d, const float* x, size_t count, int mb, int sender_chunk, MessageCodec* encoder);
   void recv(const Direction& d, float* x, size_t count, int mb, int sender_chunk, const MessageCodec* decoder);
   int tag(const Direction& d, int mb, int sender_chunk) const {
     return 2 * (mb * layout_.vp_size + sender_chunk) + d.tag_offset;
   }
 
+  void gather_slice(float* x, size_t count);
+  // A host buffer of `floats` for a message in flight, kept until wait_sends().
+  float* outbox(size_t floats);
+  // The device buffer a staged codec encodes into or decodes from.
+  float* device_wire(size_t floats);
+
   MpiCommunicator& pp_;
-  MpiCommunicator& tp_;
+  Communicator& tp_;
   ParallelLayout layout_;
   PhaseTimers& timers_;
-  void gather_slice(float* x, size_t count);
+  Device device_;
+  bool staged_;
 
   std::vector<MpiCommunicator::Request> pending_;
-  // Compressed messages in flight, per message (micro-batch, chunk): a
-  // forward and a backward message of different ones can be in flight at once.
-  std::vector<std::vector<float>> forward_wire_, backward_wire_;
-  std::vector<float> recv_wire_;
+  // Host buffers of the messages in flight (compressed wires, and every
+  // staged message): outbox_used_ of them until wait_sends(), then reused.
+  std::vector<std::unique_ptr<PinnedBuffer>> outbox_;
+  size_t outbox_used_ = 0;
+  PinnedBuffer inbox_;         // a received message that is not received in place
+  DeviceBuffer<float> wire_;   // staged: a wire on the device (grows only)
 };
 
 }  // namespace occ

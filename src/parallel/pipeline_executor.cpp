@@ -10,7 +10,13 @@ namespace occ {
 
 PipelineExecutor::PipelineExecutor(const ParallelLayout& layout, PipelineExchange& exchange, PhaseTimers& timers,
                                    BackwardCompression compression, ForwardCompression forward)
-    : layout_(layout), exchange_(exchange), timers_(timers), compression_(std::move(compression)), forward_(forward) {}
+    : layout_(layout),
+      exchange_(exchange),
+      timers_(timers),
+      compression_(std::move(compression)),
+      forward_(forward),
+      x_in_(exchange.device()),
+      dx_out_(exchange.device()) {}
 
 int PipelineExecutor::slots(int M) const {
   return max_in_flight(pipeline_program(layout_.pp_size, layout_.vp_size, layout_.pp_rank, M));
@@ -29,8 +35,9 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
   const int next = (s + 1) % P;
   const auto received_late = backwards_after_last_forward(pipeline_program(P, V, next, M), V, M);
   auto message = [M](int chunk, int mb) { return size_t(chunk) * size_t(M) + size_t(mb); };
-  fwd_send_.resize(size_t(V) * size_t(M));
-  bwd_send_.resize(size_t(V) * size_t(M));
+  const Device device = exchange_.device();
+  while (fwd_send_.size() < size_t(V) * size_t(M)) fwd_send_.emplace_back(device);
+  while (bwd_send_.size() < size_t(V) * size_t(M)) bwd_send_.emplace_back(device);
   x_in_.resize(count);
   dx_out_.resize(count);
   // Activation slots: taken by a forward, given back by its backward (lowest first).

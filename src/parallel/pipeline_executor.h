@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/buffer.h"
 #include "core/layout.h"
 #include "core/timer.h"
 #include "parallel/message_codec.h"
@@ -26,13 +27,15 @@ struct MicroBatchSteps {
   std::function<void(int mb, int slot, int chunk)> load;
   // x: activations received from the previous virtual stage (unused where the
   // chunk starts with the embedding); y: activations for the next one (unused
-  // where it ends with the head). Returns the summed token loss (head; 0 elsewhere).
+  // where it ends with the head); both on the exchange's device. Returns the
+  // summed token loss (head; 0 elsewhere). Forward and backward return once
+  // their work has run (not only been queued), so compute timers are true.
   std::function<double(int mb, int slot, int chunk, const float* x, float* y)> forward;
   // dy: gradient received from the next virtual stage (unused with the head);
   // dx: gradient to send back (unused with the embedding). last: the chunk's
   // final backward of the iteration, from which on its gradients become final.
   std::function<void(int mb, int slot, int chunk, const float* dy, float* dx, bool last)> backward;
-  // Optional: sees dx just before a compressed backward send encodes it.
+  // Optional: sees dx (on the device) just before a compressed backward send encodes it.
   std::function<void(int mb, int slot, int chunk, const float* dx)> before_compressed_send;
 };
 
@@ -76,8 +79,9 @@ class PipelineExecutor {
   PhaseTimers& timers_;
   BackwardCompression compression_;
   ForwardCompression forward_;
-  std::vector<std::vector<float>> fwd_send_, bwd_send_;  // per (chunk, micro-batch): in flight until wait_sends
-  std::vector<float> x_in_, dx_out_;
+  // On the exchange's device. Per (chunk, micro-batch): in flight until wait_sends.
+  std::vector<DeviceBuffer<float>> fwd_send_, bwd_send_;
+  DeviceBuffer<float> x_in_, dx_out_;
 };
 
 }  // namespace occ

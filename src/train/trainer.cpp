@@ -78,17 +78,20 @@ void Trainer::connect(double comm_timeout_s) {
   }
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
-  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *topo_->tp, layout_, stage_->timers());
-
+  // Messages stay on the stage's device; staged, the exchange copies them
+  // through host memory for MPI after the codecs (on the device) encode them.
+  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *tp, layout_, stage_->timers(), opt_.device, staged_);
+  const CompressorPlacement on_stage{&stage_->ops(), staged_};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
-                                  opt_.model.hidden_size, opt_.seed);
+                                  opt_.model.hidden_size, opt_.seed, on_stage);
   BackwardCompression cb{{}, {}, [cfg = opt_.cb](bool after_last_forward) {
                            return CompressedBackprop::compresses(cfg, after_last_forward);
                          }};
   for (auto& link : cb_links_.send) cb.send.push_back(link.get());
   for (auto& link : cb_links_.recv) cb.recv.push_back(link.get());
   auto act = make_activation_links(opt_.activation_comp, layout_,
-                                   int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size);
+                                   int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size,
+                                   on_stage);
   act_send_ = std::move(act.send);
   act_recv_ = std::move(act.recv);
   executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
@@ -104,11 +107,12 @@ void Trainer::select_device() {
   use_cuda_device(gpu_of_local_rank(node_.local_rank, cuda_device_count()));
 }
 
-// Collective. With NCCL (comm/comm_backend.h) the model's TP collectives and
-// the DP buckets run on device memory, each group on a stream of its own; the
-// pipeline's transfers, DP compression and the tied-embedding sync stay on MPI
-// from host copies (they run on the host). Where an NCCL group cannot form on
-// some rank, every rank falls back to MPI, and the job says why.
+// Collective. With NCCL (comm/comm_backend.h) the model's TP collectives, the
+// DP buckets and DP PowerSGD's factors run on device memory, each group on a
+// stream of its own; the pipeline's transfers (compressed on the device
+// first), the byte compressors of DP gradients and the tied-embedding sync
+// stay on MPI from host copies. Where an NCCL group cannot form on some rank,
+// every rank falls back to MPI, and the job says why.
 void Trainer::select_comm_backend(double comm_timeout_s) {
   if (opt_.device != Device::Cuda) {
     if (staged_) comm_line_ = "comm: mpi (host-staged on the CPU: --debug-host-staging)";
@@ -148,12 +152,19 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
     comm_line_ = fmt::format("comm: nccl unavailable ({}); falling back to mpi (host-staged: {})", reason, sharing);
     return;
   }
+  // NCCL connects a group's peers on its first collective. Do it here, one
+  // group after the other on every rank, rather than first in the iteration,
+  // where the TP group (main thread) and the DP group (reducer thread) would
+  // connect concurrently, in an order that may differ between ranks.
+  DeviceBuffer<float> warm_up(Device::Cuda, 1);
+  for (NcclCommunicator* group : {tp_nccl_.get(), dp_nccl_.get()})
+    if (group) group->allreduce_sum(warm_up.data(), 1, Traffic::Other);
   std::string groups = tp_nccl_ ? "tp" : "";
   if (dp_nccl_) groups += groups.empty() ? "dp buckets" : ", dp buckets";
   comm_line_ = groups.empty()
                    ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP or DP group for NCCL)", sharing)
-                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline, DP compression and embedding sync: mpi "
-                                 "(host-staged)",
+                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline, DP byte compression and embedding sync: "
+                                 "mpi (host-staged; PowerSGD, error feedback and LEP compute on the GPU)",
                                  nccl_version(nullptr), choice.why, groups);
 }
 
@@ -221,12 +232,17 @@ double Trainer::run_schedule(int M) {
     if (layout_.holds_embedding(chunk) || layout_.holds_head(chunk))
       read_micro_batch(*train_data_, consumed_samples_ + base(j), slot);
   };
+  // Each waits for its kernels, so the executor's compute timers hold them.
   steps.forward = [&](int j, int slot, int chunk, const float* x, float* y) {
-    return stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true, chunk);
+    const double loss =
+        stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true, chunk);
+    stage_->ops().synchronize();
+    return loss;
   };
   steps.backward = [&](int j, int slot, int chunk, const float* dy, float* dx, bool last) {
     stage_->backward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), dy, dx, last ? on_final : nullptr,
                      chunk);
+    stage_->ops().synchronize();
   };
   // LEP's probe watches the link of the model's last chunk (the paper's last stage).
   if (opt_.check_lep && layout_.last_stage())
@@ -309,17 +325,16 @@ IterationStats Trainer::train_step() {
 // --check-lep (last stage): this TP rank's slices, as the exchange sends them,
 // of the input activations and of the gradient the LEP residual joins.
 void Trainer::check_lep(int slot, int chunk, const float* grad) {
-  const std::vector<float>& e = *cb_links_.send[size_t(chunk)]->residual();
+  // The residual, the input and the gradient are on the stage's device: the probe reads host copies.
+  const DeviceBuffer<float>& residual = *cb_links_.send[size_t(chunk)]->residual();
+  const size_t n = residual.size(), off = n * size_t(layout_.tp_rank);
   const StageActivations& a = acts_[size_t(slot)];
   const float* x = a.layers.empty() ? a.output.data() : a.layers[0].input.data();
-  const size_t off = e.size() * size_t(layout_.tp_rank);
-  const float* x_slice = x + off;
-  if (staged_) {  // the input is in device memory; the gradient (the message) on the host
-    lep_input_.resize(e.size());
-    device_copy(lep_input_.data(), Device::Cpu, x_slice, opt_.device, e.size() * sizeof(float));
-    x_slice = lep_input_.data();
-  }
-  lep_probe_.observe(e, x_slice, grad + off, stage_->timers());
+  lep_input_.resize(n);
+  lep_grad_.resize(n);
+  device_copy(lep_input_.data(), Device::Cpu, x + off, opt_.device, n * sizeof(float));
+  device_copy(lep_grad_.data(), Device::Cpu, grad + off, opt_.device, n * sizeof(float));
+  lep_probe_.observe(residual.to_host(), lep_input_.data(), lep_grad_.data(), stage_->timers());
 }
 
 double Trainer::evaluate() {
@@ -329,8 +344,7 @@ double Trainer::evaluate() {
   const int64_t total = opt_.eval_iters * opt_.global_batch_size;
   const int64_t per_step = int64_t(mbs) * layout_.dp_size;
   tokens_.resize(std::max<size_t>(tokens_.slots(), 1));
-  x_in_.resize(NC);
-  std::vector<float> out(NC);
+  DeviceBuffer<float> x_in(opt_.device, NC), out(opt_.device, NC);
   StageActivations acts = stage_->make_activations();
   double loss_sum = 0.0;
   // The same first eval_iters global batches every time, so points on the curve compare.
@@ -341,8 +355,8 @@ double Trainer::evaluate() {
     const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
     read_micro_batch(*valid_data_, base, 0);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
-      if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in_.data(), NC, int(j), chunk, act_recv_.get());
-      loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in_.data(), out.data(), false, chunk);
+      if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
+      loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
       if (!layout_.holds_head(chunk)) {
         exchange_->send_forward(out.data(), NC, int(j), chunk, act_send_.get());
         exchange_->wait_sends();  // `out` is reused by the next chunk or micro-batch

@@ -84,7 +84,7 @@ class Trainer {
   std::string comm_line_;                             // "comm: ..." printed at the start (staged jobs)
   std::unique_ptr<HostStagedCommunicator> tp_staged_;
   std::unique_ptr<HostMirror> params_host_;           // with the distributed optimizer only
-  std::vector<float> lep_input_;                      // --check-lep's staged input slice
+  std::vector<float> lep_input_, lep_grad_;           // --check-lep's host copies of the link's slices
   std::unique_ptr<IndexedDataset> dataset_;
   std::unique_ptr<GptDataset> train_data_, valid_data_;
   std::unique_ptr<GptStage> stage_;
@@ -102,7 +102,6 @@ class Trainer {
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
   MicroBatchTokens tokens_;                                  // per slot
-  std::vector<float> x_in_;                                  // evaluate()'s received activations
   int64_t iteration_ = 0, consumed_samples_ = 0;
   double run_start_ = 0;
   int64_t first_iteration_ = 0;

@@ -5,7 +5,9 @@
 # --debug-host-staging: the model's TP collectives, the data-parallel buckets
 # (downloaded, reduced and uploaded by the reducer thread), DP compression and
 # the tied-embedding sync on the host copy, the distributed optimizer's
-# all-gather and --check-lep's input all go through separate host copies.
+# all-gather, every pipeline message (compressed "on the device" first, byte
+# methods packed from a host copy) and --check-lep's inputs all go through
+# separate host copies.
 # Every run must equal the same run without staging bit for bit (loss, grad
 # norm, and the bytes of every traffic class in every iteration), and the job
 # says how it communicates. A GPU job takes this path with real device copies
@@ -46,8 +48,11 @@ grep -q "^comm: mpi (host-staged on the CPU: --debug-host-staging)" "$WORK/p2d2_
   pass "the staged job says how it communicates" || failed "no 'comm: mpi (host-staged ...)' line in the staged job"
 grep -q "^comm:" "$WORK/p2d2_occ.log" && failed "an unstaged CPU job prints a comm line" ||
   pass "an unstaged CPU job prints no comm line"
-# T2 P2 (TP collectives in the model, scatter-gather between stages) with int8 activations.
-pair t2p2_act 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --activation-comp-method int8
+# T2 P2 (TP collectives in the model, scatter-gather between stages) with int8 activations
+# and CB by top-k with LEP: byte methods pack on the host from the device's
+# messages (compress/host_staged_compressor.h), under error feedback on the device.
+pair t2p2_act 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --activation-comp-method int8 \
+  --inter-grad-comp --inter-grad-comp-method topk --use-error-feedback
 # T2 D2 with the distributed optimizer (reduce-scattered buckets, the all-gather of parameters).
 pair t2d2_zero 4 --tensor-model-parallel-size 2 --use-distributed-optimizer
 # P2 D2 without FE: the tied embedding synchronised between the first and last stage.

@@ -1,0 +1,96 @@
+// The pipeline's compressors on the GPU against the same compressors on the CPU:
+//   * PowerSGD (CB): over several warm-started messages the GPU's
+//     reconstruction P Q^T equals the CPU's (the factors themselves may differ
+//     in sign: Gram-Schmidt vs QR), and so does the receiver's decode;
+//   * error feedback (LEP) around it: the residual follows the CPU's;
+//   * the byte methods, staged through the host from device memory: the wire
+//     and the decoded values are the CPU's bit for bit;
+//   * state saved on the GPU loads on the CPU and continues there (checkpoints
+//     resume across backends).
+#include <memory>
+
+#include "compress/compressor_factory.h"
+#include "compress/powersgd.h"
+#include "core/tensor_file.h"
+#include "cuda_twin.h"
+
+namespace occ::kernels {
+namespace {
+
+constexpr int64_t kRows = 96, kCols = 64;
+
+std::unique_ptr<MatrixCompressor> build(const CompressorSpec& spec, Ops& ops, bool lep) {
+  auto c = make_compressor(spec, kRows, kCols, 5, 9, CompressorPlacement{&ops, false});
+  if (lep) c = std::make_unique<ErrorFeedback>(std::move(c), ops);
+  return c;
+}
+
+// Encodes `steps` messages on both backends; returns the last decoded ones (gpu, cpu).
+std::pair<std::vector<float>, std::vector<float>> run_both(MatrixCompressor& on_gpu, MatrixCompressor& on_cpu,
+                                                           int steps, uint64_t seed, double tol,
+                                                           const std::string& what) {
+  std::vector<float> gpu_out, cpu_out;
+  for (int s = 0; s < steps; ++s) {
+    FTwin m(random_values(size_t(kRows * kCols), seed + uint64_t(s)));
+    FTwin wire(filled(on_cpu.wire_floats())), out(filled(kRows * kCols));
+    on_cpu.encode(m.c(), wire.c());
+    on_gpu.encode(m.g(), wire.g());
+    on_cpu.decode(wire.c(), out.c());
+    on_gpu.decode(wire.g(), out.g());
+    expect_close(out, tol, what + " step " + std::to_string(s));
+    gpu_out = out.gpu();
+    cpu_out = out.cpu;
+  }
+  return {gpu_out, cpu_out};
+}
+
+TEST_F(CudaOpsTest, PowerSgdLinkMatchesTheCpu) {
+  const CompressorSpec spec{CompressionMethod::PowerSgd, 4, 0.1};
+  auto g = build(spec, gpu(), false), c = build(spec, cpu(), false);
+  run_both(*g, *c, 4, 300, 1e-4, "powersgd rank 4");
+}
+
+TEST_F(CudaOpsTest, PowerSgdWithLepMatchesTheCpu) {
+  const CompressorSpec spec{CompressionMethod::PowerSgd, 4, 0.1};
+  auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);
+  run_both(*g, *c, 4, 310, 1e-4, "powersgd rank 4 + LEP");
+  const auto* gf = dynamic_cast<ErrorFeedback*>(g.get());
+  const auto* cf = dynamic_cast<ErrorFeedback*>(c.get());
+  ASSERT_TRUE(gf && cf);
+  expect_close(gf->residual().to_host(), cf->residual().to_host(), 1e-4, "LEP residual");
+}
+
+TEST_F(CudaOpsTest, ByteMethodsStagedFromTheGpuSendTheCpuWire) {
+  for (CompressionMethod method : all_methods()) {
+    if (method == CompressionMethod::PowerSgd) continue;
+    const CompressorSpec spec{method, 4, 0.25};
+    auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);
+    for (int s = 0; s < 3; ++s) {
+      FTwin m(random_values(size_t(kRows * kCols), 400 + uint64_t(s)));
+      FTwin wire(filled(c->wire_floats())), out(filled(kRows * kCols));
+      c->encode(m.c(), wire.c());
+      g->encode(m.g(), wire.g());
+      EXPECT_EQ(wire.gpu(), wire.cpu) << method_name(method) << " wire, step " << s;
+      c->decode(wire.c(), out.c());
+      g->decode(wire.g(), out.g());
+      EXPECT_EQ(out.gpu(), out.cpu) << method_name(method) << " decoded, step " << s;
+    }
+  }
+}
+
+TEST_F(CudaOpsTest, CompressorStateSavedOnTheGpuContinuesOnTheCpu) {
+  const CompressorSpec spec{CompressionMethod::PowerSgd, 4, 0.1};
+  auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);
+  run_both(*g, *c, 2, 500, 1e-4, "before saving");
+  TensorFileWriter w;
+  g->save_state(w, "cb/");
+  const std::string path = ::testing::TempDir() + "/gpu_compressor_state.occt";
+  w.write(path);
+  auto resumed = build(spec, cpu(), true);
+  ASSERT_TRUE(resumed->load_state(TensorFileReader::open(path), "cb/"));
+  // The resumed CPU compressor continues as the GPU one does.
+  run_both(*g, *resumed, 2, 600, 1e-4, "after loading on the CPU");
+}
+
+}  // namespace
+}  // namespace occ::kernels
