@@ -34,6 +34,9 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
   OCC_CHECK(tokens % layout.tp_size == 0,
             "--inter-grad-comp needs micro-batch x seq-length divisible by --tensor-model-parallel-size");
+  // A receiver only decodes: it keeps no LEP residual (nor its buffers).
+  CompressedBackpropConfig receiver = cfg;
+  receiver.lazy_error = false;
   // Link key: the sending virtual stage and TP rank (each link has its own warm start).
   for (int c = 0; c < layout.vp_size; ++c) {
     const int virtual_stage = layout.virtual_stage(c);
@@ -43,7 +46,7 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
                                                   uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where));
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
-                             : std::make_unique<CompressedBackprop>(cfg, rows, cols, seed, 0, c, where));
+                             : std::make_unique<CompressedBackprop>(receiver, rows, cols, seed, 0, c, where));
   }
   return links;
 }

@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace occ {
 
 PipelineExchange::PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout,
                                    PhaseTimers& timers, Device device, bool staged)
-    : pp_(pp), tp_(tp), layout_(layout), timers_(timers), device_(device), staged_(staged), wire_(device) {}
+    : pp_(pp), tp_(tp), layout_(layout), timers_(timers), device_(device), staged_(staged), wire_(device) {
+  OCC_CHECK(staged_ || device_ == Device::Cpu, "internal: pipeline messages on {} must be staged for MPI",
+            device_name(device_));
+}
 
 float* PipelineExchange::outbox(size_t floats) {
   if (outbox_used_ == outbox_.size()) outbox_.push_back(std::make_unique<PinnedBuffer>());

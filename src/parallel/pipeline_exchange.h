@@ -46,6 +46,9 @@ class PipelineExchange {
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   // Where the messages live.
   Device device() const { return device_; }
+  // Does a send read its buffer until wait_sends()? Unstaged it does (MPI
+  // sends the buffer itself); staged, a send has copied it out when it returns.
+  bool reads_send_buffers_late() const { return !staged_; }
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
   void wait_sends();

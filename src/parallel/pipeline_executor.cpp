@@ -35,9 +35,14 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
   const int next = (s + 1) % P;
   const auto received_late = backwards_after_last_forward(pipeline_program(P, V, next, M), V, M);
   auto message = [M](int chunk, int mb) { return size_t(chunk) * size_t(M) + size_t(mb); };
-  const Device device = exchange_.device();
-  while (fwd_send_.size() < size_t(V) * size_t(M)) fwd_send_.emplace_back(device);
-  while (bwd_send_.size() < size_t(V) * size_t(M)) bwd_send_.emplace_back(device);
+  // A send buffer per message while sends read them until wait_sends(); one
+  // per direction where a send copies its message out (staged: device memory
+  // is not spent on messages already on their way).
+  const bool late = exchange_.reads_send_buffers_late();
+  auto send_buffer = [&](int chunk, int mb) { return late ? message(chunk, mb) : 0; };
+  const size_t buffers = late ? size_t(V) * size_t(M) : 1;
+  while (fwd_send_.size() < buffers) fwd_send_.emplace_back(exchange_.device());
+  while (bwd_send_.size() < buffers) bwd_send_.emplace_back(exchange_.device());
   x_in_.resize(count);
   dx_out_.resize(count);
   // Activation slots: taken by a forward, given back by its backward (lowest first).
@@ -67,8 +72,8 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         steps.load(j, slot, c);
       }
       if (!layout_.holds_embedding(c)) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
-      auto& out = fwd_send_[message(c, j)];
-      out.resize(layout_.holds_head(c) ? 0 : count);
+      auto& out = fwd_send_[send_buffer(c, j)];
+      if (!layout_.holds_head(c)) out.resize(count);  // (the head's forward writes no y)
       compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out.data()); });
       if (!layout_.holds_head(c)) exchange_.send_forward(out.data(), count, j, c, forward_.send);
     } else {
@@ -80,8 +85,8 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         exchange_.recv_backward(dx_out_.data(), count, j, c,
                                 compressed_in ? compression_.recv[size_t(c)] : nullptr);
       }
-      auto& out = bwd_send_[message(c, j)];
-      out.resize(layout_.holds_embedding(c) ? 0 : count);
+      auto& out = bwd_send_[send_buffer(c, j)];
+      if (!layout_.holds_embedding(c)) out.resize(count);  // (the embedding's backward writes no dx)
       compute("backward", "B" + name,
               [&] { steps.backward(j, slot, c, dx_out_.data(), out.data(), j == M - 1); });
       if (!layout_.holds_embedding(c)) {

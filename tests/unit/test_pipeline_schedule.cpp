@@ -162,6 +162,9 @@ TEST(PipelineSchedule, BackpropLinksPerChunk) {
   EXPECT_NE(last.send[1], nullptr);
   EXPECT_NE(last.recv[0], nullptr);
   EXPECT_EQ(last.recv[1], nullptr);
+  // LEP's residual is the sender's: a receiver, which only decodes, keeps none.
+  EXPECT_NE(last.send[0]->residual(), nullptr);
+  EXPECT_EQ(last.recv[0]->residual(), nullptr);
   // Each link's state is saved under its own chunk's name, so resuming restores the right residual.
   test::TempDir dir;
   std::vector<float> g(16 * 8, 0.5f), wire(size_t(last.send[0]->wire_floats()));
