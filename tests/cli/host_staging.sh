@@ -48,6 +48,20 @@ grep -q "^comm: mpi (host-staged on the CPU: --debug-host-staging)" "$WORK/p2d2_
   pass "the staged job says how it communicates" || failed "no 'comm: mpi (host-staged ...)' line in the staged job"
 grep -q "^comm:" "$WORK/p2d2_occ.log" && failed "an unstaged CPU job prints a comm line" ||
   pass "an unstaged CPU job prints no comm line"
+# Compressor state crosses: a checkpoint saved staged (CB's warm start and LEP
+# residual, DP PowerSGD's warm start and error feedback, copied out of "device"
+# buffers) resumes unstaged, and one saved unstaged resumes staged; each resumed
+# run continues the straight run bit for bit. (GPU to CPU: tests/cuda, gpu-check.)
+cross_resume() {
+  local name=$1 save=$2 load=$3
+  train_run "${name}_first" 4 --pipeline-model-parallel-size 2 "${OCC[@]}" $save --exit-interval 2 \
+    --save "$WORK/$name" --save-interval 2 &&
+    train_run "${name}_resumed" 4 --pipeline-model-parallel-size 2 "${OCC[@]}" $load --load "$WORK/$name" || return
+  grep -q "notice:" "$WORK/${name}_resumed.log" && failed "$name: the resume printed $(grep "notice:" "$WORK/${name}_resumed.log")"
+  compare_losses p2d2_occ "${name}_resumed" 0 3
+}
+cross_resume staged_to_plain --debug-host-staging ""
+cross_resume plain_to_staged "" --debug-host-staging
 # T2 P2 (TP collectives in the model, scatter-gather between stages) with int8 activations
 # and CB by top-k with LEP: byte methods pack on the host from the device's
 # messages (compress/host_staged_compressor.h), under error feedback on the device.
