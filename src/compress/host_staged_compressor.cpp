@@ -5,20 +5,17 @@ namespace occ {
 HostStagedCompressor::HostStagedCompressor(std::unique_ptr<MatrixCompressor> inner, Device device)
     : inner_(std::move(inner)), device_(device) {
   matrix_.reserve(size_t(inner_->rows() * inner_->cols()));
-  wire_.reserve(size_t(inner_->wire_floats()));
 }
 
 void HostStagedCompressor::encode(const float* m, float* wire) {
-  const size_t n = size_t(rows() * cols()), w = size_t(wire_floats());
+  const size_t n = size_t(rows() * cols());
   device_copy(matrix_.data(), Device::Cpu, m, device_, n * sizeof(float));
-  inner_->encode(matrix_.data(), wire_.data());
-  device_copy(wire, device_, wire_.data(), Device::Cpu, w * sizeof(float));
+  inner_->encode(matrix_.data(), wire);
 }
 
 void HostStagedCompressor::decode(const float* wire, float* out) const {
-  const size_t n = size_t(rows() * cols()), w = size_t(wire_floats());
-  device_copy(wire_.data(), Device::Cpu, wire, device_, w * sizeof(float));
-  inner_->decode(wire_.data(), matrix_.data());
+  const size_t n = size_t(rows() * cols());
+  inner_->decode(wire, matrix_.data());
   device_copy(out, device_, matrix_.data(), Device::Cpu, n * sizeof(float));
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // A host compressor (int8, fp8, top-k, sign: their packing runs on the CPU)
 // used on another device's memory: encode downloads the matrix into
-// page-locked host memory, encodes it there and uploads the wire; decode the
-// reverse. The wire's bytes, the rounding and the state are the inner
-// compressor's, so both ends of a link agree whichever device each is on.
+// page-locked host memory and encodes it there into the wire, which stays
+// host memory (wire_on_host: MPI sends it as it is); decode unpacks a host
+// wire and uploads the matrix. The wire's bytes, the rounding and the state
+// are the inner compressor's, so both ends of a link agree whichever device
+// each is on.
 // On the CPU (the device is the host) it runs the same copies, which is how
 // --debug-host-staging tests this path where no GPU is.
 #include <memory>
@@ -21,6 +23,8 @@ class HostStagedCompressor final : public MatrixCompressor {
   int64_t rows() const override { return inner_->rows(); }
   int64_t cols() const override { return inner_->cols(); }
   int64_t wire_floats() const override { return inner_->wire_floats(); }
+  bool wire_on_host() const override { return true; }
+  // m, out: on the device; wire: host memory.
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;
   bool stateful() const override { return inner_->stateful(); }
@@ -32,7 +36,7 @@ class HostStagedCompressor final : public MatrixCompressor {
  private:
   std::unique_ptr<MatrixCompressor> inner_;
   Device device_;
-  mutable PinnedBuffer matrix_, wire_;  // host copies (decode fills them too)
+  mutable PinnedBuffer matrix_;  // the host copy of the matrix (decode fills it too)
 };
 
 }  // namespace occ

@@ -10,7 +10,8 @@
 // Messages live on the stage's device; MPI moves host memory, so a staged
 // exchange (a GPU; or the CPU with --debug-host-staging) copies each message
 // through page-locked host memory, after encoding it on the device: only the
-// compressed wire crosses to the host.
+// compressed wire crosses to the host (a codec that packs on the host, e.g.
+// int8, writes its wire there itself: MessageCodec::wire_on_host).
 #include <memory>
 #include <string>
 #include <vector>

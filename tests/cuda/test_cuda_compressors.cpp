@@ -3,8 +3,8 @@
 //     reconstruction P Q^T equals the CPU's (the factors themselves may differ
 //     in sign: Gram-Schmidt vs QR), and so does the receiver's decode;
 //   * error feedback (LEP) around it: the residual follows the CPU's;
-//   * the byte methods, staged through the host from device memory: the wire
-//     and the decoded values are the CPU's bit for bit;
+//   * the byte methods, packed on the host from device memory into a host
+//     wire: the wire and the decoded values are the CPU's bit for bit;
 //   * state saved on the GPU loads on the CPU and continues there (checkpoints
 //     resume across backends).
 #include <cstring>
@@ -66,17 +66,17 @@ TEST_F(CudaOpsTest, ByteMethodsStagedFromTheGpuSendTheCpuWire) {
     if (method == CompressionMethod::PowerSgd) continue;
     const CompressorSpec spec{method, 4, 0.25};
     auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);
+    ASSERT_TRUE(g->wire_on_host()) << method_name(method);
     for (int s = 0; s < 3; ++s) {
-      FTwin m(random_values(size_t(kRows * kCols), 400 + uint64_t(s)));
-      FTwin wire(filled(c->wire_floats())), out(filled(kRows * kCols));
-      c->encode(m.c(), wire.c());
-      g->encode(m.g(), wire.g());
+      FTwin m(random_values(size_t(kRows * kCols), 400 + uint64_t(s))), out(filled(kRows * kCols));
+      std::vector<float> cpu_wire(size_t(c->wire_floats())), gpu_wire(cpu_wire.size(), 7.0f);  // both on the host
+      c->encode(m.c(), cpu_wire.data());
+      g->encode(m.g(), gpu_wire.data());
       // Bits, not floats: a wire word of packed bytes may read as a NaN.
-      const std::vector<float> gpu_wire = wire.gpu();
-      EXPECT_EQ(std::memcmp(gpu_wire.data(), wire.cpu.data(), gpu_wire.size() * sizeof(float)), 0)
+      EXPECT_EQ(std::memcmp(gpu_wire.data(), cpu_wire.data(), gpu_wire.size() * sizeof(float)), 0)
           << method_name(method) << " wire, step " << s;
-      c->decode(wire.c(), out.c());
-      g->decode(wire.g(), out.g());
+      c->decode(cpu_wire.data(), out.c());
+      g->decode(gpu_wire.data(), out.g());
       EXPECT_EQ(out.gpu(), out.cpu) << method_name(method) << " decoded, step " << s;
     }
   }

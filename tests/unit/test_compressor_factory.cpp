@@ -83,6 +83,7 @@ TEST(CompressorFactory, HostStagedByteMethodsSendAndDecodeTheSame) {
     EXPECT_EQ(dynamic_cast<HostStagedCompressor*>(staged.get()) != nullptr, method != CompressionMethod::PowerSgd)
         << method_name(method);
     EXPECT_EQ(staged->stateful(), plain->stateful()) << method_name(method);
+    EXPECT_EQ(staged->wire_on_host(), method != CompressionMethod::PowerSgd) << method_name(method);
     std::vector<float> wire_a(size_t(plain->wire_floats())), wire_b(wire_a.size(), 7.0f);
     std::vector<float> out_a(m.size()), out_b(m.size(), 7.0f);
     for (int step = 0; step < 2; ++step) {  // twice: PowerSGD's warm start must agree too
