@@ -3,7 +3,8 @@
 # builds build/optimus-cc. Idempotent: a second run only rebuilds what changed.
 #   OCC_BUILD_DIR   build directory (default: build)
 #   OCC_SANITIZE=1  AddressSanitizer + UBSan build (use another OCC_BUILD_DIR)
-#   OCC_FUZZ=1      the libFuzzer harnesses only, built by clang (scripts/fuzz.sh; use another OCC_BUILD_DIR)
+#   OCC_FUZZ=1      the libFuzzer harnesses, built by clang (scripts/fuzz.sh; use another OCC_BUILD_DIR)
+#   OCC_TARGETS     what to build (default: everything; with OCC_FUZZ=1: the harnesses only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,7 @@ BUILD=${OCC_BUILD_DIR:-build}
 SAN=OFF; [[ ${OCC_SANITIZE:-0} == 1 ]] && SAN=ON
 EXTRA=() TARGETS=()
 [[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
+[[ -n ${OCC_TARGETS:-} ]] && read -r -a TARGETS <<< "$OCC_TARGETS"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCC_SANITIZE=$SAN "${EXTRA[@]}" > "$BUILD.cmake.log" 2>&1 \
   || { cat "$BUILD.cmake.log"; exit 1; }
 rm -f "$BUILD.cmake.log"

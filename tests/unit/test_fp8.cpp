@@ -154,7 +154,7 @@ TEST(Fp8Conversion, MatchesNearestCodeReference) {
 
 // fp16 bits rounded to their top byte, ties to even, saturating at 0x7b: E5M2
 // by definition (same sign, exponent width and bias).
-uint8_t fp16_top_byte_rne(uint16_t h) {
+[[maybe_unused]] uint8_t fp16_top_byte_rne(uint16_t h) {
   const uint32_t sign = (h >> 8) & 0x80u, a = h & 0x7fffu;
   if (a > 0x7c00u) return uint8_t(sign | 0x7eu);
   const uint32_t r = (a + 0x7fu + ((a >> 8) & 1u)) >> 8;
@@ -162,6 +162,9 @@ uint8_t fp16_top_byte_rne(uint16_t h) {
 }
 
 TEST(Fp8Conversion, E5m2IsTheTopByteOfFp16) {
+#if !defined(__FLT16_MANT_DIG__)
+  GTEST_SKIP() << "this compiler has no _Float16 (clang < 15 on x86); the GCC build runs this check";
+#else
   // All fp16 values (exact in fp32).
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     _Float16 v;
@@ -187,6 +190,7 @@ TEST(Fp8Conversion, E5m2IsTheTopByteOfFp16) {
     ASSERT_EQ(float_to_fp8_e5m2(x), fp16_top_byte_rne(hb)) << "x=" << x;
   }
   EXPECT_GT(compared, 190000);
+#endif
 }
 
 }  // namespace
