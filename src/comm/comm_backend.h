@@ -27,8 +27,9 @@ struct CommBackendChoice {
 std::string gpu_sharing(int local_size, int gpus);
 
 // Pure: the backend for a job of `world_size` ranks on `device`, where this
-// node runs `local_size` ranks over `gpus` visible GPUs. Throws occ::Error for
-// a request that cannot mean anything (nccl on the CPU).
+// node runs `local_size` ranks over `gpus` different GPUs (node_ranks.h:
+// gpus_in_use_on_node). Throws occ::Error for a request that cannot mean
+// anything (nccl on the CPU).
 CommBackendChoice choose_comm_backend(CommBackend requested, Device device, int world_size, int local_size, int gpus);
 
 }  // namespace occ

@@ -38,7 +38,8 @@ CompressionMethod parse_method(const std::string& value, const std::string& flag
   std::string names = also;
   for (CompressionMethod m : allowed) {
     if (value == method_name(m)) return m;
-    names += (names.empty() ? "" : "|") + std::string(method_name(m));
+    if (!names.empty()) names += '|';
+    names += method_name(m);
   }
   const bool known = std::any_of(all_methods().begin(), all_methods().end(),
                                  [&](CompressionMethod m) { return value == method_name(m); });

@@ -79,6 +79,18 @@ void require_device(Device d) {
   OCC_CHECK(cuda_device_count() > 0, "--device cuda: no CUDA GPU is visible to this process; use --device cpu");
 }
 
+std::string cuda_device_pci_id() {
+#if defined(OCC_WITH_CUDA)
+  int dev = 0;
+  char id[32] = {};
+  if (cuda_device_count() > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetPCIBusId(id, int(sizeof(id)), dev) == cudaSuccess)
+    return id;
+  cudaGetLastError();
+#endif
+  return "";
+}
+
 std::string describe_device(Device d) {
   if (d == Device::Cpu) return "cpu";
 #if defined(OCC_WITH_CUDA)

@@ -16,6 +16,10 @@ Device parse_device(const std::string& name);
 
 bool cuda_built();          // compiled with the CUDA backend
 int cuda_device_count();    // visible GPUs (0 when not built or no driver)
+// The PCI address of the GPU this process computes on ("0000:3b:00.0"): the
+// same physical GPU has the same address in every process, whatever index its
+// CUDA_VISIBLE_DEVICES gives it. Empty where there is none.
+std::string cuda_device_pci_id();
 // --device's default: cuda when built with CUDA and a GPU is visible, else cpu.
 Device default_device();
 // Throws occ::Error saying why when `d` cannot be used in this process.

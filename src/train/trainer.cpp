@@ -119,7 +119,8 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
     return;
   }
   if (world_size_ == 1) return;
-  const int gpus = cuda_device_count();
+  // Collective: the physical GPUs this node's ranks use (select_device chose each one's).
+  const int gpus = gpus_in_use_on_node(MPI_COMM_WORLD, cuda_device_pci_id());
   const std::string sharing = gpu_sharing(node_.local_size, gpus);
   const CommBackendChoice choice =
       choose_comm_backend(parse_comm_backend(opt_.comm_backend_name), opt_.device, world_size_, node_.local_size, gpus);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/comm_backend.h"
+#include "comm/node_ranks.h"
 #include "comm/ring_volume.h"
 #include "core/error.h"
 
@@ -29,6 +30,22 @@ TEST(CommBackend, AutoTakesNcclOnlyWhenEveryRankOfTheNodeHasItsOwnGpu) {
   EXPECT_EQ(choose_comm_backend(CommBackend::Auto, Device::Cuda, 3, 3, 2).why, "3 ranks share 2 GPUs");
   EXPECT_EQ(choose_comm_backend(CommBackend::Auto, Device::Cuda, 1, 1, 1).backend, CommBackend::Mpi);
   EXPECT_EQ(choose_comm_backend(CommBackend::Auto, Device::Cpu, 4, 4, 0).backend, CommBackend::Mpi);
+}
+
+// The GPUs a node's ranks use are counted by their PCI addresses, not by how
+// many each rank sees: with Slurm's GPU binding every rank sees one GPU (its
+// own), and 8 such ranks have 8 GPUs, which auto must give NCCL.
+TEST(CommBackend, GpusInUseAreCountedByAddress) {
+  const std::vector<std::string> bound{"0000:1b:00.0", "0000:1c:00.0", "0000:9a:00.0", "0000:9b:00.0"};
+  EXPECT_EQ(distinct_gpus(bound), 4);
+  EXPECT_EQ(choose_comm_backend(CommBackend::Auto, Device::Cuda, 4, 4, distinct_gpus(bound)).backend,
+            CommBackend::Nccl);
+  const std::vector<std::string> shared(4, "0000:1b:00.0");
+  EXPECT_EQ(distinct_gpus(shared), 1);
+  EXPECT_EQ(choose_comm_backend(CommBackend::Auto, Device::Cuda, 4, 4, distinct_gpus(shared)).why,
+            "4 ranks share 1 GPU");
+  EXPECT_EQ(distinct_gpus({"0000:1b:00.0", "0000:1c:00.0", "0000:1b:00.0"}), 2);
+  EXPECT_EQ(distinct_gpus({"", ""}), 0);  // ranks without a GPU
 }
 
 TEST(CommBackend, ExplicitRequestsWinOnTheGpuAndNcclIsRefusedOnTheCpu) {

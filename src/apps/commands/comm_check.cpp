@@ -249,6 +249,7 @@ int comm_check(int argc, char** argv) {
   Device device = Device::Cpu;
   CommBackendChoice choice;
   NodeRanks node;
+  int gpus = 0;
   try {
     int rc = -1;
     agree(mpi, [&] {
@@ -259,9 +260,12 @@ int comm_check(int argc, char** argv) {
     agree(mpi, [&] {
       device = device_name.empty() ? default_device() : parse_device(device_name);
       require_device(device);
-      choice = choose_comm_backend(parse_comm_backend(backend_name), device, mpi.size, node.local_size,
-                                   cuda_device_count());
       if (device == Device::Cuda) use_cuda_device(gpu_of_local_rank(node.local_rank, cuda_device_count()));
+    });
+    // Collective: the physical GPUs this node's ranks now use.
+    gpus = gpus_in_use_on_node(MPI_COMM_WORLD, device == Device::Cuda ? cuda_device_pci_id() : "");
+    agree(mpi, [&] {
+      choice = choose_comm_backend(parse_comm_backend(backend_name), device, mpi.size, node.local_size, gpus);
     });
   } catch (const ReportedFailure&) {
     return 1;
@@ -284,7 +288,6 @@ int comm_check(int argc, char** argv) {
   if (!backend.nccl) {
     if (device == Device::Cuda || debug_host_staging)
       backend.staged = std::make_unique<HostStagedCommunicator>(world, device);
-    const int gpus = cuda_device_count();
     const std::string how =
         device != Device::Cuda ? std::string(debug_host_staging ? "host-staged on the CPU: --debug-host-staging" : "on the CPU")
                                : "host-staged: " + gpu_sharing(node.local_size, gpus);
