@@ -5,6 +5,8 @@
 // talk (NCCL refuses two ranks on one GPU), and on the CPU with
 // --debug-host-staging it runs the same copies so the path is tested without
 // a GPU. Bytes on the wire are the inner communicator's, counted by it.
+#include <memory>
+
 #include "comm/communicator.h"
 #include "core/device.h"
 #include "core/host_staging.h"
@@ -29,6 +31,21 @@ class HostStagedCommunicator final : public Communicator {
   Communicator& inner_;
   Device device_;
   PinnedBuffer in_, out_;
+};
+
+// A group's communicator for data on `device`: NCCL's where it formed (non-null
+// `nccl`), else the MPI group through host copies when `staged`, else the MPI
+// group itself (the CPU). `mpi` and `nccl` must outlive it.
+class DeviceGroup {
+ public:
+  DeviceGroup(Communicator& mpi, Communicator* nccl, bool staged, Device device)
+      : staged_(!nccl && staged ? std::make_unique<HostStagedCommunicator>(mpi, device) : nullptr),
+        comm_(nccl ? nccl : staged_ ? staged_.get() : &mpi) {}
+  Communicator& comm() const { return *comm_; }
+
+ private:
+  std::unique_ptr<HostStagedCommunicator> staged_;
+  Communicator* comm_;
 };
 
 }  // namespace occ

@@ -6,11 +6,21 @@
 
 namespace occ {
 
-NodeRanks node_ranks(MPI_Comm comm) {
+namespace {
+
+// Collective over `comm`: the ranks of this rank's node, in comm's order (free it).
+MPI_Comm split_node(MPI_Comm comm) {
   MPI_Comm node;
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  return node;
+}
+
+}  // namespace
+
+NodeRanks node_ranks(MPI_Comm comm) {
+  MPI_Comm node = split_node(comm);
   NodeRanks r;
   MPI_Comm_rank(node, &r.local_rank);
   MPI_Comm_size(node, &r.local_size);
@@ -27,10 +37,8 @@ int distinct_gpus(const std::vector<std::string>& ids) {
 
 int gpus_in_use_on_node(MPI_Comm comm, const std::string& gpu_id) {
   constexpr int kIdBytes = 64;  // a PCI address is 13 characters
-  MPI_Comm node;
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm node = split_node(comm);
+  int size = 0;
   MPI_Comm_size(node, &size);
   char mine[kIdBytes] = {};
   std::memcpy(mine, gpu_id.data(), std::min(gpu_id.size(), size_t(kIdBytes - 1)));

@@ -8,7 +8,9 @@
 // copies, so a state saved on one device loads on the other.
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "core/buffer.h"
 #include "core/tensor_file.h"
 
 namespace occ {
@@ -35,5 +37,17 @@ class MatrixCompressor {
   // false unless that was all of its state (the missing parts stay fresh).
   virtual bool load_state(const TensorFileReader& r, const std::string& prefix) = 0;
 };
+
+// Compressor state on a device, in checkpoints: written and read as host copies.
+inline void save_device_state(TensorFileWriter& w, const std::string& name, const DeviceBuffer<float>& state,
+                              std::vector<int64_t> shape) {
+  w.add(name, state.to_host().data(), std::move(shape));
+}
+// Reads all of `state` (the caller has checked the saved shape).
+inline void load_device_state(const TensorFileReader& r, const std::string& name, DeviceBuffer<float>& state) {
+  std::vector<float> host(state.size());
+  r.read(name, host.data(), int64_t(host.size()));
+  state.copy_from_host(host.data(), host.size());
+}
 
 }  // namespace occ

@@ -11,7 +11,6 @@ DataParallelPowerSgd::DataParallelPowerSgd(const GradCompressionConfig& cfg, std
     : cfg_(cfg), tensors_(std::move(tensors)), ops_(ops) {
   const Device d = ops_.device();
   int64_t largest = 0;
-  std::vector<float> q0;
   for (const auto& t : tensors_) {
     const int64_t n = t.rows, m = t.cols, k = powersgd::effective_rank(n, m, cfg.rank);
     slots_.push_back({t.offset, n, m, k, p_total_, q_total_});
@@ -20,10 +19,7 @@ DataParallelPowerSgd::DataParallelPowerSgd(const GradCompressionConfig& cfg, std
     largest = std::max(largest, n * m);
     // Same key on every DP rank of this shard: Q must agree across the group
     // (made on the host, the same on every backend).
-    q0.resize(size_t(m * k));
-    powersgd::init_q(q0.data(), m, k, seed, t.key + 1);
-    q_.emplace_back(d, size_t(m * k));
-    q_.back().copy_from_host(q0.data(), q0.size());
+    q_.push_back(powersgd::initial_q(d, m, k, seed, t.key + 1));
     error_.emplace_back(d, cfg.error_feedback ? size_t(n * m) : 0);  // zero-filled
   }
   p_buf_ = DeviceBuffer<float>(d, size_t(p_total_));
@@ -87,31 +83,24 @@ void DataParallelPowerSgd::reduce(float* grads, DataParallelGroup group, PhaseTi
 void DataParallelPowerSgd::save_state(TensorFileWriter& w) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string name = "dp/" + tensors_[i].name;
-    w.add(name + "/q", q_[i].to_host().data(), {slots_[i].m, slots_[i].k});
-    if (cfg_.error_feedback) w.add(name + "/error", error_[i].to_host().data(), {slots_[i].n, slots_[i].m});
+    save_device_state(w, name + "/q", q_[i], {slots_[i].m, slots_[i].k});
+    if (cfg_.error_feedback) save_device_state(w, name + "/error", error_[i], {slots_[i].n, slots_[i].m});
   }
 }
 
 bool DataParallelPowerSgd::load_state(const TensorFileReader& r) {
   bool complete = true;
-  std::vector<float> host;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const std::string name = "dp/" + tensors_[i].name;
-    if (r.has(name + "/q") && r.shape(name + "/q") == std::vector<int64_t>{slots_[i].m, slots_[i].k}) {
-      host.resize(q_[i].size());
-      r.read(name + "/q", host.data(), int64_t(host.size()));
-      q_[i].copy_from_host(host.data(), host.size());
-    } else {
+    if (r.has(name + "/q") && r.shape(name + "/q") == std::vector<int64_t>{slots_[i].m, slots_[i].k})
+      load_device_state(r, name + "/q", q_[i]);
+    else
       complete = false;
-    }
     if (!cfg_.error_feedback) continue;
-    if (r.has(name + "/error") && r.numel(name + "/error") == int64_t(error_[i].size())) {
-      host.resize(error_[i].size());
-      r.read(name + "/error", host.data(), int64_t(host.size()));
-      error_[i].copy_from_host(host.data(), host.size());
-    } else {
+    if (r.has(name + "/error") && r.numel(name + "/error") == int64_t(error_[i].size()))
+      load_device_state(r, name + "/error", error_[i]);
+    else
       complete = false;
-    }
   }
   return complete;
 }

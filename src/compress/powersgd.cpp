@@ -13,6 +13,14 @@ void init_q(float* q, int64_t m, int64_t k, uint64_t seed, uint64_t key) {
   kernels::cpu_ops().orthonormalize_columns(q, m, k);
 }
 
+DeviceBuffer<float> initial_q(Device d, int64_t m, int64_t k, uint64_t seed, uint64_t key) {
+  std::vector<float> q(size_t(m * k));
+  init_q(q.data(), m, k, seed, key);
+  DeviceBuffer<float> on_device(d);
+  on_device.assign_from_host(q);
+  return on_device;
+}
+
 void left_project(kernels::Ops& ops, const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k) {
   ops.matmul(p, m, q, n, k, c, false, false);
 }
@@ -31,12 +39,10 @@ namespace occ {
 
 PowerSgdCompressor::PowerSgdCompressor(int64_t rows, int64_t cols, int64_t rank, uint64_t seed, uint64_t key,
                                        kernels::Ops& ops)
-    : n_(rows), m_(cols), k_(powersgd::effective_rank(rows, cols, rank)), ops_(ops), q_(ops.device()) {
+    : n_(rows), m_(cols), k_(powersgd::effective_rank(rows, cols, rank)), ops_(ops) {
   OCC_CHECK(rank >= 1, "PowerSGD rank must be >= 1 (got {})", rank);
   // Made on the host (the CPU's QR), so both ends of a link start alike on any device.
-  std::vector<float> q0(size_t(m_ * k_));
-  powersgd::init_q(q0.data(), m_, k_, seed, key);
-  q_.assign_from_host(q0);
+  q_ = powersgd::initial_q(ops.device(), m_, k_, seed, key);
 }
 
 void PowerSgdCompressor::encode(const float* m, float* wire) {
@@ -53,15 +59,13 @@ void PowerSgdCompressor::decode(const float* wire, float* out) const {
 }
 
 void PowerSgdCompressor::save_state(TensorFileWriter& w, const std::string& prefix) const {
-  w.add(prefix + "q", q_.to_host().data(), {m_, k_});
+  save_device_state(w, prefix + "q", q_, {m_, k_});
 }
 
 bool PowerSgdCompressor::load_state(const TensorFileReader& r, const std::string& prefix) {
   // A warm start of another shape (the rank changed) is not usable: start fresh.
   if (!r.has(prefix + "q") || r.shape(prefix + "q") != std::vector<int64_t>{m_, k_}) return false;
-  std::vector<float> host(q_.size());
-  r.read(prefix + "q", host.data(), m_ * k_);
-  q_.copy_from_host(host.data(), host.size());
+  load_device_state(r, prefix + "q", q_);
   return true;
 }
 
@@ -87,18 +91,15 @@ void ErrorFeedback::encode(const float* m, float* wire) {
 
 void ErrorFeedback::save_state(TensorFileWriter& w, const std::string& prefix) const {
   inner_->save_state(w, prefix);
-  w.add(prefix + "error", error_.to_host().data(), {inner_->rows(), inner_->cols()});
+  save_device_state(w, prefix + "error", error_, {inner_->rows(), inner_->cols()});
 }
 
 bool ErrorFeedback::load_state(const TensorFileReader& r, const std::string& prefix) {
   bool complete = inner_->load_state(r, prefix);
-  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size())) {
-    std::vector<float> host(error_.size());
-    r.read(prefix + "error", host.data(), int64_t(host.size()));
-    error_.copy_from_host(host.data(), host.size());
-  } else {
+  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size()))
+    load_device_state(r, prefix + "error", error_);
+  else
     complete = false;
-  }
   return complete;
 }
 

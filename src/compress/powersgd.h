@@ -20,6 +20,8 @@ inline int64_t effective_rank(int64_t rows, int64_t cols, int64_t rank) {
 // q[m x k] = orthonormalised Gaussian keyed by (seed, key), in host memory
 // (the CPU's QR: every rank and backend starts from the same Q).
 void init_q(float* q, int64_t m, int64_t k, uint64_t seed, uint64_t key);
+// The same Q, made on the host and copied to device `d`.
+DeviceBuffer<float> initial_q(Device d, int64_t m, int64_t k, uint64_t seed, uint64_t key);
 // The three products of a power-iteration step, on `ops`' device (fp32, kernels/ops.h):
 // p[n x k] = m[n x c] q[c x k]
 void left_project(kernels::Ops& ops, const float* m, const float* q, float* p, int64_t n, int64_t c, int64_t k);

@@ -76,6 +76,11 @@ class PipelineExchange {
   }
 
   void gather_slice(float* x, size_t count);
+  // Does a message through `codec` (null: uncompressed) cross between the
+  // device and the host? Staged, unless the codec's wire is host memory already.
+  bool crosses_to_host(const MessageCodec* codec) const {
+    return staged_ && !(codec && codec->wire_on_host());
+  }
   // A host buffer of `floats` for a message in flight, kept until wait_sends().
   float* outbox(size_t floats);
   // The device buffer a staged codec encodes into or decodes from.

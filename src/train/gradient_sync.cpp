@@ -11,15 +11,12 @@ namespace occ {
 GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params,
                            DeviceBuffer<float>& grads, bool staged, NcclCommunicator* dp_nccl, kernels::Ops& ops,
                            PhaseTimers& timers)
-    : opt_(opt), topo_(topo), grads_(grads.device(), grads.data(), grads.size(), staged), timers_(timers) {
-  if (dp_nccl) {
-    dp_device_ = dp_nccl;  // idle while finish() runs: the reducer thread is done with it
-  } else if (staged) {
-    dp_staged_ = std::make_unique<HostStagedCommunicator>(*topo_.dp, grads.device());
-    dp_device_ = dp_staged_.get();
-  } else {
-    dp_device_ = topo_.dp.get();
-  }
+    : opt_(opt),
+      topo_(topo),
+      grads_(grads.device(), grads.data(), grads.size(), staged),
+      timers_(timers),
+      // NCCL's DP group is idle while finish() runs: the reducer thread is done with it.
+      dp_device_(*topo_.dp, dp_nccl, staged, grads.device()) {
   const ParallelLayout& layout = topo.layout;
   // Which gradients take which path: FE's word embedding goes around the DP
   // all-reduce; DP PowerSGD takes the matrices of compressing stages.
@@ -62,7 +59,7 @@ void GradientSync::finish() {
   bool host_copy_current = false;
   if (compressing_) {
     if (dp_comp_->on_device()) {
-      dp_comp_->reduce(grads_.device_data(), {*topo_.dp, *dp_device_}, timers_);
+      dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
     } else {
       grads_.download_all();
       dp_comp_->reduce(grads_.host(), {*topo_.dp, *topo_.dp}, timers_);

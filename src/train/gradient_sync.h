@@ -67,10 +67,9 @@ class GradientSync {
   Topology& topo_;
   HostMirror grads_;
   PhaseTimers& timers_;
-  // The DP group for data on the gradients' device: NCCL, the staged MPI group
-  // (dp_staged_), or the MPI group itself on the CPU.
-  std::unique_ptr<HostStagedCommunicator> dp_staged_;
-  Communicator* dp_device_ = nullptr;
+  // The DP group for data on the gradients' device: NCCL, the staged MPI group,
+  // or the MPI group itself on the CPU.
+  DeviceGroup dp_device_;
   std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order

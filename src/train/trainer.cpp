@@ -57,14 +57,9 @@ void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
   select_device();
   select_comm_backend(comm_timeout_s);
-  Communicator* tp = topo_->tp.get();
-  if (tp_nccl_) {
-    tp = tp_nccl_.get();
-  } else if (staged_) {
-    tp_staged_ = std::make_unique<HostStagedCommunicator>(*topo_->tp, opt_.device);
-    tp = tp_staged_.get();
-  }
-  stage_ = std::make_unique<GptStage>(opt_.model, layout_, *tp, opt_.seed,
+  tp_device_ = std::make_unique<DeviceGroup>(*topo_->tp, tp_nccl_.get(), staged_, opt_.device);
+  Communicator& tp = tp_device_->comm();
+  stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
@@ -80,7 +75,7 @@ void Trainer::connect(double comm_timeout_s) {
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
   // Messages stay on the stage's device; staged, the exchange copies them
   // through host memory for MPI after the codecs (on the device) encode them.
-  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, *tp, layout_, stage_->timers(), opt_.device, staged_);
+  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, tp, layout_, stage_->timers(), opt_.device, staged_);
   const CompressorPlacement on_stage{&stage_->ops(), staged_};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);

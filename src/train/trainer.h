@@ -82,7 +82,7 @@ class Trainer {
   // when not staged).
   bool staged_ = false;
   std::string comm_line_;                             // "comm: ..." printed at the start (staged jobs)
-  std::unique_ptr<HostStagedCommunicator> tp_staged_;
+  std::unique_ptr<DeviceGroup> tp_device_;           // the model's TP group for its device
   std::unique_ptr<HostMirror> params_host_;           // with the distributed optimizer only
   std::vector<float> lep_input_, lep_grad_;           // --check-lep's host copies of the link's slices
   std::unique_ptr<IndexedDataset> dataset_;

@@ -37,7 +37,7 @@ namespace {
 // The backend this rank ended with, and the one-line description of it.
 struct Backend {
   std::unique_ptr<NcclCommunicator> nccl;
-  std::unique_ptr<HostStagedCommunicator> staged;
+  std::unique_ptr<DeviceGroup> group;  // nccl, or MPI (through host copies on a GPU)
   std::string line;
 };
 
@@ -47,11 +47,7 @@ class Checker {
   Checker(MpiCommunicator& world, Backend& backend, Device device, TrafficCounters& counters)
       : world_(world), backend_(backend), device_(device), counters_(counters) {}
 
-  Communicator& comm() {
-    if (backend_.nccl) return *backend_.nccl;
-    if (backend_.staged) return *backend_.staged;
-    return world_;
-  }
+  Communicator& comm() { return backend_.group->comm(); }
   int rank() const { return world_.rank(); }
   int size() const { return world_.size(); }
 
@@ -285,9 +281,9 @@ int comm_check(int argc, char** argv) {
     else
       backend.line = fmt::format("comm: nccl unavailable ({}); falling back to mpi", why);
   }
+  backend.group =
+      std::make_unique<DeviceGroup>(world, backend.nccl.get(), device == Device::Cuda || debug_host_staging, device);
   if (!backend.nccl) {
-    if (device == Device::Cuda || debug_host_staging)
-      backend.staged = std::make_unique<HostStagedCommunicator>(world, device);
     const std::string how =
         device != Device::Cuda ? std::string(debug_host_staging ? "host-staged on the CPU: --debug-host-staging" : "on the CPU")
                                : "host-staged: " + gpu_sharing(node.local_size, gpus);
