@@ -156,9 +156,14 @@ struct NcclCommunicator::Impl {
     }
   }
 
+  // ready: wait for the work before this mark only (a gradient bucket's
+  // kernels), not for what the compute thread has queued since.
   template <class Enqueue>
-  void run(const std::string& what, Enqueue enqueue) {
-    after_queued_work();
+  void run(const std::string& what, Enqueue enqueue, const DeviceMark* ready = nullptr) {
+    if (ready && ready->handle())
+      cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(ready->handle()), 0);
+    else
+      after_queued_work();
     settle(ncclGroupStart(), what);
     enqueue();
     settle(ncclGroupEnd(), what);
@@ -239,9 +244,9 @@ void NcclCommunicator::allreduce_max(float* data, size_t count, Traffic traffic)
   counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, sizeof(float)));
 }
 
-void NcclCommunicator::allreduce_mean(float* data, size_t count, Traffic traffic) {
+void NcclCommunicator::allreduce_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready) {
   if (count == 0) return;
-  impl_->run("all-reduce (mean)", [&] { impl_->settle(ncclAllReduce(data, data, count, ncclFloat, ncclAvg, impl_->comm, impl_->stream), "all-reduce (mean)"); });
+  impl_->run("all-reduce (mean)", [&] { impl_->settle(ncclAllReduce(data, data, count, ncclFloat, ncclAvg, impl_->comm, impl_->stream), "all-reduce (mean)"); }, ready);
   counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, sizeof(float)));
 }
 
@@ -251,7 +256,7 @@ void NcclCommunicator::allgather(const float* in, float* out, size_t count, Traf
   counters_.add(traffic, ring_allgather_bytes(count, size_, sizeof(float)));
 }
 
-void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic traffic) {
+void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready) {
   if (count == 0) return;
   // One reduce per ring chunk to the rank that owns it (rank r owns chunk
   // r + 1): NCCL's own reduce-scatter needs equal chunks, the MPI ring's are not.
@@ -263,7 +268,7 @@ void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic tr
       impl_->settle(ncclReduce(data + ch.lo, data + ch.lo, ch.len, ncclFloat, ncclAvg, owner, impl_->comm, impl_->stream),
                     "reduce-scatter");
     }
-  });
+  }, ready);
   counters_.add(traffic, ring_reduce_scatter_bytes(count, size_, rank_, sizeof(float)));
 }
 
@@ -298,9 +303,9 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator&, dou
 
 void NcclCommunicator::allreduce_sum(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::allreduce_max(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::allreduce_mean(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::allreduce_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::allgather(const float*, float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::sendrecv(const void*, size_t, int, void*, size_t, int, Traffic) {
   fail("internal: NCCL in a build without CUDA");
 }

@@ -195,6 +195,77 @@ void bind_thread_to_device(Device d) {
 #endif
 }
 
+DeviceMark::DeviceMark([[maybe_unused]] Device d) {
+#if defined(OCC_WITH_CUDA)
+  if (d == Device::Cuda) {
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    event_ = e;
+  }
+#endif
+}
+
+DeviceMark::DeviceMark(DeviceMark&& other) noexcept : event_(other.event_) {
+  other.event_ = nullptr;
+}
+
+DeviceMark::~DeviceMark() {
+#if defined(OCC_WITH_CUDA)
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+#endif
+}
+
+void DeviceMark::record() {
+#if defined(OCC_WITH_CUDA)
+  if (event_) cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event_), cudaStreamLegacy), "cudaEventRecord");
+#endif
+}
+
+CopyQueue::CopyQueue([[maybe_unused]] Device d) {
+#if defined(OCC_WITH_CUDA)
+  if (d == Device::Cuda) {
+    // Non-blocking: the legacy stream's later kernels neither wait for these copies nor hold them back.
+    cudaStream_t s = nullptr;
+    cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    stream_ = s;
+  }
+#endif
+}
+
+CopyQueue::~CopyQueue() {
+#if defined(OCC_WITH_CUDA)
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+#endif
+}
+
+void CopyQueue::wait_for(const DeviceMark& mark) {
+#if defined(OCC_WITH_CUDA)
+  if (stream_ && mark.handle())
+    cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(mark.handle()), 0),
+               "cudaStreamWaitEvent");
+#else
+  (void)mark;
+#endif
+}
+
+void CopyQueue::copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+#if defined(OCC_WITH_CUDA)
+  if (stream_) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream_)),
+               "cudaMemcpyAsync");
+    return;
+  }
+#endif
+  device_copy(dst, dst_dev, src, src_dev, bytes);
+}
+
+void CopyQueue::synchronize() {
+#if defined(OCC_WITH_CUDA)
+  if (stream_) cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+#endif
+}
+
 // A header before the block says how it was allocated (page-locked or not).
 void* pinned_host_alloc(size_t bytes) {
   const size_t total = kHeader + (bytes + 63) / 64 * 64;

@@ -38,6 +38,46 @@ void device_synchronize(Device d);
 size_t device_peak_bytes(Device d);
 void device_reset_peak(Device d);
 
+// A point in the work the calling thread has queued on the device (the legacy
+// default stream, where every kernel runs): another thread's copies and
+// collectives can wait for the work before it alone, not for everything queued
+// since. It is how a gradient bucket's all-reduce starts while the rest of the
+// backward still runs. Record it again to move it. The CPU queues nothing: no-ops.
+class DeviceMark {
+ public:
+  explicit DeviceMark(Device d);
+  ~DeviceMark();
+  DeviceMark(DeviceMark&& other) noexcept;
+  DeviceMark& operator=(DeviceMark&&) = delete;
+  DeviceMark(const DeviceMark&) = delete;
+  void record();
+  void* handle() const { return event_; }  // the cudaEvent_t (null on the CPU)
+
+ private:
+  void* event_ = nullptr;
+};
+
+// A queue of copies beside the compute (a non-blocking CUDA stream, never
+// ordered after the legacy stream's kernels): what it copies after
+// wait_for(mark) runs once the mark's work is done, while later kernels still
+// run. On the CPU a copy is done when the call returns.
+class CopyQueue {
+ public:
+  explicit CopyQueue(Device d);
+  ~CopyQueue();
+  CopyQueue(const CopyQueue&) = delete;
+  CopyQueue& operator=(const CopyQueue&) = delete;
+  // Copies queued from now on start after the work before `mark`.
+  void wait_for(const DeviceMark& mark);
+  // Queues a copy (host memory should be page-locked for it to run asynchronously).
+  void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+  // Until every queued copy is done.
+  void synchronize();
+
+ private:
+  void* stream_ = nullptr;  // cudaStream_t (null on the CPU)
+};
+
 // Which GPU this process (and every thread it starts) computes on: GPU `index`
 // of the visible ones. Call before the first allocation; a thread other than the
 // one that called it runs bind_thread_to_device() before its first CUDA call.

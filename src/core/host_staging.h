@@ -5,7 +5,8 @@
 // runs this path where no GPU is), it is a separate page-locked copy, filled
 // and written back explicitly, range by range. Copies run in order with the
 // GPU's kernels (core/device.h: the legacy default stream), so a download
-// waits for the kernels that produce the values.
+// waits for the kernels that produce the values; or on a CopyQueue after a
+// DeviceMark, waiting for the kernels before the mark only.
 #include <cstddef>
 
 #include "core/device.h"
@@ -54,6 +55,19 @@ class HostMirror {
   // Host view -> device.
   void upload(size_t offset, size_t count) {
     if (staged_ && count) device_copy(data_ + offset, device_, copy_.data() + offset, Device::Cpu, count * sizeof(float));
+  }
+  // The same on another thread's `queue`, beside the compute: the download
+  // waits only for the work before `ready`. Both return when the copy is done.
+  void download(size_t offset, size_t count, CopyQueue& queue, const DeviceMark& ready) {
+    if (!staged_ || !count) return;
+    queue.wait_for(ready);
+    queue.copy(copy_.data() + offset, Device::Cpu, data_ + offset, device_, count * sizeof(float));
+    queue.synchronize();
+  }
+  void upload(size_t offset, size_t count, CopyQueue& queue) {
+    if (!staged_ || !count) return;
+    queue.copy(data_ + offset, device_, copy_.data() + offset, Device::Cpu, count * sizeof(float));
+    queue.synchronize();
   }
   void download_all() { download(0, size_); }
   void upload_all() { upload(0, size_); }

@@ -6,7 +6,14 @@ namespace occ {
 
 DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets,
                                          HostMirror& grads, bool reduce_scatter, NcclCommunicator* nccl)
-    : comm_(dp_async), nccl_(nccl), buckets_(std::move(buckets)), grads_(grads), reduce_scatter_(reduce_scatter) {
+    : comm_(dp_async),
+      nccl_(nccl),
+      buckets_(std::move(buckets)),
+      grads_(grads),
+      copies_(grads.device()),
+      reduce_scatter_(reduce_scatter) {
+  ready_.reserve(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) ready_.emplace_back(grads.device());
   if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
 }
 
@@ -35,6 +42,7 @@ void DataParallelReducer::grads_final_from(int64_t offset) {
   bool queued = false;
   for (; next_ < buckets_.size() && buckets_[next_].begin >= offset; ++next_) {
     if (skip_group1_ && buckets_[next_].compressible()) continue;
+    ready_[next_].record();  // the kernels that wrote the bucket are queued before this point
     queue_.push_back(next_);
     queued = true;
   }
@@ -55,11 +63,11 @@ std::vector<TraceEvent> DataParallelReducer::take_events() {
   return std::move(events_);
 }
 
-// MPI: the bucket's host view, downloaded (waiting for the backward kernels
-// that wrote it), reduced, averaged, uploaded.
-void DataParallelReducer::reduce_on_host(size_t begin, size_t n) {
+// MPI: the bucket's host view, downloaded (once the backward kernels that
+// wrote it are done), reduced, averaged, uploaded.
+void DataParallelReducer::reduce_on_host(size_t b, size_t begin, size_t n) {
   const float inv = 1.0f / float(comm_.size());
-  grads_.download(begin, n);
+  grads_.download(begin, n, copies_, ready_[b]);
   float* g = grads_.host() + begin;
   if (reduce_scatter_) {
     comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
@@ -69,7 +77,7 @@ void DataParallelReducer::reduce_on_host(size_t begin, size_t n) {
     comm_.allreduce_sum(g, n, Traffic::DataParallel);
     for (size_t i = 0; i < n; ++i) g[i] *= inv;
   }
-  grads_.upload(begin, n);
+  grads_.upload(begin, n, copies_);
 }
 
 void DataParallelReducer::worker() {
@@ -85,14 +93,14 @@ void DataParallelReducer::worker() {
     }
     const double start = now_seconds();
     const size_t begin = size_t(buckets_[b].begin), n = size_t(buckets_[b].end - buckets_[b].begin);
-    if (nccl_) {  // on the device: NCCL's stream waits for the backward kernels queued so far
+    if (nccl_) {  // on the device: NCCL's stream waits for the backward kernels that wrote the bucket
       float* g = grads_.device_data() + begin;
       if (reduce_scatter_)
-        nccl_->reduce_scatter_mean(g, n, Traffic::DataParallel);
+        nccl_->reduce_scatter_mean(g, n, Traffic::DataParallel, &ready_[b]);
       else
-        nccl_->allreduce_mean(g, n, Traffic::DataParallel);
+        nccl_->allreduce_mean(g, n, Traffic::DataParallel, &ready_[b]);
     } else {
-      reduce_on_host(begin, n);
+      reduce_on_host(b, begin, n);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

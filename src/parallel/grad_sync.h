@@ -3,7 +3,11 @@
 // last micro-batch's backward reports how far its gradients are final
 // (offsets fall as backward walks from the last layer to the embeddings), and
 // every bucket entirely inside the final region is all-reduced at once by a
-// reducer thread on its own handle of the DP group.
+// reducer thread on its own handle of the DP group. On a GPU the report also
+// marks the compute queue there (core/device.h DeviceMark): the bucket's
+// copies (staged) or NCCL collective wait for the kernels before the mark
+// only, not for the rest of the backward that the compute thread has queued
+// since, so the bucket's traffic runs beside that backward.
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -76,12 +80,14 @@ class DataParallelReducer {
 
  private:
   void worker();
-  void reduce_on_host(size_t begin, size_t n);
+  void reduce_on_host(size_t b, size_t begin, size_t n);
 
   MpiCommunicator& comm_;
   NcclCommunicator* nccl_;
   std::vector<GradBucket> buckets_;
   HostMirror& grads_;
+  std::vector<DeviceMark> ready_;  // per bucket: where its gradients were final on the compute queue
+  CopyQueue copies_;               // the reducer thread's staging copies
   size_t next_ = 0;  // buckets_[0, next_) queued this iteration
   std::mutex mu_;
   std::condition_variable cv_;

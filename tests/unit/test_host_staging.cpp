@@ -47,6 +47,34 @@ TEST(HostMirror, StagedCopiesOnlyTheRangesAskedFor) {
   EXPECT_EQ(data, std::vector<float>(10, -1.0f));
 }
 
+// The reducer thread's path (parallel/grad_sync.cpp): copies on a CopyQueue
+// after a DeviceMark move the same ranges as the plain ones. (On the CPU the
+// mark is a no-op and the copies are immediate; tests/cuda checks the GPU's
+// ordering.)
+TEST(HostMirror, QueuedCopiesMoveTheSameRanges) {
+  std::vector<float> data(10);
+  std::iota(data.begin(), data.end(), 0.0f);
+  HostMirror m(Device::Cpu, data.data(), data.size(), true);
+  CopyQueue queue(Device::Cpu);
+  DeviceMark ready(Device::Cpu);
+  ready.record();
+  EXPECT_EQ(ready.handle(), nullptr) << "the CPU queues nothing to mark";
+  m.download(3, 4, queue, ready);  // elements 3..6
+  EXPECT_EQ(m.host()[2], 0.0f);
+  EXPECT_EQ(m.host()[3], 3.0f);
+  EXPECT_EQ(m.host()[6], 6.0f);
+  EXPECT_EQ(m.host()[7], 0.0f);
+  for (size_t i = 0; i < 10; ++i) m.host()[i] *= 10.0f;
+  m.upload(5, 2, queue);  // elements 5, 6 only
+  const std::vector<float> want{0, 1, 2, 3, 4, 50, 60, 7, 8, 9};
+  EXPECT_EQ(data, want);
+  HostMirror unstaged(Device::Cpu, data.data(), data.size(), false);
+  unstaged.host()[0] = 42.0f;
+  unstaged.upload(0, 10, queue);  // the host view is the buffer: nothing to copy
+  unstaged.download(0, 10, queue, ready);
+  EXPECT_EQ(data[0], 42.0f);
+}
+
 // A two-rank group that records what it was given and acts as if the other
 // rank held `other`'s values.
 class RecordingCommunicator final : public Communicator {

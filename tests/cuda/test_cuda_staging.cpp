@@ -1,0 +1,47 @@
+// The GPU's side of host staging (core/device.h, core/host_staging.h): a copy
+// queued on a CopyQueue after a DeviceMark sees every kernel queued before the
+// mark, while kernels queued after it (on another buffer) may still run; the
+// reducer thread's bucket copies rely on that. Without a visible GPU every
+// test is SKIPPED.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/device.h"
+#include "core/host_staging.h"
+#include "cuda_twin.h"
+
+namespace occ::kernels {
+namespace {
+
+TEST_F(CudaOpsTest, CopyQueueWaitsForTheKernelsBeforeItsMark) {
+  // Large enough that a copy that did not wait would read the old values.
+  const int64_t n = int64_t(64) << 20;
+  DeviceBuffer<float> bucket(Device::Cuda, size_t(n)), later(Device::Cuda, size_t(n));
+  HostMirror mirror(Device::Cuda, bucket.data(), size_t(n), true);
+  CopyQueue queue(Device::Cuda);
+  DeviceMark ready(Device::Cuda);
+  ASSERT_NE(ready.handle(), nullptr);
+  for (float v : {1.5f, -2.0f}) {
+    gpu().fill(bucket.data(), v, n);  // queued, not waited for
+    ready.record();
+    for (int k = 0; k < 8; ++k) gpu().fill(later.data(), float(k), n);  // the rest of the "backward"
+    mirror.download(0, size_t(n), queue, ready);
+    size_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += mirror.host()[i] != v;
+    EXPECT_EQ(wrong, 0u) << "the queued download ran before the kernels before its mark";
+    for (int64_t i = 0; i < n; i += 4096) mirror.host()[i] = v * 3.0f;
+    mirror.upload(0, size_t(n), queue);  // done when it returns: the legacy stream's copy below sees it
+    const std::vector<float> back = bucket.to_host();
+    EXPECT_EQ(back[0], v * 3.0f);
+    EXPECT_EQ(back[1], v);
+    EXPECT_EQ(back[size_t(n) - 4096], v * 3.0f);
+  }
+  gpu().synchronize();
+}
+
+}  // namespace
+}  // namespace occ::kernels
