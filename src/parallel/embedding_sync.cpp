@@ -2,14 +2,13 @@
 
 namespace occ {
 
-void sync_tied_embedding(Topology& topo, float* grad, size_t count) {
-  if (topo.embedding) topo.embedding->allreduce_sum(grad, count, Traffic::Embedding);
+void sync_tied_embedding(Communicator* embedding, float* grad, size_t count) {
+  if (embedding) embedding->allreduce_sum(grad, count, Traffic::Embedding);
 }
 
-void fused_embedding_sync(Topology& topo, float* grad, size_t count) {
-  topo.fused_embedding->allreduce_sum(grad, count, Traffic::Embedding);
-  const float inv = 1.0f / float(topo.layout.dp_size);
-  for (size_t i = 0; i < count; ++i) grad[i] *= inv;
+void fused_embedding_sync(Communicator& fused, int dp_size, kernels::Ops& ops, float* grad, size_t count) {
+  fused.allreduce_sum(grad, count, Traffic::Embedding);
+  ops.scale(grad, 1.0f / float(dp_size), int64_t(count));
 }
 
 }  // namespace occ

@@ -10,13 +10,18 @@
 //     same result (up to float reassociation), one large collective fewer.
 #include <cstddef>
 
-#include "parallel/topology.h"
+#include "comm/communicator.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
-// Baseline, after the DP all-reduce: sum the two tied copies (no-op with PP = 1).
-void sync_tied_embedding(Topology& topo, float* grad, size_t count);
-// FE, instead of DP all-reduce + sync_tied_embedding.
-void fused_embedding_sync(Topology& topo, float* grad, size_t count);
+// Both take the gradient on the device of `ops` and a group for data there
+// (comm/host_staged_communicator.h DeviceGroup: NCCL, staged MPI or MPI).
+// Baseline, after the DP all-reduce: sum the two tied copies over the
+// embedding group (null with PP = 1: nothing to do).
+void sync_tied_embedding(Communicator* embedding, float* grad, size_t count);
+// FE, instead of DP all-reduce + sync_tied_embedding: sum over the fused group,
+// then divide by the DP size.
+void fused_embedding_sync(Communicator& fused, int dp_size, kernels::Ops& ops, float* grad, size_t count);
 
 }  // namespace occ

@@ -9,14 +9,17 @@
 namespace occ {
 
 GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params,
-                           DeviceBuffer<float>& grads, bool staged, NcclCommunicator* dp_nccl, kernels::Ops& ops,
+                           DeviceBuffer<float>& grads, bool staged, const GradientNccl& nccl, kernels::Ops& ops,
                            PhaseTimers& timers)
     : opt_(opt),
       topo_(topo),
       grads_(grads.device(), grads.data(), grads.size(), staged),
+      ops_(ops),
       timers_(timers),
       // NCCL's DP group is idle while finish() runs: the reducer thread is done with it.
-      dp_device_(*topo_.dp, dp_nccl, staged, grads.device()) {
+      dp_device_(*topo_.dp, nccl.dp, staged, grads.device()) {
+  if (MpiCommunicator* emb = opt_.emb_comm_opt ? topo_.fused_embedding.get() : topo_.embedding.get())
+    emb_device_ = std::make_unique<DeviceGroup>(*emb, nccl.embedding, staged, grads.device());
   const ParallelLayout& layout = topo.layout;
   // Which gradients take which path: FE's word embedding goes around the DP
   // all-reduce; DP PowerSGD takes the matrices of compressing stages.
@@ -30,7 +33,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
   std::unordered_map<std::string, int> group;  // by name: make_buckets sees TensorDescs, not the model's tensors
   for (const auto& t : params.tensors()) {
     if (compressible(t)) to_compress.push_back(describe(t));
-    if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel, compressible(t)});
+    if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel});
     group[t.name] = fused(t) ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
   }
   if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed, ops);
@@ -38,7 +41,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
                    [&](const TensorDesc& t) { return group.at(t.name); }),
-      grads_, sharded_, dp_nccl);
+      grads_, sharded_, nccl.dp);
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {
@@ -53,37 +56,37 @@ void GradientSync::finish() {
   timers_.add("dp_busy", reducer_->busy_seconds());
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
-  // Staged, the reducer has already written its buckets back; what runs here on
-  // the host works on the host copy, downloaded and uploaded around it (all of
-  // it for a compressor that works on the host, else the embedding's spans).
-  bool host_copy_current = false;
+  // Staged, the reducer has already written its buckets back. A DP
+  // compressor that works on the host does so on the host copy, downloaded
+  // and uploaded around it; the rest runs on the device.
   if (compressing_) {
     if (dp_comp_->on_device()) {
       dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
     } else {
       grads_.download_all();
       dp_comp_->reduce(grads_.host(), {*topo_.dp, *topo_.dp}, timers_);
-      host_copy_current = true;
+      grads_.upload_all();
     }
   }
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
     size_t lo = size_t(w.offset), n = size_t(w.numel);
-    if (!opt_.emb_comm_opt && sharded_ && !(compressing_ && w.compressible)) {
-      // Reduce-scattered: only the owned chunk is averaged, the same chunk on both stages.
+    if (!opt_.emb_comm_opt && sharded_) {
+      // Sharded, the optimizer reads only this rank's owned chunk of the copy's
+      // own bucket, the same chunk on both stages: sum only that. (Reduce-
+      // scattered, the rest holds partial sums. Where DP PowerSGD averaged the
+      // copy, all of it is averaged, but with SC the other stage may not
+      // compress: both stages must send the same count.)
       const MpiCommunicator::Chunk own = topo_.dp->owned_chunk(n);
       lo += own.lo;
       n = own.len;
     }
-    if (!host_copy_current) grads_.download(lo, n);
-    float* g = grads_.host() + lo;
+    float* g = grads_.device_data() + lo;
     if (opt_.emb_comm_opt)
-      fused_embedding_sync(topo_, g, n);
+      fused_embedding_sync(emb_device_->comm(), topo_.layout.dp_size, ops_, g, n);
     else
-      sync_tied_embedding(topo_, g, n);
-    if (!host_copy_current) grads_.upload(lo, n);
+      sync_tied_embedding(emb_device_ ? &emb_device_->comm() : nullptr, g, n);
   }
-  if (host_copy_current) grads_.upload_all();
 }
 
 std::vector<BufferSpan> GradientSync::shard_regions() const {

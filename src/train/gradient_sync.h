@@ -29,17 +29,24 @@
 
 namespace occ {
 
+// The gradient groups over NCCL (null: the group runs on MPI).
+struct GradientNccl {
+  // DP: averages the uncompressed buckets on the device and carries DP PowerSGD's factors.
+  NcclCommunicator* dp = nullptr;
+  // The word embedding's sync: topo.fused_embedding with FE (--emb-comm-opt), else topo.embedding.
+  NcclCommunicator* embedding = nullptr;
+};
+
 class GradientSync {
  public:
   // grads: the stage's flat gradient buffer (params' layout), which must stay
   // where it is for the object's life; timers: where the phases are recorded.
   // staged: the buffer is on a GPU (or --debug-host-staging): the host work on
   // it (MPI, DP compression) runs on a page-locked host copy (core/host_staging.h).
-  // dp_nccl: the DP group over NCCL (null: MPI), which then averages the
-  // uncompressed buckets on the device, and carries DP PowerSGD's factors.
-  // ops: the gradients' backend (DP PowerSGD computes there).
+  // nccl: the groups that formed over NCCL (null members: MPI). ops: the
+  // gradients' backend (DP PowerSGD and FE's division compute there).
   GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, DeviceBuffer<float>& grads,
-               bool staged, NcclCommunicator* dp_nccl, kernels::Ops& ops, PhaseTimers& timers);
+               bool staged, const GradientNccl& nccl, kernels::Ops& ops, PhaseTimers& timers);
 
   // Before the iteration's schedule; `iteration` counts the iterations done
   // (it decides whether DP PowerSGD is past its warm-up).
@@ -61,15 +68,17 @@ class GradientSync {
  private:
   struct Span {
     int64_t offset, numel;
-    bool compressible;  // DP PowerSGD averages it (when compressing)
   };
   TrainOptions opt_;
   Topology& topo_;
   HostMirror grads_;
+  kernels::Ops& ops_;
   PhaseTimers& timers_;
   // The DP group for data on the gradients' device: NCCL, the staged MPI group,
   // or the MPI group itself on the CPU.
   DeviceGroup dp_device_;
+  // The word embedding's sync group on the gradients' device (null: none, PP = 1 without FE).
+  std::unique_ptr<DeviceGroup> emb_device_;
   std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order

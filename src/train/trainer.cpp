@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -64,7 +65,8 @@ void Trainer::connect(double comm_timeout_s) {
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
-                                               dp_nccl_.get(), stage_->ops(), stage_->timers());
+                                               GradientNccl{dp_nccl_.get(), emb_nccl_.get()}, stage_->ops(),
+                                               stage_->timers());
   if (grad_sync_->sharded()) {
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
     // The all-gather of the updated shards works on the parameters' host view.
@@ -103,10 +105,10 @@ void Trainer::select_device() {
 }
 
 // Collective. With NCCL (comm/comm_backend.h) the model's TP collectives, the
-// DP buckets and DP PowerSGD's factors run on device memory, each group on a
-// stream of its own; the pipeline's transfers (compressed on the device
-// first), the byte compressors of DP gradients and the tied-embedding sync
-// stay on MPI from host copies. Where an NCCL group cannot form on some rank,
+// DP buckets, DP PowerSGD's factors and the word embedding's sync (tied or
+// FE) run on device memory, each group on a stream of its own; the pipeline's
+// transfers (compressed on the device first) and the byte compressors of DP
+// gradients stay on MPI from host copies. Where an NCCL group cannot form on some rank,
 // every rank falls back to MPI, and the job says why.
 void Trainer::select_comm_backend(double comm_timeout_s) {
   if (opt_.device != Device::Cuda) {
@@ -136,8 +138,14 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
   if (topo_->dp_async->size() > 1) dp_nccl_ = NcclCommunicator::create(*topo_->dp_async, comm_timeout_s, &dp_why);
   const bool dp_ok = topo_->dp_async->size() == 1 || dp_nccl_;
   if (why.empty()) why = dp_why;
+  // The word embedding's sync group, where this rank is in one (first and last stages).
+  MpiCommunicator* emb = opt_.emb_comm_opt ? topo_->fused_embedding.get() : topo_->embedding.get();
+  std::string emb_why;
+  if (emb && emb->size() > 1) emb_nccl_ = NcclCommunicator::create(*emb, comm_timeout_s, &emb_why);
+  const bool emb_ok = !emb || emb->size() == 1 || emb_nccl_;
+  if (why.empty()) why = emb_why;
   // One backend for the whole job: the lowest failing rank's reason for all.
-  int failing = tp_ok && dp_ok ? world_size_ : world_rank_;
+  int failing = tp_ok && dp_ok && emb_ok ? world_size_ : world_rank_;
   MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (failing < world_size_) {
     char reason[512] = {};
@@ -145,6 +153,7 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
     MPI_Bcast(reason, sizeof(reason), MPI_CHAR, failing, MPI_COMM_WORLD);
     tp_nccl_.reset();
     dp_nccl_.reset();
+    emb_nccl_.reset();
     comm_line_ = fmt::format("comm: nccl unavailable ({}); falling back to mpi (host-staged: {})", reason, sharing);
     return;
   }
@@ -153,14 +162,20 @@ void Trainer::select_comm_backend(double comm_timeout_s) {
   // where the TP group (main thread) and the DP group (reducer thread) would
   // connect concurrently, in an order that may differ between ranks.
   DeviceBuffer<float> warm_up(Device::Cuda, 1);
-  for (NcclCommunicator* group : {tp_nccl_.get(), dp_nccl_.get()})
+  for (NcclCommunicator* group : {tp_nccl_.get(), dp_nccl_.get(), emb_nccl_.get()})
     if (group) group->allreduce_sum(warm_up.data(), 1, Traffic::Other);
-  std::string groups = tp_nccl_ ? "tp" : "";
-  if (dp_nccl_) groups += groups.empty() ? "dp buckets" : ", dp buckets";
+  // What runs on NCCL anywhere in the job (a rank's own groups depend on its stage).
+  int on_nccl[3] = {tp_nccl_ != nullptr, dp_nccl_ != nullptr, emb_nccl_ != nullptr};
+  MPI_Allreduce(MPI_IN_PLACE, on_nccl, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  std::string groups;
+  for (auto [on, name] : {std::pair{on_nccl[0], "tp"}, {on_nccl[1], "dp buckets"},
+                          {on_nccl[2], opt_.emb_comm_opt ? "fused embedding sync" : "embedding sync"}})
+    if (on) groups += groups.empty() ? name : fmt::format(", {}", name);
   comm_line_ = groups.empty()
-                   ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP or DP group for NCCL)", sharing)
-                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline, DP byte compression and embedding sync: "
-                                 "mpi (host-staged; PowerSGD, error feedback and LEP compute on the GPU)",
+                   ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP, DP or embedding group for NCCL)",
+                                 sharing)
+                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline and DP byte compression: mpi (host-staged; "
+                                 "PowerSGD, error feedback and LEP compute on the GPU)",
                                  nccl_version(nullptr), choice.why, groups);
 }
 

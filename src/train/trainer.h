@@ -73,9 +73,10 @@ class Trainer {
   ParallelLayout layout_;
   std::unique_ptr<Topology> topo_;
   NodeRanks node_;  // this rank's place on its node (GPU jobs)
-  // NCCL groups for the model's TP collectives and the DP buckets (--comm-backend;
-  // null: MPI). Declared before the stage and the gradient sync, which use them.
-  std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_;
+  // NCCL groups for the model's TP collectives, the DP buckets and the word
+  // embedding's sync (--comm-backend; null: MPI). Declared before the stage and
+  // the gradient sync, which use them.
+  std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_, emb_nccl_;
   // Host staging (a multi-rank GPU job, or --debug-host-staging): the model's TP
   // collectives through host copies, and the host copy of the parameters that
   // the distributed optimizer's all-gather works on (the parameters themselves

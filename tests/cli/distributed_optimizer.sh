@@ -2,8 +2,9 @@
 # labels: parallel
 # --use-distributed-optimizer (ZeRO-1): per-iteration loss and grad norm equal
 # the plain optimizer's within relative 1e-5 at D2 and D4, with and without DP
-# PowerSGD, at P2 D2 (tied embedding synchronised on owned chunks), and at P2 D2
-# with FE + SC + DP PowerSGD; the D2 final weights too
+# PowerSGD, at P2 D2 (tied embedding synchronised on owned chunks; also with DP
+# PowerSGD, with and without SC), and at P2 D2 with FE + SC + DP PowerSGD; the D2
+# final weights too
 # (exported, 1e-5 * max|ref| per tensor). The data-parallel bytes (reduce-scatter +
 # all-gather) summed over ranks equal the all-reduce's exactly. A checkpoint saved
 # at D4 resumes at D2 (resharded on load) with losses within 1e-5 of the D4
@@ -45,6 +46,16 @@ train_run d4_psgd 4 "${ITERS[@]}" "${PSGD[@]}" && train_run d4_psgd_zero 4 "${IT
 # P2 D2 without FE: the tied embedding's copies (first and last stage) sum only their owned chunks.
 train_run p2d2 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 && train_run p2d2_zero 4 "${ITERS[@]}" \
   --pipeline-model-parallel-size 2 --use-distributed-optimizer && compare_losses p2d2 p2d2_zero
+# P2 D2 with DP PowerSGD and the tied sync (no FE), on both stages and with SC
+# (only one stage compresses, so one copy is averaged whole by PowerSGD and the
+# other reduce-scattered): both copies still sum the same owned chunk. (It
+# crashed before: the compressing stage sent the whole copy, the other its chunk.)
+for sc in "" "--selective-grad-comp-way 1"; do
+  name=p2d2_psgd${sc:+_sc}
+  train_run "$name" 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 "${PSGD[@]}" $sc &&
+    train_run "${name}_zero" 4 "${ITERS[@]}" --pipeline-model-parallel-size 2 "${PSGD[@]}" $sc \
+      --use-distributed-optimizer && compare_losses "$name" "${name}_zero"
+done
 OCC=(--pipeline-model-parallel-size 2 "${PSGD[@]}" --emb-comm-opt --selective-grad-comp-way 1)
 train_run p2d2_occ 4 "${ITERS[@]}" "${OCC[@]}" && train_run p2d2_occ_zero 4 "${ITERS[@]}" "${OCC[@]}" \
   --use-distributed-optimizer && compare_losses p2d2_occ p2d2_occ_zero
