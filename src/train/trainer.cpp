@@ -9,7 +9,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/comm_backend.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -56,29 +55,27 @@ Trainer::~Trainer() {
 
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
-  select_device();
-  select_comm_backend(comm_timeout_s);
-  tp_device_ = std::make_unique<DeviceGroup>(*topo_->tp, tp_nccl_.get(), staged_, opt_.device);
-  Communicator& tp = tp_device_->comm();
+  comm_ = std::make_unique<JobComm>(opt_, *topo_, world_size_, comm_timeout_s);
+  Communicator& tp = comm_->tp();
+  const bool staged = comm_->staged();
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
-  grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged_,
-                                               GradientNccl{dp_nccl_.get(), emb_nccl_.get()}, stage_->ops(),
-                                               stage_->timers());
+  grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged,
+                                               comm_->gradient_nccl(), stage_->ops(), stage_->timers());
   if (grad_sync_->sharded()) {
     shards_ = std::make_unique<OptimizerShards>(grad_sync_->shard_regions(), stage_->param_layout().total(), *topo_->dp);
     // The all-gather of the updated shards works on the parameters' host view.
     params_host_ =
-        std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged_);
+        std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged);
   }
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
   // Messages stay on the stage's device; staged, the exchange copies them
   // through host memory for MPI after the codecs (on the device) encode them.
-  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, tp, layout_, stage_->timers(), opt_.device, staged_);
-  const CompressorPlacement on_stage{&stage_->ops(), staged_};
+  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, tp, layout_, stage_->timers(), opt_.device, staged);
+  const CompressorPlacement on_stage{&stage_->ops(), staged};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);
   BackwardCompression cb{{}, {}, [cfg = opt_.cb](bool after_last_forward) {
@@ -93,90 +90,6 @@ void Trainer::connect(double comm_timeout_s) {
   act_recv_ = std::move(act.recv);
   executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
                                                  ForwardCompression{act_send_.get(), act_recv_.get()});
-}
-
-// Collective. A GPU job gives each rank of a node its own GPU while there are
-// enough (rank i: GPU i mod GPUs), else the ranks share them.
-void Trainer::select_device() {
-  staged_ = opt_.host_staged(world_size_);
-  if (opt_.device != Device::Cuda) return;
-  node_ = node_ranks(MPI_COMM_WORLD);
-  use_cuda_device(gpu_of_local_rank(node_.local_rank, cuda_device_count()));
-}
-
-// Collective. With NCCL (comm/comm_backend.h) the model's TP collectives, the
-// DP buckets, DP PowerSGD's factors and the word embedding's sync (tied or
-// FE) run on device memory, each group on a stream of its own; the pipeline's
-// transfers (compressed on the device first) and the byte compressors of DP
-// gradients stay on MPI from host copies. Where an NCCL group cannot form on some rank,
-// every rank falls back to MPI, and the job says why.
-void Trainer::select_comm_backend(double comm_timeout_s) {
-  if (opt_.device != Device::Cuda) {
-    if (staged_) comm_line_ = "comm: mpi (host-staged on the CPU: --debug-host-staging)";
-    return;
-  }
-  if (world_size_ == 1) return;
-  // Collective: the physical GPUs this node's ranks use (select_device chose each one's).
-  const int gpus = gpus_in_use_on_node(MPI_COMM_WORLD, cuda_device_pci_id());
-  const std::string sharing = gpu_sharing(node_.local_size, gpus);
-  const CommBackendChoice choice =
-      choose_comm_backend(parse_comm_backend(opt_.comm_backend_name), opt_.device, world_size_, node_.local_size, gpus);
-  // Nodes may differ (ranks per node, GPUs): NCCL only if every rank chose it,
-  // before any rank enters the collective set-up below.
-  int all_nccl = choice.backend == CommBackend::Nccl;
-  MPI_Allreduce(MPI_IN_PLACE, &all_nccl, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_nccl) {
-    comm_line_ = choice.backend == CommBackend::Nccl
-                     ? fmt::format("comm: mpi (host-staged: {}; another node's ranks share GPUs)", sharing)
-                     : fmt::format("comm: mpi (host-staged: {})", sharing);
-    return;
-  }
-  std::string why;
-  if (topo_->tp->size() > 1) tp_nccl_ = NcclCommunicator::create(*topo_->tp, comm_timeout_s, &why);
-  const bool tp_ok = topo_->tp->size() == 1 || tp_nccl_;
-  std::string dp_why;
-  if (topo_->dp_async->size() > 1) dp_nccl_ = NcclCommunicator::create(*topo_->dp_async, comm_timeout_s, &dp_why);
-  const bool dp_ok = topo_->dp_async->size() == 1 || dp_nccl_;
-  if (why.empty()) why = dp_why;
-  // The word embedding's sync group, where this rank is in one (first and last stages).
-  MpiCommunicator* emb = opt_.emb_comm_opt ? topo_->fused_embedding.get() : topo_->embedding.get();
-  std::string emb_why;
-  if (emb && emb->size() > 1) emb_nccl_ = NcclCommunicator::create(*emb, comm_timeout_s, &emb_why);
-  const bool emb_ok = !emb || emb->size() == 1 || emb_nccl_;
-  if (why.empty()) why = emb_why;
-  // One backend for the whole job: the lowest failing rank's reason for all.
-  int failing = tp_ok && dp_ok && emb_ok ? world_size_ : world_rank_;
-  MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (failing < world_size_) {
-    char reason[512] = {};
-    std::snprintf(reason, sizeof(reason), "%s", why.c_str());
-    MPI_Bcast(reason, sizeof(reason), MPI_CHAR, failing, MPI_COMM_WORLD);
-    tp_nccl_.reset();
-    dp_nccl_.reset();
-    emb_nccl_.reset();
-    comm_line_ = fmt::format("comm: nccl unavailable ({}); falling back to mpi (host-staged: {})", reason, sharing);
-    return;
-  }
-  // NCCL connects a group's peers on its first collective. Do it here, one
-  // group after the other on every rank, rather than first in the iteration,
-  // where the TP group (main thread) and the DP group (reducer thread) would
-  // connect concurrently, in an order that may differ between ranks.
-  DeviceBuffer<float> warm_up(Device::Cuda, 1);
-  for (NcclCommunicator* group : {tp_nccl_.get(), dp_nccl_.get(), emb_nccl_.get()})
-    if (group) group->allreduce_sum(warm_up.data(), 1, Traffic::Other);
-  // What runs on NCCL anywhere in the job (a rank's own groups depend on its stage).
-  int on_nccl[3] = {tp_nccl_ != nullptr, dp_nccl_ != nullptr, emb_nccl_ != nullptr};
-  MPI_Allreduce(MPI_IN_PLACE, on_nccl, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  std::string groups;
-  for (auto [on, name] : {std::pair{on_nccl[0], "tp"}, {on_nccl[1], "dp buckets"},
-                          {on_nccl[2], opt_.emb_comm_opt ? "fused embedding sync" : "embedding sync"}})
-    if (on) groups += groups.empty() ? name : fmt::format(", {}", name);
-  comm_line_ = groups.empty()
-                   ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP, DP or embedding group for NCCL)",
-                                 sharing)
-                   : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline and DP byte compression: mpi (host-staged; "
-                                 "PowerSGD, error feedback and LEP compute on the GPU)",
-                                 nccl_version(nullptr), choice.why, groups);
 }
 
 void Trainer::load() {
@@ -416,7 +329,7 @@ void Trainer::run() {
                 opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
                 opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
                 (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
-  if (is_logger() && !comm_line_.empty()) std::printf("%s\n", comm_line_.c_str());
+  if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",

@@ -15,9 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "comm/host_staged_communicator.h"
-#include "comm/nccl_communicator.h"
-#include "comm/node_ranks.h"
 #include "compress/compressed_backprop.h"
 #include "compress/compression_state.h"
 #include "compress/lep_probe.h"
@@ -29,6 +26,7 @@
 #include "parallel/topology.h"
 #include "train/adamw.h"
 #include "train/gradient_sync.h"
+#include "train/job_comm.h"
 #include "train/metrics.h"
 #include "train/nonfinite_guard.h"
 #include "train/loss_scaler.h"
@@ -50,8 +48,6 @@ class Trainer {
   const ParallelLayout& layout() const { return layout_; }
 
  private:
-  void select_device();  // in connect(): the GPU of this rank, and whether transfers are staged
-  void select_comm_backend(double comm_timeout_s);  // in connect(): NCCL groups, or MPI host-staged
   IterationStats train_step();
   double run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
@@ -72,18 +68,11 @@ class Trainer {
   int world_rank_ = 0, world_size_ = 1;
   ParallelLayout layout_;
   std::unique_ptr<Topology> topo_;
-  NodeRanks node_;  // this rank's place on its node (GPU jobs)
-  // NCCL groups for the model's TP collectives, the DP buckets and the word
-  // embedding's sync (--comm-backend; null: MPI). Declared before the stage and
-  // the gradient sync, which use them.
-  std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_, emb_nccl_;
-  // Host staging (a multi-rank GPU job, or --debug-host-staging): the model's TP
-  // collectives through host copies, and the host copy of the parameters that
-  // the distributed optimizer's all-gather works on (the parameters themselves
-  // when not staged).
-  bool staged_ = false;
-  std::string comm_line_;                             // "comm: ..." printed at the start (staged jobs)
-  std::unique_ptr<DeviceGroup> tp_device_;           // the model's TP group for its device
+  // The GPU, staging and NCCL groups of this rank (connect()). Declared before
+  // the stage and the gradient sync, which use its groups.
+  std::unique_ptr<JobComm> comm_;
+  // The host copy of the parameters that the distributed optimizer's
+  // all-gather works on (the parameters themselves when not staged).
   std::unique_ptr<HostMirror> params_host_;           // with the distributed optimizer only
   std::vector<float> lep_input_, lep_grad_;           // --check-lep's host copies of the link's slices
   std::unique_ptr<IndexedDataset> dataset_;
