@@ -57,15 +57,12 @@ std::string describe(const CompressorSpec& spec) {
 
 namespace {
 
-// The byte methods: they pack on the host.
+// The methods that pack on the host (top-k's selection, sign's bit string).
 std::unique_ptr<MatrixCompressor> make_host_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols) {
   switch (spec.method) {
-    case CompressionMethod::Int8: return std::make_unique<Int8Compressor>(rows, cols);
-    case CompressionMethod::Fp8E4m3: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E4M3);
-    case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2);
     case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction);
     case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols);
-    case CompressionMethod::PowerSgd: break;
+    default: break;
   }
   throw Error("unknown compression method");
 }
@@ -74,8 +71,15 @@ std::unique_ptr<MatrixCompressor> make_host_compressor(const CompressorSpec& spe
 
 std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
                                                   uint64_t seed, uint64_t key, CompressorPlacement where) {
-  if (spec.method == CompressionMethod::PowerSgd)
-    return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key, *where.ops);
+  // PowerSGD, int8 and fp8 compute on the placement's device.
+  switch (spec.method) {
+    case CompressionMethod::PowerSgd:
+      return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key, *where.ops);
+    case CompressionMethod::Int8: return std::make_unique<Int8Compressor>(rows, cols, *where.ops);
+    case CompressionMethod::Fp8E4m3: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E4M3, *where.ops);
+    case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2, *where.ops);
+    default: break;
+  }
   auto host = make_host_compressor(spec, rows, cols);
   if (where.device() == Device::Cpu && !where.stage_host_methods) return host;
   return std::make_unique<HostStagedCompressor>(std::move(host), where.device());

@@ -14,8 +14,10 @@
 //   [4*rows, 4*rows + rows*cols)  fp8 codes, row-major
 //   zero padding to a whole 4-byte word
 // bytes = 4*rows + rows*cols, wire_floats() = ceil(bytes / 4).
-// Stateless; composes with ErrorFeedback.
+// Stateless; composes with ErrorFeedback. It packs on its Ops' device (the
+// CPU and CUDA kernels of kernels/row_codes.h send the same bytes).
 #include "compress/wire.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
@@ -27,7 +29,8 @@ inline float fp8_max_finite(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f 
 
 class Fp8Compressor final : public StatelessCompressor {
  public:
-  Fp8Compressor(int64_t rows, int64_t cols, Fp8Format format);
+  // m, wire and out live on ops' device.
+  Fp8Compressor(int64_t rows, int64_t cols, Fp8Format format, kernels::Ops& ops = kernels::cpu_ops());
   Fp8Format format() const { return format_; }
   static int64_t wire_bytes(int64_t rows, int64_t cols) { return 4 * rows + rows * cols; }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_)); }
@@ -36,6 +39,7 @@ class Fp8Compressor final : public StatelessCompressor {
 
  private:
   Fp8Format format_;
+  kernels::Ops& ops_;
 };
 
 }  // namespace occ

@@ -1,5 +1,5 @@
 #pragma once
-// A host compressor (int8, fp8, top-k, sign: their packing runs on the CPU)
+// A host compressor (top-k, sign: their packing runs on the CPU)
 // used on another device's memory: encode downloads the matrix into
 // page-locked host memory and encodes it there into the wire, which stays
 // host memory (wire_on_host: MPI sends it as it is); decode unpacks a host

@@ -14,19 +14,25 @@
 //   [4*rows, 4*rows + rows*cols)  int8 codes, row-major
 //   zero padding to a whole 4-byte word
 // bytes = 4*rows + rows*cols, wire_floats() = ceil(bytes / 4).
-// Stateless; composes with ErrorFeedback.
+// Stateless; composes with ErrorFeedback. It packs on its Ops' device (the
+// CPU and CUDA kernels of kernels/row_codes.h send the same bytes).
 #include "compress/wire.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
 class Int8Compressor final : public StatelessCompressor {
  public:
-  Int8Compressor(int64_t rows, int64_t cols);
+  // m, wire and out live on ops' device.
+  Int8Compressor(int64_t rows, int64_t cols, kernels::Ops& ops = kernels::cpu_ops());
   // The formula above, before padding.
   static int64_t wire_bytes(int64_t rows, int64_t cols) { return 4 * rows + rows * cols; }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;
+
+ private:
+  kernels::Ops& ops_;
 };
 
 }  // namespace occ

@@ -49,38 +49,6 @@ inline void check_shape(const char* method, int64_t rows, int64_t cols) {
             method, cols);
 }
 
-// The layout int8 and fp8 share: n fp32 row scales (the first n words), then
-// n*c one-byte codes, row-major. scale = absmax(row) / top, so the row's
-// largest magnitude maps onto the largest code; code(v) encodes v = x / scale
-// (a NaN entry is sent as the code of 0); a row whose scale is not positive
-// (all zeros, underflow) sends all-zero codes. Rows are independent, so the
-// message does not depend on the thread count.
-template <class Code>
-void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, int64_t words, float top, Code code) {
-  clear_tail(wire, words);
-  unsigned char* codes = bytes(wire) + 4 * n;
-#pragma omp parallel for schedule(static) if (n * c >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    const float* x = m + i * c;
-    float absmax = 0.0f;
-    for (int64_t j = 0; j < c; ++j) absmax = std::fmax(absmax, std::fabs(x[j]));
-    const float scale = absmax / top;
-    wire[i] = scale;
-    unsigned char* row = codes + i * c;
-    for (int64_t j = 0; j < c; ++j) row[j] = scale > 0.0f ? code(std::isnan(x[j]) ? 0.0f : x[j] / scale) : 0;
-  }
-}
-// out = value(code) * the row's scale.
-template <class Value>
-void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, Value value) {
-  const unsigned char* codes = bytes(wire) + 4 * n;
-#pragma omp parallel for schedule(static) if (n * c >= (1 << 16))
-  for (int64_t i = 0; i < n; ++i) {
-    const float scale = wire[i];
-    for (int64_t j = 0; j < c; ++j) out[i * c + j] = value(codes[i * c + j]) * scale;
-  }
-}
-
 }  // namespace occ::wire
 
 namespace occ {

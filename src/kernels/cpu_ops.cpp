@@ -142,6 +142,12 @@ class CpuOps final : public Ops {
   }
   void orthonormalize_columns(float* a, int64_t n, int64_t k) override { kernels::orthonormalize_columns(a, n, k); }
   void axpy(float* y, float alpha, const float* x, int64_t n) override { kernels::axpy(y, alpha, x, n); }
+  void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) override {
+    kernels::encode_scaled_rows(m, wire, n, c, code);
+  }
+  void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) override {
+    kernels::decode_scaled_rows(wire, out, n, c, code);
+  }
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 // accumulate (+=) into parameter gradients, so micro-batches add up.
 #include <cstdint>
 
+#include "kernels/row_codes.h"
+
 namespace occ::kernels {
 
 // ---- linear layers (cblas sgemm) -------------------------------------------
@@ -92,5 +94,11 @@ void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int6
 void orthonormalize_columns(float* a, int64_t n, int64_t k);
 // y[i] += alpha * x[i]
 void axpy(float* y, float alpha, const float* x, int64_t n);
+
+// ---- one-byte codes with a per-row scale (int8 / fp8 compression, row_codes.h) ----
+// Packs m[n, c] into wire (row_code_bytes(n, c) bytes, zero-padded to a whole
+// 32-bit word), and back: out[n, c] = decode(code) * scale.
+void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code);
+void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code);
 
 }  // namespace occ::kernels

@@ -107,6 +107,11 @@ class Ops {
   // differ in sign, which PowerSGD's P P^T does not see).
   virtual void orthonormalize_columns(float* a, int64_t n, int64_t k) = 0;
   virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;  // y += alpha x
+
+  // ---- one-byte codes with a per-row scale (int8 / fp8 compression) --------------
+  // The wire (32-bit words) on this device; kernels.h, row_codes.h.
+  virtual void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) = 0;
+  virtual void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) = 0;
 };
 
 // The reference backend.

@@ -169,5 +169,11 @@ void TimedOps::orthonormalize_columns(float* a, int64_t n, int64_t k) {
 void TimedOps::axpy(float* y, float alpha, const float* x, int64_t n) {
   timed("axpy", 0, [&] { inner_.axpy(y, alpha, x, n); });
 }
+void TimedOps::encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) {
+  timed("encode_scaled_rows", 0, [&] { inner_.encode_scaled_rows(m, wire, n, c, code); });
+}
+void TimedOps::decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) {
+  timed("decode_scaled_rows", 0, [&] { inner_.decode_scaled_rows(wire, out, n, c, code); });
+}
 
 }  // namespace occ::kernels

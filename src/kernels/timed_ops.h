@@ -84,6 +84,8 @@ class TimedOps final : public Ops {
               bool trans_b) override;
   void orthonormalize_columns(float* a, int64_t n, int64_t k) override;
   void axpy(float* y, float alpha, const float* x, int64_t n) override;
+  void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) override;
+  void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) override;
 
  private:
   // Times one call of f under `name`.

@@ -63,8 +63,9 @@ cross_resume() {
 cross_resume staged_to_plain --debug-host-staging ""
 cross_resume plain_to_staged "" --debug-host-staging
 # T2 P2 (TP collectives in the model, scatter-gather between stages) with int8 activations
-# and CB by top-k with LEP: byte methods pack on the host from the device's
-# messages (compress/host_staged_compressor.h), under error feedback on the device.
+# (packed on the "device", kernels/row_codes.h) and CB by top-k with LEP (packed on the
+# host from the device's messages, compress/host_staged_compressor.h), under error
+# feedback on the device.
 pair t2p2_act 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --activation-comp-method int8 \
   --inter-grad-comp --inter-grad-comp-method topk --use-error-feedback
 # T2 D2 with the distributed optimizer (reduce-scattered buckets, the all-gather of parameters).

@@ -3,10 +3,12 @@
 //     reconstruction P Q^T equals the CPU's (the factors themselves may differ
 //     in sign: Gram-Schmidt vs QR), and so does the receiver's decode;
 //   * error feedback (LEP) around it: the residual follows the CPU's;
-//   * the byte methods, packed on the host from device memory into a host
-//     wire: the wire and the decoded values are the CPU's bit for bit;
+//   * the byte methods: int8 and fp8 packed by the GPU's kernels into a
+//     device wire, top-k and sign on the host from device memory into a host
+//     wire; either way the wire and the decoded values are the CPU's bit for bit;
 //   * state saved on the GPU loads on the CPU and continues there (checkpoints
 //     resume across backends).
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -61,23 +63,44 @@ TEST_F(CudaOpsTest, PowerSgdWithLepMatchesTheCpu) {
   expect_close(gf->residual().to_host(), cf->residual().to_host(), 1e-4, "LEP residual");
 }
 
-TEST_F(CudaOpsTest, ByteMethodsStagedFromTheGpuSendTheCpuWire) {
+TEST_F(CudaOpsTest, ByteMethodsOnTheGpuSendTheCpuWire) {
   for (CompressionMethod method : all_methods()) {
     if (method == CompressionMethod::PowerSgd) continue;
     const CompressorSpec spec{method, 4, 0.25};
     auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);
-    ASSERT_TRUE(g->wire_on_host()) << method_name(method);
+    const bool host_wire = method == CompressionMethod::Topk || method == CompressionMethod::Sign;
+    ASSERT_EQ(g->wire_on_host(), host_wire) << method_name(method);
     for (int s = 0; s < 3; ++s) {
       FTwin m(random_values(size_t(kRows * kCols), 400 + uint64_t(s))), out(filled(kRows * kCols));
-      std::vector<float> cpu_wire(size_t(c->wire_floats())), gpu_wire(cpu_wire.size(), 7.0f);  // both on the host
+      // A row of zeros (scale 0), a NaN entry and an outlier: the edge cases of the scaled codes.
+      for (int64_t j = 0; j < kCols; ++j) m.cpu[size_t(5 * kCols + j)] = 0.0f;
+      m.cpu[size_t(7 * kCols + 3)] = std::nanf("");
+      m.cpu[size_t(9 * kCols + 1)] = 1e30f;
+      m.dev.assign_from_host(m.cpu);
+      std::vector<float> cpu_wire(size_t(c->wire_floats())), gpu_wire(cpu_wire.size(), 7.0f);
       c->encode(m.c(), cpu_wire.data());
-      g->encode(m.g(), gpu_wire.data());
+      if (host_wire) {
+        g->encode(m.g(), gpu_wire.data());
+      } else {  // a device wire, filled with junk first: the padding must be written too
+        DeviceBuffer<float> dev_wire(Device::Cuda, gpu_wire.size());
+        dev_wire.assign_from_host(gpu_wire);
+        g->encode(m.g(), dev_wire.data());
+        gpu_wire = dev_wire.to_host();
+      }
       // Bits, not floats: a wire word of packed bytes may read as a NaN.
       EXPECT_EQ(std::memcmp(gpu_wire.data(), cpu_wire.data(), gpu_wire.size() * sizeof(float)), 0)
           << method_name(method) << " wire, step " << s;
       c->decode(cpu_wire.data(), out.c());
-      g->decode(gpu_wire.data(), out.g());
-      EXPECT_EQ(out.gpu(), out.cpu) << method_name(method) << " decoded, step " << s;
+      if (host_wire) {
+        g->decode(gpu_wire.data(), out.g());
+      } else {
+        DeviceBuffer<float> dev_wire(Device::Cuda, gpu_wire.size());
+        dev_wire.assign_from_host(gpu_wire);
+        g->decode(dev_wire.data(), out.g());
+      }
+      const std::vector<float> got = out.gpu();
+      EXPECT_EQ(std::memcmp(got.data(), out.cpu.data(), got.size() * sizeof(float)), 0)
+          << method_name(method) << " decoded, step " << s;
     }
   }
 }

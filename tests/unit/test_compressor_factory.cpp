@@ -79,11 +79,11 @@ TEST(CompressorFactory, HostStagedByteMethodsSendAndDecodeTheSame) {
     const CompressorSpec spec{method, 4, 0.25};
     auto plain = make_compressor(spec, r, c, 1, 2);
     auto staged = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&kernels::cpu_ops(), true});
-    // PowerSGD computes on the device itself; every byte method goes through the host.
-    EXPECT_EQ(dynamic_cast<HostStagedCompressor*>(staged.get()) != nullptr, method != CompressionMethod::PowerSgd)
-        << method_name(method);
+    // PowerSGD, int8 and fp8 compute on the device itself; top-k and sign go through the host.
+    const bool packs_on_host = method == CompressionMethod::Topk || method == CompressionMethod::Sign;
+    EXPECT_EQ(dynamic_cast<HostStagedCompressor*>(staged.get()) != nullptr, packs_on_host) << method_name(method);
     EXPECT_EQ(staged->stateful(), plain->stateful()) << method_name(method);
-    EXPECT_EQ(staged->wire_on_host(), method != CompressionMethod::PowerSgd) << method_name(method);
+    EXPECT_EQ(staged->wire_on_host(), packs_on_host) << method_name(method);
     std::vector<float> wire_a(size_t(plain->wire_floats())), wire_b(wire_a.size(), 7.0f);
     std::vector<float> out_a(m.size()), out_b(m.size(), 7.0f);
     for (int step = 0; step < 2; ++step) {  // twice: PowerSGD's warm start must agree too

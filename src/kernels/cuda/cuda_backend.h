@@ -105,6 +105,8 @@ class CudaOps final : public Ops {
               bool trans_b) override;
   void orthonormalize_columns(float* a, int64_t n, int64_t k) override;
   void axpy(float* y, float alpha, const float* x, int64_t n) override;
+  void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) override;
+  void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) override;
 
   // ---- for the kernel files ------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
