@@ -10,7 +10,7 @@ std::unique_ptr<DataParallelCompressor> make_dp_compressor(const GradCompression
                                                            kernels::Ops& ops) {
   if (cfg.method == CompressionMethod::PowerSgd)
     return std::make_unique<DataParallelPowerSgd>(cfg, std::move(tensors), seed, ops);
-  return std::make_unique<DataParallelGatherCompression>(cfg, std::move(tensors), seed);
+  return std::make_unique<DataParallelGatherCompression>(cfg, std::move(tensors), seed, ops);
 }
 
 }  // namespace occ

@@ -7,14 +7,27 @@
 
 namespace occ {
 
+namespace {
+bool packs_on_device(CompressionMethod m) {
+  return m == CompressionMethod::Int8 || m == CompressionMethod::Fp8E4m3 || m == CompressionMethod::Fp8E5m2;
+}
+}  // namespace
+
 DataParallelGatherCompression::DataParallelGatherCompression(const GradCompressionConfig& cfg,
-                                                             std::vector<TensorDesc> tensors, uint64_t seed)
-    : cfg_(cfg), tensors_(std::move(tensors)) {
+                                                             std::vector<TensorDesc> tensors, uint64_t seed,
+                                                             kernels::Ops& ops)
+    : cfg_(cfg),
+      tensors_(std::move(tensors)),
+      on_device_(packs_on_device(cfg.method)),
+      ops_(on_device_ ? ops : kernels::cpu_ops()),
+      message_(ops_.device()),
+      gathered_(ops_.device()),
+      decoded_(ops_.device()) {
   OCC_CHECK(!method_is_summable(cfg.method), "DataParallelGatherCompression is for byte-wire methods, not {}",
             method_name(cfg.method));
   for (const auto& t : tensors_) {
-    auto c = make_compressor(cfg.spec(), t.rows, t.cols, seed, t.key + 1);
-    if (cfg.error_feedback) c = std::make_unique<ErrorFeedback>(std::move(c));
+    auto c = make_compressor(cfg.spec(), t.rows, t.cols, seed, t.key + 1, CompressorPlacement{&ops_, false});
+    if (cfg.error_feedback) c = std::make_unique<ErrorFeedback>(std::move(c), ops_);
     wire_offset_.push_back(wire_total_);
     wire_total_ += c->wire_floats();
     compressors_.push_back(std::move(c));
@@ -32,8 +45,10 @@ void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group
   }
   gathered_.resize(size_t(D * wire_total_));
   {
+    // The wire is bytes: the gather only copies it (never a float operation that could change a NaN's bits).
     ScopedPhase t(timers, "dp_allreduce", "dp_allgather compressed");
-    dp.allgather(message_.data(), gathered_.data(), size_t(wire_total_), Traffic::DataParallel);
+    Communicator& comm = on_device_ ? group.device : dp;
+    comm.allgather(message_.data(), gathered_.data(), size_t(wire_total_), Traffic::DataParallel);
   }
   // Saved versus a dense ring all-reduce of the same gradients (2(D-1)/D of them per rank).
   int64_t dense = 0;
@@ -44,16 +59,17 @@ void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group
   const float inv = 1.0f / float(D);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const TensorDesc& d = tensors_[i];
-    const size_t n = size_t(d.rows * d.cols);
+    const int64_t n = d.rows * d.cols;
     float* g = grads + d.offset;
-    decoded_.resize(n);
+    decoded_.resize(size_t(n));
     // Rank 0's message first, then each next rank's added: one order everywhere.
+    // (axpy by 1 and scale are exact adds and products: the CPU's loops' bits.)
     compressors_[i]->decode(gathered_.data() + wire_offset_[i], g);
     for (int64_t r = 1; r < D; ++r) {
       compressors_[i]->decode(gathered_.data() + r * wire_total_ + wire_offset_[i], decoded_.data());
-      for (size_t j = 0; j < n; ++j) g[j] += decoded_[j];
+      ops_.axpy(g, 1.0f, decoded_.data(), n);
     }
-    for (size_t j = 0; j < n; ++j) g[j] *= inv;
+    ops_.scale(g, inv, n);
   }
 }
 
