@@ -33,7 +33,6 @@ class CompressedActivations final : public MessageCodec {
   CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
                         CompressorPlacement where = {});
   int64_t wire_floats() const override { return compressor_->wire_floats(); }
-  bool wire_on_host() const override { return compressor_->wire_on_host(); }
   void encode(const float* slice, float* wire) override { compressor_->encode(slice, wire); }
   void decode(const float* wire, float* slice) const override { compressor_->decode(wire, slice); }
 

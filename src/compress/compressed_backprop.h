@@ -54,7 +54,6 @@ class CompressedBackprop final : public MessageCodec {
   }
 
   int64_t wire_floats() const override { return compressor_->wire_floats(); }
-  bool wire_on_host() const override { return compressor_->wire_on_host(); }
   // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
   void encode(const float* grad, float* wire) override { compressor_->encode(grad, wire); }
   // Receiver: rebuilds the gradient from a message of this link's shape.

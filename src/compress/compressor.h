@@ -3,9 +3,8 @@
 // Compressors are stateful (e.g. PowerSGD's warm-started Q), and their state
 // is saved with the rank's checkpoint so a resumed run continues bit-exactly.
 // A compressor lives on one device (kernels::Ops): the matrix, the wire and
-// its state are in that device's memory (the wire on the host instead where
-// wire_on_host(): a compressor that packs on the host); checkpoints hold host
-// copies, so a state saved on one device loads on the other.
+// its state are in that device's memory; checkpoints hold host copies, so a
+// state saved on one device loads on the other.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,9 +28,6 @@ class MatrixCompressor {
   // Does it keep state between messages (a warm start, a residual) that a
   // checkpoint must hold? Stateless ones continue any run exactly when fresh.
   virtual bool stateful() const { return true; }
-  // Is the wire host memory, whatever the matrix's device? (It is then sent
-  // and received as it is, without a copy off the device.)
-  virtual bool wire_on_host() const { return false; }
   virtual void save_state(TensorFileWriter& w, const std::string& prefix) const = 0;
   // Loads what the file holds under prefix that fits this compressor; returns
   // false unless that was all of its state (the missing parts stay fresh).

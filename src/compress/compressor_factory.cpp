@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "compress/fp8_compressor.h"
-#include "compress/host_staged_compressor.h"
 #include "compress/int8_compressor.h"
 #include "compress/powersgd.h"
 #include "compress/sign_compressor.h"
@@ -57,32 +56,20 @@ std::string describe(const CompressorSpec& spec) {
 
 namespace {
 
-// The methods that pack on the host (top-k's selection, sign's bit string).
-std::unique_ptr<MatrixCompressor> make_host_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols) {
-  switch (spec.method) {
-    case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction);
-    case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols);
-    default: break;
-  }
-  throw Error("unknown compression method");
-}
-
 }  // namespace
 
 std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
                                                   uint64_t seed, uint64_t key, CompressorPlacement where) {
-  // PowerSGD, int8 and fp8 compute on the placement's device.
+  kernels::Ops& ops = *where.ops;
   switch (spec.method) {
-    case CompressionMethod::PowerSgd:
-      return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key, *where.ops);
-    case CompressionMethod::Int8: return std::make_unique<Int8Compressor>(rows, cols, *where.ops);
-    case CompressionMethod::Fp8E4m3: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E4M3, *where.ops);
-    case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2, *where.ops);
-    default: break;
+    case CompressionMethod::PowerSgd: return std::make_unique<PowerSgdCompressor>(rows, cols, spec.rank, seed, key, ops);
+    case CompressionMethod::Int8: return std::make_unique<Int8Compressor>(rows, cols, ops);
+    case CompressionMethod::Fp8E4m3: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E4M3, ops);
+    case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2, ops);
+    case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction, ops);
+    case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols, ops);
   }
-  auto host = make_host_compressor(spec, rows, cols);
-  if (where.device() == Device::Cpu && !where.stage_host_methods) return host;
-  return std::make_unique<HostStagedCompressor>(std::move(host), where.device());
+  throw Error("unknown compression method");
 }
 
 int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t cols) {

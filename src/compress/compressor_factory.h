@@ -40,14 +40,10 @@ struct CompressorSpec {
 std::string describe(const CompressorSpec& spec);
 
 // Where a compressor runs: the device of `ops`, whose memory holds the
-// matrices and wires it is given. PowerSGD, int8 and fp8 (and error feedback)
-// compute there; top-k and sign pack on the host
-// (compress/host_staged_compressor.h) when the device is not the host, or
-// when `stage_host_methods` (the CPU's --debug-host-staging, which tests that
-// path without a GPU).
+// matrices and wires it is given. Every method (and error feedback) computes
+// there.
 struct CompressorPlacement {
   kernels::Ops* ops = &kernels::cpu_ops();
-  bool stage_host_methods = false;
   Device device() const { return ops->device(); }
 };
 // Builds the compressor of a rows x cols matrix. seed and key fix PowerSGD's

@@ -48,12 +48,10 @@ class DataParallelCompressor {
   virtual ~DataParallelCompressor() = default;
   // The gradients it compresses (offsets into the grad buffer).
   virtual const std::vector<TensorDesc>& tensors() const = 0;
-  // Where reduce() takes the gradients: on their device (PowerSGD: its
-  // products run there and its factors are all-reduced over dp.device), or in
-  // host memory (the byte methods, over dp.host).
-  virtual bool on_device() const = 0;
-  // Averages the selected gradients over the group (compressed) in place;
-  // every DP rank ends with the same values.
+  // Averages the selected gradients, on their device, over the group
+  // (compressed) in place: PowerSGD's factors are all-reduced and the byte
+  // methods' messages all-gathered over dp.device. Every DP rank ends with the
+  // same values.
   virtual void reduce(float* grads, DataParallelGroup dp, PhaseTimers& timers) = 0;
   // Does it keep state a checkpoint must hold (warm starts, residuals)?
   virtual bool stateful() const = 0;

@@ -7,26 +7,19 @@
 
 namespace occ {
 
-namespace {
-bool packs_on_device(CompressionMethod m) {
-  return m == CompressionMethod::Int8 || m == CompressionMethod::Fp8E4m3 || m == CompressionMethod::Fp8E5m2;
-}
-}  // namespace
-
 DataParallelGatherCompression::DataParallelGatherCompression(const GradCompressionConfig& cfg,
                                                              std::vector<TensorDesc> tensors, uint64_t seed,
                                                              kernels::Ops& ops)
     : cfg_(cfg),
       tensors_(std::move(tensors)),
-      on_device_(packs_on_device(cfg.method)),
-      ops_(on_device_ ? ops : kernels::cpu_ops()),
+      ops_(ops),
       message_(ops_.device()),
       gathered_(ops_.device()),
       decoded_(ops_.device()) {
   OCC_CHECK(!method_is_summable(cfg.method), "DataParallelGatherCompression is for byte-wire methods, not {}",
             method_name(cfg.method));
   for (const auto& t : tensors_) {
-    auto c = make_compressor(cfg.spec(), t.rows, t.cols, seed, t.key + 1, CompressorPlacement{&ops_, false});
+    auto c = make_compressor(cfg.spec(), t.rows, t.cols, seed, t.key + 1, CompressorPlacement{&ops_});
     if (cfg.error_feedback) c = std::make_unique<ErrorFeedback>(std::move(c), ops_);
     wire_offset_.push_back(wire_total_);
     wire_total_ += c->wire_floats();
@@ -47,8 +40,7 @@ void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group
   {
     // The wire is bytes: the gather only copies it (never a float operation that could change a NaN's bits).
     ScopedPhase t(timers, "dp_allreduce", "dp_allgather compressed");
-    Communicator& comm = on_device_ ? group.device : dp;
-    comm.allgather(message_.data(), gathered_.data(), size_t(wire_total_), Traffic::DataParallel);
+    group.device.allgather(message_.data(), gathered_.data(), size_t(wire_total_), Traffic::DataParallel);
   }
   // Saved versus a dense ring all-reduce of the same gradients (2(D-1)/D of them per rank).
   int64_t dense = 0;

@@ -11,9 +11,8 @@
 // N floats: int8 at D = 2 sends ~1/4 of the dense bytes; gathering loses to
 // a reduction as D grows (the message count grows with D), which the planner
 // accounts for.
-// int8 and fp8 (and their error feedback) run on the gradients' device, the
-// messages gathered over the device group (NCCL, or MPI through host copies);
-// top-k and sign run on the host copy of the gradients.
+// It runs on the gradients' device (with its error feedback), the messages
+// gathered over the device group (NCCL, or MPI through host copies).
 #include <memory>
 #include <vector>
 
@@ -23,11 +22,10 @@ namespace occ {
 
 class DataParallelGatherCompression final : public DataParallelCompressor {
  public:
-  // ops: the gradients' backend (where int8 and fp8 compute).
+  // ops: the gradients' backend, where it computes.
   DataParallelGatherCompression(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors, uint64_t seed,
                                 kernels::Ops& ops);
   const std::vector<TensorDesc>& tensors() const override { return tensors_; }
-  bool on_device() const override { return on_device_; }
   void reduce(float* grads, DataParallelGroup group, PhaseTimers& timers) override;
   bool stateful() const override { return cfg_.error_feedback; }  // the residuals
   void save_state(TensorFileWriter& w) const override;
@@ -44,7 +42,6 @@ class DataParallelGatherCompression final : public DataParallelCompressor {
   std::vector<std::unique_ptr<MatrixCompressor>> compressors_;  // per tensor (error feedback inside)
   std::vector<int64_t> wire_offset_;                            // per tensor, into the message
   int64_t wire_total_ = 0;
-  bool on_device_;     // int8 / fp8: on ops_' device; top-k / sign: on the host (the CPU's ops)
   kernels::Ops& ops_;  // where the buffers below live and the sums run
   DeviceBuffer<float> message_, gathered_, decoded_;
 };

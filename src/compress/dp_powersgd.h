@@ -22,7 +22,6 @@ class DataParallelPowerSgd final : public DataParallelCompressor {
   DataParallelPowerSgd(const GradCompressionConfig& cfg, std::vector<TensorDesc> tensors, uint64_t seed,
                        kernels::Ops& ops);
   const std::vector<TensorDesc>& tensors() const override { return tensors_; }
-  bool on_device() const override { return true; }
   // Averages the selected gradients (on ops' device) over dp.device, compressed, in place.
   void reduce(float* grads, DataParallelGroup dp, PhaseTimers& timers) override;
   // Floats each all-reduce carries: sum of rows*k and of cols*k.

@@ -66,7 +66,6 @@ class ErrorFeedback final : public MatrixCompressor {
   int64_t rows() const override { return inner_->rows(); }
   int64_t cols() const override { return inner_->cols(); }
   int64_t wire_floats() const override { return inner_->wire_floats(); }
-  bool wire_on_host() const override { return inner_->wire_on_host(); }  // only passed through
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override { inner_->decode(wire, out); }
   void save_state(TensorFileWriter& w, const std::string& prefix) const override;

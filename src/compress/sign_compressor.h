@@ -18,18 +18,24 @@
 //       p % 8 (LSB first) of byte p / 8, p = i*cols + j
 //   zero padding to a whole 4-byte word
 // bytes = 4*rows + ceil(rows*cols/8), wire_floats() = ceil(bytes / 4).
-// Stateless; meant to run under ErrorFeedback (alone it is biased).
+// Stateless; meant to run under ErrorFeedback (alone it is biased). It packs
+// on its Ops' device (kernels/row_codes.h: the same bytes on either backend).
 #include "compress/wire.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
 class SignCompressor final : public StatelessCompressor {
  public:
-  SignCompressor(int64_t rows, int64_t cols);
-  static int64_t wire_bytes(int64_t rows, int64_t cols) { return 4 * rows + wire::bytes_for_bits(rows * cols); }
+  // m, wire and out live on ops' device.
+  SignCompressor(int64_t rows, int64_t cols, kernels::Ops& ops = kernels::cpu_ops());
+  static int64_t wire_bytes(int64_t rows, int64_t cols) { return kernels::sign_code_bytes(rows, cols); }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;
+
+ private:
+  kernels::Ops& ops_;
 };
 
 }  // namespace occ

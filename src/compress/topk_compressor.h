@@ -18,8 +18,10 @@
 //            bytes = 4*rows*k + rows*ceil(cols/8), then zero padding to a word
 // Bitmap wins (compared on the padded word totals) about when ceil(cols/8) < 4k,
 // i.e. when fraction > ~1/32.
-// Stateless; composes with ErrorFeedback (the usual top-k + EF pairing).
+// Stateless; composes with ErrorFeedback (the usual top-k + EF pairing). It
+// packs on its Ops' device (kernels/row_codes.h: the same bytes on either backend).
 #include "compress/wire.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
@@ -29,14 +31,17 @@ inline const char* topk_format_name(TopkFormat f) { return f == TopkFormat::Indi
 
 class TopkCompressor final : public StatelessCompressor {
  public:
-  TopkCompressor(int64_t rows, int64_t cols, double fraction);
+  // m, wire and out live on ops' device.
+  TopkCompressor(int64_t rows, int64_t cols, double fraction, kernels::Ops& ops = kernels::cpu_ops());
   int64_t k() const { return k_; }
   TopkFormat format() const { return format_; }
   // The two formulas above, before padding.
   static int64_t k_for(int64_t cols, double fraction);
-  static int64_t indices_bytes(int64_t rows, int64_t cols, int64_t k) { return 8 * rows * k; }
+  static int64_t indices_bytes(int64_t rows, int64_t cols, int64_t k) {
+    return kernels::topk_code_bytes(rows, cols, k, false);
+  }
   static int64_t bitmap_bytes(int64_t rows, int64_t cols, int64_t k) {
-    return 4 * rows * k + rows * wire::bytes_for_bits(cols);
+    return kernels::topk_code_bytes(rows, cols, k, true);
   }
   int64_t wire_bytes() const {
     return format_ == TopkFormat::Indices ? indices_bytes(rows_, cols_, k_) : bitmap_bytes(rows_, cols_, k_);
@@ -48,6 +53,7 @@ class TopkCompressor final : public StatelessCompressor {
  private:
   int64_t k_;
   TopkFormat format_;
+  kernels::Ops& ops_;
 };
 
 }  // namespace occ

@@ -4,15 +4,14 @@
 // The transport moves 32-bit words (wire_floats() of them). A compressor whose
 // message is a byte string (int8/fp8 codes, bitmaps, int32 indices) writes its
 // bytes into the float buffer through an unsigned char view and pads the last
-// word with zero bytes, so the message is bitwise deterministic. Such a wire
+// word with zero bytes, so the message is bitwise deterministic (the packing
+// itself is in kernels/row_codes.h, for both backends). Such a wire
 // holds arbitrary bit patterns (some are NaNs as floats): it may only be
 // copied (send/recv/broadcast/gather), never reduced or converted as floats.
 //
 // All multi-byte fields (fp32 scales, int32 indices) are in host byte order;
 // every rank of a job runs on the same architecture.
 #include <cstdint>
-#include <cmath>
-#include <cstring>
 #include <string>
 
 #include "compress/compressor.h"
@@ -22,25 +21,6 @@ namespace occ::wire {
 
 // Words (4 bytes) holding `bytes` bytes: the byte count padded to a multiple of 4.
 constexpr int64_t words_for_bytes(int64_t bytes) { return (bytes + 3) / 4; }
-// Bytes holding `bits` bits.
-constexpr int64_t bytes_for_bits(int64_t bits) { return (bits + 7) / 8; }
-
-// Byte views of the float wire (character types may alias any object).
-inline unsigned char* bytes(float* wire) { return reinterpret_cast<unsigned char*>(wire); }
-inline const unsigned char* bytes(const float* wire) { return reinterpret_cast<const unsigned char*>(wire); }
-
-// Zeroes the last word, so that padding bytes after a byte string are 0.
-inline void clear_tail(float* wire, int64_t words) {
-  if (words > 0) std::memset(wire + (words - 1), 0, 4);
-}
-
-inline void put_i32(unsigned char* at, int32_t v) { std::memcpy(at, &v, 4); }
-inline int32_t get_i32(const unsigned char* at) {
-  int32_t v;
-  std::memcpy(&v, at, 4);
-  return v;
-}
-
 // The shape checks every compressor's constructor makes.
 inline void check_shape(const char* method, int64_t rows, int64_t cols) {
   OCC_CHECK(rows >= 1 && cols >= 1, "{} compressor needs a matrix of positive size (got {} x {}); pass rows, cols >= 1",

@@ -148,6 +148,16 @@ class CpuOps final : public Ops {
   void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) override {
     kernels::decode_scaled_rows(wire, out, n, c, code);
   }
+  void encode_signs(const float* m, float* wire, int64_t n, int64_t c) override { kernels::encode_signs(m, wire, n, c); }
+  void decode_signs(const float* wire, float* out, int64_t n, int64_t c) override {
+    kernels::decode_signs(wire, out, n, c);
+  }
+  void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) override {
+    kernels::encode_topk(m, wire, n, c, k, bitmap);
+  }
+  void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) override {
+    kernels::decode_topk(wire, out, n, c, k, bitmap);
+  }
 };
 
 }  // namespace

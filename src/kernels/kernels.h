@@ -100,5 +100,12 @@ void axpy(float* y, float alpha, const float* x, int64_t n);
 // 32-bit word), and back: out[n, c] = decode(code) * scale.
 void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code);
 void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code);
+// Sign bits with a per-row scale (sign_code_bytes), and back: out = +-scale.
+void encode_signs(const float* m, float* wire, int64_t n, int64_t c);
+void decode_signs(const float* wire, float* out, int64_t n, int64_t c);
+// The k largest-magnitude entries of each row (topk_code_bytes), and back: the
+// kept entries in zeros. (Decoding skips an index outside the row.)
+void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap);
+void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap);
 
 }  // namespace occ::kernels

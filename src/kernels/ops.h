@@ -108,10 +108,14 @@ class Ops {
   virtual void orthonormalize_columns(float* a, int64_t n, int64_t k) = 0;
   virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;  // y += alpha x
 
-  // ---- one-byte codes with a per-row scale (int8 / fp8 compression) --------------
+  // ---- the byte compressors' codes (int8 / fp8, sign, top-k) ---------------------
   // The wire (32-bit words) on this device; kernels.h, row_codes.h.
   virtual void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) = 0;
   virtual void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) = 0;
+  virtual void encode_signs(const float* m, float* wire, int64_t n, int64_t c) = 0;
+  virtual void decode_signs(const float* wire, float* out, int64_t n, int64_t c) = 0;
+  virtual void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) = 0;
+  virtual void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) = 0;
 };
 
 // The reference backend.

@@ -1,8 +1,10 @@
 #pragma once
+// The wires of the byte compressors, here so that both backends pack them
+// (kernels/row_codes.cpp, kernels/cuda/row_codes.cu) from the same per-entry
+// functions, compiled for host and device (OCC_HD), into the same bytes.
+//
 // One-byte codes with a per-row scale: the wire of the int8 and fp8
-// compressors (compress/int8_compressor.h, compress/fp8_compressor.h), here so
-// that both backends pack it (kernels/row_codes.cpp, kernels/cuda/row_codes.cu)
-// from the same per-entry functions, compiled for host and device (OCC_HD).
+// compressors (compress/int8_compressor.h, compress/fp8_compressor.h).
 //
 //   scale_i = max_j |x_ij| / top(code)    (NaN entries do not count)
 //   code_ij = encode(x_ij / scale_i)      (a NaN entry and a row whose scale
@@ -46,5 +48,27 @@ OCC_HD inline float row_decode(RowCode code, uint8_t c) {
 
 // Bytes of the wire before padding.
 inline int64_t row_code_bytes(int64_t n, int64_t c) { return 4 * n + n * c; }
+
+// ---- sign (1-bit) codes: compress/sign_compressor.h -----------------------------
+// [0, 4n) the n fp32 scales (mean |x| of the row, summed in double in column
+// order: the same bits on both backends), then the sign bits of the whole
+// matrix as one bit string (entry p = i*c + j is bit p % 8 of byte p / 8),
+// then zero bytes to a whole word.
+inline int64_t sign_code_bytes(int64_t n, int64_t c) { return 4 * n + (n * c + 7) / 8; }
+
+// ---- top-k codes: compress/topk_compressor.h -------------------------------------
+// Per row the k entries of largest |x| (compared as fp32 bit patterns without
+// the sign, a total order; ties to the lower column), in column order:
+// [0, 4nk) their values (row i at i*k), then either their int32 column indices
+// (n*k of them; `bitmap` false) or one bitmap of ceil(c / 8) bytes per row
+// (bit j % 8 of byte j / 8, set = kept), then zero bytes to a whole word.
+inline int64_t topk_code_bytes(int64_t n, int64_t c, int64_t k, bool bitmap) {
+  return bitmap ? 4 * n * k + n * ((c + 7) / 8) : 8 * n * k;
+}
+// The order of selection: is entry a (bits ua) kept before entry b (bits ub)?
+OCC_HD inline bool topk_before(uint32_t ua, int64_t a, uint32_t ub, int64_t b) {
+  const uint32_t ma = ua & 0x7fffffffu, mb = ub & 0x7fffffffu;
+  return ma != mb ? ma > mb : a < b;
+}
 
 }  // namespace occ::kernels

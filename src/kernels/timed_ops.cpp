@@ -175,5 +175,17 @@ void TimedOps::encode_scaled_rows(const float* m, float* wire, int64_t n, int64_
 void TimedOps::decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) {
   timed("decode_scaled_rows", 0, [&] { inner_.decode_scaled_rows(wire, out, n, c, code); });
 }
+void TimedOps::encode_signs(const float* m, float* wire, int64_t n, int64_t c) {
+  timed("encode_signs", 0, [&] { inner_.encode_signs(m, wire, n, c); });
+}
+void TimedOps::decode_signs(const float* wire, float* out, int64_t n, int64_t c) {
+  timed("decode_signs", 0, [&] { inner_.decode_signs(wire, out, n, c); });
+}
+void TimedOps::encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) {
+  timed("encode_topk", 0, [&] { inner_.encode_topk(m, wire, n, c, k, bitmap); });
+}
+void TimedOps::decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) {
+  timed("decode_topk", 0, [&] { inner_.decode_topk(wire, out, n, c, k, bitmap); });
+}
 
 }  // namespace occ::kernels

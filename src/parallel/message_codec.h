@@ -12,9 +12,6 @@ class MessageCodec {
   virtual ~MessageCodec() = default;
   // Floats of one encoded message.
   virtual int64_t wire_floats() const = 0;
-  // Is the wire host memory even where the slices are on a device (a codec
-  // that packs on the host)? Else it is on the slices' device.
-  virtual bool wire_on_host() const { return false; }
   // Sender: encodes one TP rank's slice of the message into wire[wire_floats()].
   virtual void encode(const float* slice, float* wire) = 0;
   // Receiver: rebuilds the slice from a message of this link's shape.

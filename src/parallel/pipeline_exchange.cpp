@@ -54,7 +54,7 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const float* message = x + slice * size_t(layout_.tp_rank);
   size_t floats = slice;
   const std::string name = d.letter + label(mb, sender_chunk);
-  const bool stage = crosses_to_host(encoder);
+  const bool stage = staged_;
   if (encoder) {
     floats = size_t(encoder->wire_floats());
     float* wire = stage ? device_wire(floats) : outbox(floats);
@@ -93,7 +93,7 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
     auto r = pp_.irecv(message, floats * sizeof(float), d.peer_stage, tag(d, mb, sender_chunk), d.recv_what);
     pp_.wait(r);
   }
-  if (crosses_to_host(decoder)) {
+  if (staged_) {
     ScopedPhase t(timers_, "pp_stage");
     float* on_device = decoder ? device_wire(floats) : part;
     device_copy(on_device, device_, message, Device::Cpu, floats * sizeof(float));

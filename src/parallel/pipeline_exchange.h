@@ -10,8 +10,7 @@
 // Messages live on the stage's device; MPI moves host memory, so a staged
 // exchange (a GPU; or the CPU with --debug-host-staging) copies each message
 // through page-locked host memory, after encoding it on the device: only the
-// compressed wire crosses to the host (a codec that packs on the host, e.g.
-// int8, writes its wire there itself: MessageCodec::wire_on_host).
+// compressed wire crosses to the host.
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,11 +75,6 @@ class PipelineExchange {
   }
 
   void gather_slice(float* x, size_t count);
-  // Does a message through `codec` (null: uncompressed) cross between the
-  // device and the host? Staged, unless the codec's wire is host memory already.
-  bool crosses_to_host(const MessageCodec* codec) const {
-    return staged_ && !(codec && codec->wire_on_host());
-  }
   // A host buffer of `floats` for a message in flight, kept until wait_sends().
   float* outbox(size_t floats);
   // The device buffer a staged codec encodes into or decodes from.

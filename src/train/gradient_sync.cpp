@@ -56,18 +56,8 @@ void GradientSync::finish() {
   timers_.add("dp_busy", reducer_->busy_seconds());
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
-  // Staged, the reducer has already written its buckets back. A DP
-  // compressor that works on the host does so on the host copy, downloaded
-  // and uploaded around it; the rest runs on the device.
-  if (compressing_) {
-    if (dp_comp_->on_device()) {
-      dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
-    } else {
-      grads_.download_all();
-      dp_comp_->reduce(grads_.host(), {*topo_.dp, *topo_.dp}, timers_);
-      grads_.upload_all();
-    }
-  }
+  // Staged, the reducer has already written its buckets back; the rest runs on the device.
+  if (compressing_) dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
     size_t lo = size_t(w.offset), n = size_t(w.numel);

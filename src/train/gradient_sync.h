@@ -41,10 +41,10 @@ class GradientSync {
  public:
   // grads: the stage's flat gradient buffer (params' layout), which must stay
   // where it is for the object's life; timers: where the phases are recorded.
-  // staged: the buffer is on a GPU (or --debug-host-staging): the host work on
-  // it (MPI, DP compression) runs on a page-locked host copy (core/host_staging.h).
-  // nccl: the groups that formed over NCCL (null members: MPI). ops: the
-  // gradients' backend (DP PowerSGD and FE's division compute there).
+  // staged: the buffer is on a GPU (or --debug-host-staging): MPI moves
+  // page-locked host copies of it (core/host_staging.h). nccl: the groups that
+  // formed over NCCL (null members: MPI). ops: the gradients' backend (DP
+  // compression and FE's division compute there).
   GradientSync(const TrainOptions& opt, Topology& topo, const ParamLayout& params, DeviceBuffer<float>& grads,
                bool staged, const GradientNccl& nccl, kernels::Ops& ops, PhaseTimers& timers);
 

@@ -87,8 +87,8 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
     if (on) groups += groups.empty() ? name : fmt::format(", {}", name);
   line_ = groups.empty()
               ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP, DP or embedding group for NCCL)", sharing)
-              : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline and DP top-k / sign: mpi (host-staged; "
-                            "PowerSGD, int8, fp8, error feedback and LEP compute on the GPU)",
+              : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline: mpi (host-staged; every "
+                            "compressor computes on the GPU)",
                             nccl_version(nullptr), choice.why, groups);
 }
 

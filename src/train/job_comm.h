@@ -4,11 +4,10 @@
 // its transfers are staged through host memory, which groups run over NCCL
 // (comm/comm_backend.h: --comm-backend), and the "comm: ..." line saying so.
 //
-// With NCCL the model's TP collectives, the DP buckets, DP PowerSGD's factors,
-// DP int8 / fp8 messages and the word embedding's sync (tied or FE) run on
+// With NCCL the model's TP collectives, the DP buckets, DP compression's
+// factors or messages and the word embedding's sync (tied or FE) run on
 // device memory, each group on a stream of its own; the pipeline's transfers
-// (compressed on the device first) and DP top-k / sign (packed on the host)
-// stay on MPI from host copies. Where an NCCL group cannot form on some rank, every rank falls back
+// (compressed on the device first) stay on MPI from host copies. Where an NCCL group cannot form on some rank, every rank falls back
 // to MPI, and the job says why.
 #include <memory>
 #include <string>

@@ -3,11 +3,10 @@
 # The host-staged transfer path of multi-rank GPU jobs (core/host_staging.h,
 # comm/host_staged_communicator.h), run on the CPU with the hidden
 # --debug-host-staging: the model's TP collectives, the data-parallel buckets
-# (downloaded, reduced and uploaded by the reducer thread), DP compression and
-# the tied-embedding sync on the host copy, the distributed optimizer's
-# all-gather, every pipeline message (compressed "on the device" first, byte
-# methods packed from a host copy) and --check-lep's inputs all go through
-# separate host copies.
+# (downloaded, reduced and uploaded by the reducer thread), DP compression's
+# messages and the tied-embedding sync (through the staged communicator), the
+# distributed optimizer's all-gather, every pipeline message (compressed "on
+# the device" first) and --check-lep's inputs all go through separate host copies.
 # Every run must equal the same run without staging bit for bit (loss, grad
 # norm, and the bytes of every traffic class in every iteration), and the job
 # says how it communicates. A GPU job takes this path with real device copies
@@ -63,9 +62,8 @@ cross_resume() {
 cross_resume staged_to_plain --debug-host-staging ""
 cross_resume plain_to_staged "" --debug-host-staging
 # T2 P2 (TP collectives in the model, scatter-gather between stages) with int8 activations
-# (packed on the "device", kernels/row_codes.h) and CB by top-k with LEP (packed on the
-# host from the device's messages, compress/host_staged_compressor.h), under error
-# feedback on the device.
+# and CB by top-k with LEP, packed on the "device" (kernels/row_codes.h) under error
+# feedback there.
 pair t2p2_act 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --activation-comp-method int8 \
   --inter-grad-comp --inter-grad-comp-method topk --use-error-feedback
 # T2 D2 with the distributed optimizer (reduce-scattered buckets, the all-gather of parameters).

@@ -7,21 +7,23 @@
 //     (the planner's size) equals the built compressor's wire_floats() for every
 //     method over odd and even shapes, so the planner counts the bytes the engine sends;
 //   * stateful() is true exactly for PowerSGD and anything under ErrorFeedback;
-//   * a byte method staged through the host (what it is on a GPU; here on the
-//     CPU with stage_host_methods) is built staged, and sends the same wire
-//     and decodes the same values as the plain one, bit for bit.
+//   * every method computes on its placement's Ops (on a GPU: the CUDA
+//     kernels; tests/cuda compares those with the CPU's) and there sends the
+//     same wire and decodes the same values as the default placement, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "compress/compressed_activations.h"
 #include "compress/compressor_factory.h"
-#include "compress/host_staged_compressor.h"
 #include "compress/powersgd.h"
 #include "core/rng.h"
 #include "core/error.h"
+#include "kernels/timed_ops.h"
 
 namespace occ {
 namespace {
@@ -71,29 +73,39 @@ TEST(CompressorFactory, StatefulOnlyWithWarmStartOrResidual) {
   }
 }
 
-TEST(CompressorFactory, HostStagedByteMethodsSendAndDecodeTheSame) {
+TEST(CompressorFactory, EveryMethodComputesOnItsPlacementsOps) {
+  // A compressor that bypassed its placement would run the CPU's loops on a
+  // GPU's pointers: each method must reach the placement's Ops for its
+  // encode and decode, and send what the CPU's default placement sends.
   const int64_t r = 24, c = 40;
   std::vector<float> m(size_t(r * c));
   for (size_t i = 0; i < m.size(); ++i) m[i] = normal_at(99, 0, uint64_t(i));
+  const std::map<CompressionMethod, std::vector<std::string>> ops_of{
+      {CompressionMethod::PowerSgd, {"matmul", "orthonormalize_columns"}},
+      {CompressionMethod::Int8, {"encode_scaled_rows", "decode_scaled_rows"}},
+      {CompressionMethod::Fp8E4m3, {"encode_scaled_rows", "decode_scaled_rows"}},
+      {CompressionMethod::Fp8E5m2, {"encode_scaled_rows", "decode_scaled_rows"}},
+      {CompressionMethod::Topk, {"encode_topk", "decode_topk"}},
+      {CompressionMethod::Sign, {"encode_signs", "decode_signs"}}};
   for (CompressionMethod method : all_methods()) {
     const CompressorSpec spec{method, 4, 0.25};
+    kernels::TimedOps placed(kernels::cpu_ops());
     auto plain = make_compressor(spec, r, c, 1, 2);
-    auto staged = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&kernels::cpu_ops(), true});
-    // PowerSGD, int8 and fp8 compute on the device itself; top-k and sign go through the host.
-    const bool packs_on_host = method == CompressionMethod::Topk || method == CompressionMethod::Sign;
-    EXPECT_EQ(dynamic_cast<HostStagedCompressor*>(staged.get()) != nullptr, packs_on_host) << method_name(method);
-    EXPECT_EQ(staged->stateful(), plain->stateful()) << method_name(method);
-    EXPECT_EQ(staged->wire_on_host(), packs_on_host) << method_name(method);
+    auto on_ops = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&placed});
     std::vector<float> wire_a(size_t(plain->wire_floats())), wire_b(wire_a.size(), 7.0f);
     std::vector<float> out_a(m.size()), out_b(m.size(), 7.0f);
     for (int step = 0; step < 2; ++step) {  // twice: PowerSGD's warm start must agree too
       plain->encode(m.data(), wire_a.data());
-      staged->encode(m.data(), wire_b.data());
+      on_ops->encode(m.data(), wire_b.data());
       plain->decode(wire_a.data(), out_a.data());
-      staged->decode(wire_b.data(), out_b.data());
+      on_ops->decode(wire_b.data(), out_b.data());
       EXPECT_EQ(std::memcmp(wire_a.data(), wire_b.data(), wire_a.size() * sizeof(float)), 0) << method_name(method);
       EXPECT_EQ(std::memcmp(out_a.data(), out_b.data(), out_a.size() * sizeof(float)), 0) << method_name(method);
     }
+    std::set<std::string> called;
+    for (const auto& a : placed.accounts()) called.insert(a.name);
+    for (const std::string& op : ops_of.at(method))
+      EXPECT_TRUE(called.count(op)) << method_name(method) << " never called " << op << " on its placement's Ops";
   }
 }
 

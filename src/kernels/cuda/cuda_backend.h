@@ -107,6 +107,10 @@ class CudaOps final : public Ops {
   void axpy(float* y, float alpha, const float* x, int64_t n) override;
   void encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) override;
   void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, RowCode code) override;
+  void encode_signs(const float* m, float* wire, int64_t n, int64_t c) override;
+  void decode_signs(const float* wire, float* out, int64_t n, int64_t c) override;
+  void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) override;
+  void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) override;
 
   // ---- for the kernel files ------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
