@@ -54,10 +54,6 @@ std::string describe(const CompressorSpec& spec) {
   }
 }
 
-namespace {
-
-}  // namespace
-
 std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
                                                   uint64_t seed, uint64_t key, CompressorPlacement where) {
   kernels::Ops& ops = *where.ops;
