@@ -519,6 +519,32 @@ check_gpu_layouts() {
     record "${name}_occ_resume" "$st" "$t1" "CB+LEP+EC, DP PowerSGD, FE, SC at rank 4, resumed from iteration 3 vs the uninterrupted run, on the GPU: $H_SUMMARY" \
       "$W/g_occ_resume.numbers.json" "$W/g_occ_resume.helper.log"
   fi
+  # The byte methods' GPU kernels in training (kernels/cuda/row_codes.cu): CB int8 with LEP,
+  # top-k activations, DP sign with error feedback, at P2 D2. The wires' sizes are fixed by
+  # the shapes, so every class's bytes equal the CPU's run exactly; the kernels are
+  # deterministic, so a run resumed from its iteration-3 checkpoint continues bit for bit.
+  t1=$SECONDS
+  local -a BYTE=(--inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback --activation-comp-method topk
+    --grad-comp --grad-comp-method sign --grad-comp-error-feedback)
+  # shellcheck disable=SC2086
+  mpi_train "$log" 4 $dg "${F[@]}" "${P2[@]}" "${BYTE[@]}" --save "$W/g_byte_ck" --save-interval 3 \
+    --metrics "$W/g_byte_gpu.jsonl" &&
+    mkdir -p "$W/g_byte_ck3" && cp -r "$W/g_byte_ck/iter_0000003" "$W/g_byte_ck3/" &&
+    echo 3 > "$W/g_byte_ck3/latest_checkpointed_iteration.txt" &&
+    mpi_train "$log" 4 $dg "${F[@]}" "${P2[@]}" "${BYTE[@]}" --load "$W/g_byte_ck3" --metrics "$W/g_byte_resumed.jsonl" &&
+    mpi_train "$log" 4 $dc "${F[@]}" "${P2[@]}" "${BYTE[@]}" --metrics "$W/g_byte_cpu.jsonl"
+  rc=$?
+  if ((rc != 0)); then
+    record "${name}_byte_methods" FAIL "$t1" "P2 D2 with the byte methods, or its resume, or its CPU run: $(why "$rc" 150): $(tail_of "$log")" "" "$log"
+  else
+    helper "$W/g_byte_resume" losses "$W/g_byte_gpu.jsonl" "$W/g_byte_resumed.jsonl" --rel 0 --after 3 --expect 3
+    local r1=$H_RC s1=$H_SUMMARY
+    helper "$W/g_byte_bytes" bytes "$W/g_byte_cpu.jsonl" "$W/g_byte_gpu.jsonl"
+    st=FAIL
+    ((r1 == 0 && H_RC == 0)) && st=PASS
+    record "${name}_byte_methods" "$st" "$t1" "CB int8 + LEP, top-k activations, DP sign + EF at P2 D2 on the GPU: resumed from iteration 3: $s1; bytes vs CPU: $H_SUMMARY" \
+      "$W/g_byte_bytes.numbers.json" "$W/g_byte_bytes.helper.log"
+  fi
 }
 
 # ---- (g2) the NCCL communicator (issue 15) ------------------------------------------------------
