@@ -7,16 +7,12 @@ Fp8Compressor::Fp8Compressor(int64_t rows, int64_t cols, Fp8Format format, kerne
   wire::check_shape("fp8", rows, cols);
 }
 
-namespace {
-kernels::RowCode row_code(Fp8Format f) { return f == Fp8Format::E4M3 ? kernels::RowCode::Fp8E4M3 : kernels::RowCode::Fp8E5M2; }
-}  // namespace
-
 void Fp8Compressor::encode(const float* m, float* wire) {
-  ops_.encode_scaled_rows(m, wire, rows_, cols_, row_code(format_));
+  ops_.encode_scaled_rows(m, wire, rows_, cols_, fp8_row_code(format_));
 }
 
 void Fp8Compressor::decode(const float* wire, float* out) const {
-  ops_.decode_scaled_rows(wire, out, rows_, cols_, row_code(format_));
+  ops_.decode_scaled_rows(wire, out, rows_, cols_, fp8_row_code(format_));
 }
 
 }  // namespace occ

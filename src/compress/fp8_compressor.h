@@ -24,15 +24,19 @@ namespace occ {
 enum class Fp8Format { E4M3, E5M2 };
 
 inline const char* fp8_format_name(Fp8Format f) { return f == Fp8Format::E4M3 ? "e4m3" : "e5m2"; }
+// The format's code in the shared packing (kernels/row_codes.h).
+inline kernels::RowCode fp8_row_code(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? kernels::RowCode::Fp8E4M3 : kernels::RowCode::Fp8E5M2;
+}
 // The largest finite value of the format.
-inline float fp8_max_finite(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
+inline float fp8_max_finite(Fp8Format f) { return kernels::row_code_top(fp8_row_code(f)); }
 
 class Fp8Compressor final : public StatelessCompressor {
  public:
   // m, wire and out live on ops' device.
   Fp8Compressor(int64_t rows, int64_t cols, Fp8Format format, kernels::Ops& ops = kernels::cpu_ops());
   Fp8Format format() const { return format_; }
-  static int64_t wire_bytes(int64_t rows, int64_t cols) { return 4 * rows + rows * cols; }
+  static int64_t wire_bytes(int64_t rows, int64_t cols) { return kernels::row_code_bytes(rows, cols); }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;

@@ -26,7 +26,7 @@ class Int8Compressor final : public StatelessCompressor {
   // m, wire and out live on ops' device.
   Int8Compressor(int64_t rows, int64_t cols, kernels::Ops& ops = kernels::cpu_ops());
   // The formula above, before padding.
-  static int64_t wire_bytes(int64_t rows, int64_t cols) { return 4 * rows + rows * cols; }
+  static int64_t wire_bytes(int64_t rows, int64_t cols) { return kernels::row_code_bytes(rows, cols); }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;

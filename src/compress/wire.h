@@ -16,11 +16,12 @@
 
 #include "compress/compressor.h"
 #include "core/error.h"
+#include "kernels/row_codes.h"
 
 namespace occ::wire {
 
 // Words (4 bytes) holding `bytes` bytes: the byte count padded to a multiple of 4.
-constexpr int64_t words_for_bytes(int64_t bytes) { return (bytes + 3) / 4; }
+using kernels::words_for_bytes;
 // The shape checks every compressor's constructor makes.
 inline void check_shape(const char* method, int64_t rows, int64_t cols) {
   OCC_CHECK(rows >= 1 && cols >= 1, "{} compressor needs a matrix of positive size (got {} x {}); pass rows, cols >= 1",

@@ -12,7 +12,7 @@ namespace {
 // Zeroes the last 32-bit word of a wire of `bytes` bytes: the padding after the
 // last byte stays zero whatever the buffer held.
 void clear_last_word(float* wire, int64_t bytes) {
-  if (bytes > 0) std::memset(wire + (bytes + 3) / 4 - 1, 0, 4);
+  if (bytes > 0) std::memset(wire + words_for_bytes(bytes) - 1, 0, 4);
 }
 }  // namespace
 
@@ -43,7 +43,7 @@ void decode_scaled_rows(const float* wire, float* out, int64_t n, int64_t c, Row
 
 
 void encode_signs(const float* m, float* wire, int64_t n, int64_t c) {
-  const int64_t total = n * c, nbytes = (total + 7) / 8;
+  const int64_t total = n * c, nbytes = bytes_for_bits(total);
   clear_last_word(wire, sign_code_bytes(n, c));
   unsigned char* bits = reinterpret_cast<unsigned char*>(wire) + 4 * n;
   const bool par = total >= (1 << 16);
@@ -76,7 +76,7 @@ void decode_signs(const float* wire, float* out, int64_t n, int64_t c) {
 }
 
 void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) {
-  const int64_t map_bytes = (c + 7) / 8;
+  const int64_t map_bytes = bytes_for_bits(c);
   clear_last_word(wire, topk_code_bytes(n, c, k, bitmap));
   unsigned char* tail = reinterpret_cast<unsigned char*>(wire) + 4 * n * k;  // indices or bitmaps
 #pragma omp parallel if (n * c >= (1 << 16))
@@ -106,7 +106,7 @@ void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, b
 }
 
 void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) {
-  const int64_t map_bytes = (c + 7) / 8;
+  const int64_t map_bytes = bytes_for_bits(c);
   const unsigned char* tail = reinterpret_cast<const unsigned char*>(wire) + 4 * n * k;
 #pragma omp parallel for schedule(static) if (n * c >= (1 << 16))
   for (int64_t i = 0; i < n; ++i) {

@@ -22,6 +22,10 @@
 
 namespace occ::kernels {
 
+// Words (4 bytes) holding `bytes` bytes, and bytes holding `bits` bits.
+OCC_HD constexpr int64_t words_for_bytes(int64_t bytes) { return (bytes + 3) / 4; }
+OCC_HD constexpr int64_t bytes_for_bits(int64_t bits) { return (bits + 7) / 8; }
+
 enum class RowCode { Int8, Fp8E4M3, Fp8E5M2 };
 
 // The largest code's value: the row's absmax maps onto it.
@@ -54,7 +58,7 @@ inline int64_t row_code_bytes(int64_t n, int64_t c) { return 4 * n + n * c; }
 // order: the same bits on both backends), then the sign bits of the whole
 // matrix as one bit string (entry p = i*c + j is bit p % 8 of byte p / 8),
 // then zero bytes to a whole word.
-inline int64_t sign_code_bytes(int64_t n, int64_t c) { return 4 * n + (n * c + 7) / 8; }
+inline int64_t sign_code_bytes(int64_t n, int64_t c) { return 4 * n + bytes_for_bits(n * c); }
 
 // ---- top-k codes: compress/topk_compressor.h -------------------------------------
 // Per row the k entries of largest |x| (compared as fp32 bit patterns without
@@ -63,7 +67,7 @@ inline int64_t sign_code_bytes(int64_t n, int64_t c) { return 4 * n + (n * c + 7
 // (n*k of them; `bitmap` false) or one bitmap of ceil(c / 8) bytes per row
 // (bit j % 8 of byte j / 8, set = kept), then zero bytes to a whole word.
 inline int64_t topk_code_bytes(int64_t n, int64_t c, int64_t k, bool bitmap) {
-  return bitmap ? 4 * n * k + n * ((c + 7) / 8) : 8 * n * k;
+  return bitmap ? 4 * n * k + n * bytes_for_bits(c) : 8 * n * k;
 }
 // The order of selection: is entry a (bits ua) kept before entry b (bits ub)?
 OCC_HD inline bool topk_before(uint32_t ua, int64_t a, uint32_t ub, int64_t b) {

@@ -54,15 +54,15 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const float* message = x + slice * size_t(layout_.tp_rank);
   size_t floats = slice;
   const std::string name = d.letter + label(mb, sender_chunk);
-  const bool stage = staged_;
   if (encoder) {
     floats = size_t(encoder->wire_floats());
-    float* wire = stage ? device_wire(floats) : outbox(floats);
+    // Unstaged, the device is the host: the wire is the message in flight.
+    float* wire = staged_ ? device_wire(floats) : outbox(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
     encoder->encode(message, wire);
     message = wire;
   }
-  if (stage) {
+  if (staged_) {
     // Waits for the kernels that produce the message (core/host_staging.h).
     ScopedPhase t(timers_, "pp_stage");
     float* host = outbox(floats);

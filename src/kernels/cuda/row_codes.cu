@@ -49,7 +49,7 @@ __global__ void sign_scales_kernel(const float* m, float* wire, int64_t n, int64
 }
 
 __global__ void sign_bits_kernel(const float* m, unsigned char* bits, int64_t total) {
-  const int64_t nbytes = (total + 7) / 8;
+  const int64_t nbytes = bytes_for_bits(total);
   for (int64_t b = global_thread(); b < nbytes; b += grid_threads()) {
     unsigned v = 0;
     const int64_t first = 8 * b, last = first + 8 < total ? first + 8 : total;
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kTopkThreads)
   // The kept entries in column order: a tile of the row at a time.
   float* values = wire + i * k;
   int32_t* indices = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(wire) + 4 * n * k) + i * k;
-  const int64_t map_bytes = (c + 7) / 8;
+  const int64_t map_bytes = bytes_for_bits(c);
   unsigned char* map = reinterpret_cast<unsigned char*>(wire) + 4 * n * k + i * map_bytes;
   int64_t equal_base = 0, kept_base = 0;
   for (int64_t j0 = 0; j0 < c; j0 += kTopkThreads) {
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kTopkThreads)
     return;
   }
   // The t-th set bit (in column order) takes value t, for t < k: a byte per thread.
-  const int64_t map_bytes = (c + 7) / 8;
+  const int64_t map_bytes = bytes_for_bits(c);
   const unsigned char* map = tail + i * map_bytes;
   int64_t base = 0;
   for (int64_t b0 = 0; b0 < map_bytes; b0 += kTopkThreads) {
@@ -199,11 +199,11 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 void CudaOps::encode_signs(const float* m, float* wire, int64_t n, int64_t c) {
   if (n <= 0 || c <= 0) return;
-  const int64_t words = (sign_code_bytes(n, c) + 3) / 4;
+  const int64_t words = words_for_bytes(sign_code_bytes(n, c));
   OCC_CUDA_CHECK(cudaMemsetAsync(wire + (words - 1), 0, 4, stream_));  // padding first; the bits overwrite the rest
   sign_scales_kernel<<<grid_for(n, 128), 128, 0, stream_>>>(m, wire, n, c);
   OCC_CUDA_CHECK_LAUNCH();
-  sign_bits_kernel<<<grid_for((n * c + 7) / 8), kBlock, 0, stream_>>>(m, reinterpret_cast<unsigned char*>(wire) + 4 * n,
+  sign_bits_kernel<<<grid_for(bytes_for_bits(n * c)), kBlock, 0, stream_>>>(m, reinterpret_cast<unsigned char*>(wire) + 4 * n,
                                                                        n * c);
   OCC_CUDA_CHECK_LAUNCH();
 }
@@ -216,7 +216,7 @@ void CudaOps::decode_signs(const float* wire, float* out, int64_t n, int64_t c) 
 
 void CudaOps::encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) {
   if (n <= 0 || c <= 0 || k <= 0) return;
-  const int64_t words = (topk_code_bytes(n, c, k, bitmap) + 3) / 4;
+  const int64_t words = words_for_bytes(topk_code_bytes(n, c, k, bitmap));
   OCC_CUDA_CHECK(cudaMemsetAsync(wire + (words - 1), 0, 4, stream_));  // padding first
   topk_encode_kernel<<<unsigned(n), kTopkThreads, 0, stream_>>>(m, wire, n, c, k, bitmap);
   OCC_CUDA_CHECK_LAUNCH();
@@ -231,7 +231,7 @@ void CudaOps::decode_topk(const float* wire, float* out, int64_t n, int64_t c, i
 void CudaOps::encode_scaled_rows(const float* m, float* wire, int64_t n, int64_t c, RowCode code) {
   if (n <= 0 || c <= 0) return;
   // The last word first: its bytes after the last code stay zero (the kernel writes the codes over the rest).
-  const int64_t words = (row_code_bytes(n, c) + 3) / 4;
+  const int64_t words = words_for_bytes(row_code_bytes(n, c));
   OCC_CUDA_CHECK(cudaMemsetAsync(wire + (words - 1), 0, 4, stream_));
   encode_scaled_rows_kernel<<<unsigned(n), kBlock, 0, stream_>>>(m, wire, n, c, code);
   OCC_CUDA_CHECK_LAUNCH();
