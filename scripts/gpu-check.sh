@@ -608,6 +608,29 @@ check_nccl() {
   local st=FAIL; ((H_RC == 0)) && st=PASS
   record "${name}_train_t2" "$st" "$t1" "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); vs --comm-backend mpi (tolerance $tol): $H_SUMMARY" \
     "$W/n_train.numbers.json" "$W/n_train.helper.log"
+  # The pipeline's NCCL links (parallel/pipeline_links.h): interleaved P2 (the ring: every link,
+  # both ways) with CB's compressed gradients. NCCL needs a GPU per rank.
+  t1=$SECONDS
+  if ((gpus < 2)); then
+    record "${name}_train_p2" SKIP "$t1" "the pipeline over NCCL needs 2 GPUs; this machine has $gpus"
+    return
+  fi
+  local -a Q=("${SMALL[@]}" --train-iters 4 --eval-iters 1 --eval-interval 4 --pipeline-model-parallel-size 2
+              --num-layers-per-virtual-pipeline-stage 1 --inter-grad-comp --inter-grad-comp-rank 4)
+  mpi_train "$log" 2 --device cuda "${Q[@]}" --comm-backend mpi --metrics "$W/n_p2_mpi.jsonl" &&
+    mpi_train "$log" 2 --device cuda "${Q[@]}" --comm-backend nccl --comm-timeout 30 --metrics "$W/n_p2_nccl.jsonl"
+  rc=$?
+  if ((rc != 0)); then
+    record "${name}_train_p2" FAIL "$t1" "P2 V2 training with --comm-backend mpi / nccl: $(why "$rc" 150): $(tail_of "$log")" "" "$log"
+    return
+  fi
+  helper "$W/n_p2" losses "$W/n_p2_mpi.jsonl" "$W/n_p2_nccl.jsonl" --rel 1e-5 --expect 4
+  local s1=$H_SUMMARY rc1=$H_RC
+  helper "$W/n_p2_bytes" bytes "$W/n_p2_mpi.jsonl" "$W/n_p2_nccl.jsonl"
+  st=FAIL
+  ((rc1 == 0 && H_RC == 0)) && grep -q '^comm: nccl (NCCL.*pipeline)' "$log" && st=PASS
+  record "${name}_train_p2" "$st" "$t1" "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); vs mpi: $s1; bytes: $H_SUMMARY" \
+    "$W/n_p2.numbers.json" "$W/n_p2.helper.log"
 }
 
 # ---- (e) Hugging Face export ------------------------------------------------------------------

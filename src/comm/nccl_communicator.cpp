@@ -159,14 +159,18 @@ struct NcclCommunicator::Impl {
   // ready: wait for the work before this mark only (a gradient bucket's
   // kernels), not for what the compute thread has queued since.
   template <class Enqueue>
-  void run(const std::string& what, Enqueue enqueue, const DeviceMark* ready = nullptr) {
+  void enqueue(const std::string& what, Enqueue ops, const DeviceMark* ready = nullptr) {
     if (ready && ready->handle())
       cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(ready->handle()), 0);
     else
       after_queued_work();
     settle(ncclGroupStart(), what);
-    enqueue();
+    ops();
     settle(ncclGroupEnd(), what);
+  }
+  template <class Enqueue>
+  void run(const std::string& what, Enqueue ops, const DeviceMark* ready = nullptr) {
+    enqueue(what, ops, ready);
     wait(what);
   }
 };
@@ -281,6 +285,19 @@ void NcclCommunicator::sendrecv(const void* send, size_t send_bytes, int to, voi
   counters_.add(traffic, send_bytes);
 }
 
+void NcclCommunicator::send_async(const void* data, size_t bytes, int to, Traffic traffic) {
+  if (bytes == 0) return;
+  impl_->enqueue("send", [&] { impl_->settle(ncclSend(data, bytes, ncclUint8, to, impl_->comm, impl_->stream), "send"); });
+  counters_.add(traffic, bytes);
+}
+
+void NcclCommunicator::wait_sends() { impl_->wait("send"); }
+
+void NcclCommunicator::recv(void* data, size_t bytes, int from) {
+  if (bytes == 0) return;
+  impl_->run("receive", [&] { impl_->settle(ncclRecv(data, bytes, ncclUint8, from, impl_->comm, impl_->stream), "receive"); });
+}
+
 #else  // no CUDA backend: NCCL never forms, and the methods are unreachable
 
 std::string nccl_version(std::string* why) {
@@ -309,6 +326,9 @@ void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic, const Device
 void NcclCommunicator::sendrecv(const void*, size_t, int, void*, size_t, int, Traffic) {
   fail("internal: NCCL in a build without CUDA");
 }
+void NcclCommunicator::send_async(const void*, size_t, int, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::wait_sends() { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::recv(void*, size_t, int) { fail("internal: NCCL in a build without CUDA"); }
 
 #endif
 

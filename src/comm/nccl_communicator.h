@@ -50,6 +50,15 @@ class NcclCommunicator final : public Communicator {
   // Sends send_bytes to rank `to` while receiving recv_bytes from rank `from`
   // (one NCCL group: a ring shift cannot deadlock; to == from == rank() copies).
   void sendrecv(const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from, Traffic traffic);
+  // A pipeline link's halves (the group has two ranks, the sender and the
+  // receiver of one kind of message: parallel/pipeline_links.h). send_async queues
+  // the send on the group's stream after the work queued before it and returns
+  // at once: the buffer must stay untouched until wait_sends(), which returns
+  // when every queued send has been received. Sends are received in the order
+  // they were queued. recv returns when the message is in place.
+  void send_async(const void* data, size_t bytes, int to, Traffic traffic);
+  void wait_sends();
+  void recv(void* data, size_t bytes, int from);
 
   const std::string& name() const { return name_; }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 
@@ -37,8 +38,40 @@ std::unordered_map<void*, size_t> g_cuda_sizes;
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA error in {}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
+
+// DeferredDeviceFrees: the open scopes and the frees they hold back.
+std::mutex g_defer_mu;
+int g_defer_depth = 0;
+std::vector<void*> g_deferred;
 #endif
 }  // namespace
+
+DeferredDeviceFrees::DeferredDeviceFrees() {
+#if defined(OCC_WITH_CUDA)
+  std::lock_guard<std::mutex> lock(g_defer_mu);
+  ++g_defer_depth;
+#endif
+}
+
+DeferredDeviceFrees::~DeferredDeviceFrees() {
+#if defined(OCC_WITH_CUDA)
+  std::vector<void*> held;
+  {
+    std::lock_guard<std::mutex> lock(g_defer_mu);
+    if (--g_defer_depth == 0) held.swap(g_deferred);
+  }
+  for (void* p : held) cudaFree(p);
+#endif
+}
+
+size_t device_frees_deferred() {
+#if defined(OCC_WITH_CUDA)
+  std::lock_guard<std::mutex> lock(g_defer_mu);
+  return g_deferred.size();
+#else
+  return 0;
+#endif
+}
 
 const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
 
@@ -143,6 +176,13 @@ void device_free(Device d, void* p) noexcept {
     if (it != g_cuda_sizes.end()) {
       g_live[1].fetch_sub(it->second);
       g_cuda_sizes.erase(it);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_defer_mu);
+    if (g_defer_depth > 0) {
+      g_deferred.push_back(p);
+      return;
     }
   }
   cudaFree(p);

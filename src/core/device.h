@@ -34,6 +34,21 @@ void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
 void device_zero(Device d, void* p, size_t bytes);
 // Waits for all work queued on the device (no-op on the CPU).
 void device_synchronize(Device d);
+// Holds back the GPU's frees while in scope (scopes nest; any thread's frees
+// wait). Why: cudaFree waits for every stream of the device, the pipeline's
+// queued NCCL sends included, and such a send waits for its peer to receive
+// it, while the peer may be waiting for this rank (a free of its own, say):
+// both would hang. The frees run when the outermost scope ends (the executor's
+// iteration, once its sends have gone). CPU frees are never held back.
+class DeferredDeviceFrees {
+ public:
+  DeferredDeviceFrees();
+  ~DeferredDeviceFrees();
+  DeferredDeviceFrees(const DeferredDeviceFrees&) = delete;
+  DeferredDeviceFrees& operator=(const DeferredDeviceFrees&) = delete;
+};
+// GPU frees held back right now.
+size_t device_frees_deferred();
 // Peak bytes allocated through device_alloc on `d` (since start or the last reset).
 size_t device_peak_bytes(Device d);
 void device_reset_peak(Device d);

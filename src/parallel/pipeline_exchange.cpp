@@ -8,9 +8,16 @@
 namespace occ {
 
 PipelineExchange::PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout,
-                                   PhaseTimers& timers, Device device, bool staged)
-    : pp_(pp), tp_(tp), layout_(layout), timers_(timers), device_(device), staged_(staged), wire_(device) {
-  OCC_CHECK(staged_ || device_ == Device::Cpu, "internal: pipeline messages on {} must be staged for MPI",
+                                   PhaseTimers& timers, Device device, bool staged, PipelineLinks* links)
+    : pp_(pp),
+      tp_(tp),
+      layout_(layout),
+      timers_(timers),
+      device_(device),
+      staged_(staged && !links),
+      links_(links),
+      wire_(device) {
+  OCC_CHECK(staged_ || links_ || device_ == Device::Cpu, "internal: pipeline messages on {} must be staged for MPI",
             device_name(device_));
 }
 
@@ -21,27 +28,36 @@ float* PipelineExchange::outbox(size_t floats) {
   return b.data();
 }
 
+float* PipelineExchange::device_outbox(size_t floats) {
+  if (device_outbox_used_ == device_outbox_.size()) device_outbox_.push_back(std::make_unique<DeviceBuffer<float>>(device_));
+  DeviceBuffer<float>& b = *device_outbox_[device_outbox_used_++];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
 float* PipelineExchange::device_wire(size_t floats) {
   if (wire_.size() < floats) wire_.resize(floats);
   return wire_.data();
 }
 
-// Tag 2 m + 0 forward, 2 m + 1 backward: the two directions never match each other.
+// MPI tag 0 forward, 1 backward: the two directions never match each other,
+// and within one the messages match in order, as on an NCCL link.
 // The peers wrap around (a ring) so interleaved chunks can pass from the last rank to the first.
 PipelineExchange::Direction PipelineExchange::forward_out() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, 0, Traffic::PipelineForward, "activations", "", "F"};
+  return {(layout_.pp_rank + 1) % layout_.pp_size, 0, links_ ? links_->forward_out.get() : nullptr,
+          Traffic::PipelineForward, "activations", "", "F"};
 }
 PipelineExchange::Direction PipelineExchange::forward_in() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 0, Traffic::PipelineForward, "activations",
-          "activations from the previous stage", "F"};
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 0, links_ ? links_->forward_in.get() : nullptr,
+          Traffic::PipelineForward, "activations", "activations from the previous stage", "F"};
 }
 PipelineExchange::Direction PipelineExchange::backward_out() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 1, Traffic::PipelineBackward,
-          "activation gradients", "", "B"};
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 1, links_ ? links_->backward_out.get() : nullptr,
+          Traffic::PipelineBackward, "activation gradients", "", "B"};
 }
 PipelineExchange::Direction PipelineExchange::backward_in() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, 1, Traffic::PipelineBackward, "activation gradients",
-          "activation gradients from the next stage", "B"};
+  return {(layout_.pp_rank + 1) % layout_.pp_size, 1, links_ ? links_->backward_in.get() : nullptr,
+          Traffic::PipelineBackward, "activation gradients", "activation gradients from the next stage", "B"};
 }
 
 std::string PipelineExchange::label(int mb, int chunk) const {
@@ -56,8 +72,9 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const std::string name = d.letter + label(mb, sender_chunk);
   if (encoder) {
     floats = size_t(encoder->wire_floats());
-    // Unstaged, the device is the host: the wire is the message in flight.
-    float* wire = staged_ ? device_wire(floats) : outbox(floats);
+    // The wire is the message in flight: on the device over NCCL; unstaged on
+    // MPI the device is the host; staged, it is copied out below.
+    float* wire = links_ ? device_outbox(floats) : staged_ ? device_wire(floats) : outbox(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
     encoder->encode(message, wire);
     message = wire;
@@ -70,8 +87,11 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
     message = host;
   }
   const double t0 = now_seconds();
-  pending_.push_back(
-      pp_.isend(message, floats * sizeof(float), d.peer_stage, tag(d, mb, sender_chunk), d.traffic, d.what));
+  OCC_CHECK(!links_ || d.link, "internal: no NCCL link for the {} to stage {}", d.what, d.peer_stage);
+  if (d.link)
+    d.link->send_async(message, floats * sizeof(float), 1, d.traffic);
+  else
+    pending_.push_back(pp_.isend(message, floats * sizeof(float), d.peer_stage, d.tag, d.traffic, d.what));
   if (encoder) pp_.counters().add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(floats * sizeof(float)));
   timers_.add_event("send " + name + (encoder ? " (compressed)" : ""), t0, now_seconds());
 }
@@ -82,15 +102,21 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   float* part = x + slice * size_t(layout_.tp_rank);
   const size_t floats = decoder ? size_t(decoder->wire_floats()) : slice;
   const std::string name = d.letter + label(mb, sender_chunk);
-  // Received in place where the slice is host memory and arrives as it is.
+  const std::string event = "recv " + name + (decoder ? " (compressed)" : "");
+  // Received in place where the slice's memory is the link's and the message arrives as it is.
   float* message = part;
-  if (staged_ || decoder) {
-    inbox_.reserve(floats);
-    message = inbox_.data();
-  }
-  {
-    ScopedPhase t(timers_, "pp_wait", "recv " + name + (decoder ? " (compressed)" : ""));
-    auto r = pp_.irecv(message, floats * sizeof(float), d.peer_stage, tag(d, mb, sender_chunk), d.recv_what);
+  OCC_CHECK(!links_ || d.link, "internal: no NCCL link for the {}", d.recv_what);
+  if (d.link) {
+    if (decoder) message = device_wire(floats);
+    ScopedPhase t(timers_, "pp_wait", event);
+    d.link->recv(message, floats * sizeof(float), 0);
+  } else {
+    if (staged_ || decoder) {
+      inbox_.reserve(floats);
+      message = inbox_.data();
+    }
+    ScopedPhase t(timers_, "pp_wait", event);
+    auto r = pp_.irecv(message, floats * sizeof(float), d.peer_stage, d.tag, d.recv_what);
     pp_.wait(r);
   }
   if (staged_) {
@@ -130,7 +156,12 @@ void PipelineExchange::wait_sends() {
   ScopedPhase t(timers_, "pp_wait", "wait sends");
   pp_.wait_all(pending_);
   pending_.clear();
+  if (links_) {
+    for (NcclCommunicator* link : {links_->forward_out.get(), links_->backward_out.get()})
+      if (link) link->wait_sends();
+  }
   outbox_used_ = 0;
+  device_outbox_used_ = 0;
 }
 
 }  // namespace occ

@@ -5,10 +5,14 @@
 // scatter-gather), so inter-stage bytes are not multiplied by T.
 // With interleaving (layout.vp_size > 1) the ranks form a ring: the last
 // rank's chunk c feeds the first rank's chunk c + 1, and backward the first
-// rank's chunk c + 1 feeds the last rank's chunk c. A message is named by its
-// micro-batch and the sender's chunk (tag 2 (mb V + chunk) + direction).
-// Messages live on the stage's device; MPI moves host memory, so a staged
-// exchange (a GPU; or the CPU with --debug-host-staging) copies each message
+// rank's chunk c + 1 feeds the last rank's chunk c.
+// A link (a neighbour and a direction) delivers its messages in the order they
+// were sent: the schedule sends them in the order the peer receives them
+// (pipeline_schedule.h: pipeline_transfers), so a message carries no name. MPI
+// tags a message by its direction only, matching as NCCL does.
+// Messages live on the stage's device. Over NCCL (parallel/pipeline_links.h)
+// they go from device memory; MPI moves host memory, so a staged exchange (a
+// GPU job on MPI; or the CPU with --debug-host-staging) copies each message
 // through page-locked host memory, after encoding it on the device: only the
 // compressed wire crosses to the host.
 #include <memory>
@@ -21,15 +25,17 @@
 #include "core/layout.h"
 #include "core/timer.h"
 #include "parallel/message_codec.h"
+#include "parallel/pipeline_links.h"
 
 namespace occ {
 
 class PipelineExchange {
  public:
   // tp: the TP group for data on `device` (the model's: NCCL, staged or MPI).
-  // staged: messages are copied through host memory (required off the CPU).
+  // links: NCCL links to the neighbours (null: MPI over pp). staged: MPI's
+  // messages are copied through host memory (required off the CPU without links).
   PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout, PhaseTimers& timers,
-                   Device device = Device::Cpu, bool staged = false);
+                   Device device = Device::Cpu, bool staged = false, PipelineLinks* links = nullptr);
 
   // Nonblocking send of x[count] (on the device), the output (forward) or
   // input gradient (backward) of micro-batch mb in this rank's model chunk
@@ -46,8 +52,8 @@ class PipelineExchange {
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   // Where the messages live.
   Device device() const { return device_; }
-  // Does a send read its buffer until wait_sends()? Unstaged it does (MPI
-  // sends the buffer itself); staged, a send has copied it out when it returns.
+  // Does a send read its buffer until wait_sends()? Unstaged it does (MPI or
+  // NCCL sends the buffer itself); staged, a send has copied it out when it returns.
   bool reads_send_buffers_late() const { return !staged_; }
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
@@ -57,7 +63,8 @@ class PipelineExchange {
   // One direction of the link: its peer, tags, traffic class and names.
   struct Direction {
     int peer_stage;
-    int tag_offset;  // 0 forward, 1 backward
+    int tag;  // MPI: 0 forward, 1 backward
+    NcclCommunicator* link;  // NCCL: the link (its sender is rank 0); null: MPI
     Traffic traffic;
     const char* what;       // the message, for errors ("activations")
     const char* recv_what;  // the receive, for errors
@@ -70,15 +77,14 @@ class PipelineExchange {
   // sender_chunk: the chunk whose output (or input gradient) the message is.
   void send(const Direction& d, const float* x, size_t count, int mb, int sender_chunk, MessageCodec* encoder);
   void recv(const Direction& d, float* x, size_t count, int mb, int sender_chunk, const MessageCodec* decoder);
-  int tag(const Direction& d, int mb, int sender_chunk) const {
-    return 2 * (mb * layout_.vp_size + sender_chunk) + d.tag_offset;
-  }
 
   void gather_slice(float* x, size_t count);
   // A host buffer of `floats` for a message in flight, kept until wait_sends().
   float* outbox(size_t floats);
-  // The device buffer a staged codec encodes into or decodes from.
+  // The device buffer a staged codec encodes into, or a codec decodes from.
   float* device_wire(size_t floats);
+  // A device buffer for a wire NCCL sends, kept until wait_sends().
+  float* device_outbox(size_t floats);
 
   MpiCommunicator& pp_;
   Communicator& tp_;
@@ -86,6 +92,7 @@ class PipelineExchange {
   PhaseTimers& timers_;
   Device device_;
   bool staged_;
+  PipelineLinks* links_;
 
   std::vector<MpiCommunicator::Request> pending_;
   // Host buffers of the messages in flight (compressed wires, and every
@@ -94,6 +101,8 @@ class PipelineExchange {
   size_t outbox_used_ = 0;
   PinnedBuffer inbox_;         // a received message that is not received in place
   DeviceBuffer<float> wire_;   // staged: a wire on the device (grows only)
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> device_outbox_;  // NCCL: wires in flight
+  size_t device_outbox_used_ = 0;
 };
 
 }  // namespace occ

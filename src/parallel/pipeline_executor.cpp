@@ -27,8 +27,12 @@ bool PipelineExecutor::compresses(bool after_last_forward) const {
 }
 
 double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
+  // No GPU free while this rank's sends may be queued on NCCL links (core/device.h).
+  DeferredDeviceFrees no_frees_until_sends_have_gone;
   const int P = layout_.pp_size, s = layout_.pp_rank, V = layout_.vp_size;
   const std::vector<PipelineOp> program = pipeline_program(P, V, s, M);
+  // What each op receives and sends: in the order its peers expect (pipeline_schedule.h).
+  const std::vector<PipelineOpTransfers> transfers = pipeline_transfers(P, V, s, M);
   // EC's rule for the sends of this rank and for those of the next rank, whose
   // backward messages this one receives (the next virtual stage's sender).
   const auto sent_late = backwards_after_last_forward(program, V, M);
@@ -60,7 +64,9 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
     timers_.add_event(event, t0, t1);
   };
 
-  for (const PipelineOp& op : program) {
+  for (size_t i = 0; i < program.size(); ++i) {
+    const PipelineOp& op = program[i];
+    const PipelineOpTransfers& t = transfers[i];
     const int j = op.micro_batch, c = op.chunk;
     const std::string name = exchange_.label(j, c);
     if (op.kind == PipelineOp::Forward) {
@@ -71,25 +77,25 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         ScopedPhase t(timers_, "data");
         steps.load(j, slot, c);
       }
-      if (!layout_.holds_embedding(c)) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
+      if (t.has_recv) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
       auto& out = fwd_send_[send_buffer(c, j)];
-      if (!layout_.holds_head(c)) out.resize(count);  // (the head's forward writes no y)
+      if (t.has_send) out.resize(count);  // (the head's forward writes no y)
       compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out.data()); });
-      if (!layout_.holds_head(c)) exchange_.send_forward(out.data(), count, j, c, forward_.send);
+      if (t.has_send) exchange_.send_forward(out.data(), count, j, c, forward_.send);
     } else {
       const int slot = slot_of[message(c, j)];
-      if (!layout_.holds_head(c)) {
+      if (t.has_recv) {
         // CB/EC: whether the sender (the next virtual stage) compressed it, from its schedule.
-        const int sender_chunk = backward_sender_chunk(P, s, c);
+        const int sender_chunk = t.recv.sender_chunk;
         const bool compressed_in = compresses(received_late[size_t(sender_chunk)][size_t(j)]);
         exchange_.recv_backward(dx_out_.data(), count, j, c,
                                 compressed_in ? compression_.recv[size_t(c)] : nullptr);
       }
       auto& out = bwd_send_[send_buffer(c, j)];
-      if (!layout_.holds_embedding(c)) out.resize(count);  // (the embedding's backward writes no dx)
+      if (t.has_send) out.resize(count);  // (the embedding's backward writes no dx)
       compute("backward", "B" + name,
               [&] { steps.backward(j, slot, c, dx_out_.data(), out.data(), j == M - 1); });
-      if (!layout_.holds_embedding(c)) {
+      if (t.has_send) {
         const bool compressed_out = compresses(sent_late[size_t(c)][size_t(j)]);
         if (compressed_out && steps.before_compressed_send) steps.before_compressed_send(j, slot, c, out.data());
         exchange_.send_backward(out.data(), count, j, c, compressed_out ? compression_.send[size_t(c)] : nullptr);

@@ -56,6 +56,31 @@ std::vector<PipelineOp> pipeline_program(int num_stages, int num_chunks, int sta
   return interleaved_one_f_one_b(num_stages, num_chunks, stage, num_micro_batches);
 }
 
+std::vector<PipelineOpTransfers> pipeline_transfers(int num_stages, int num_chunks, int stage,
+                                                    int num_micro_batches) {
+  const int P = num_stages, V = num_chunks, s = stage;
+  const int next = (s + 1) % P, prev = (s + P - 1) % P;
+  std::vector<PipelineOpTransfers> transfers;
+  for (const PipelineOp& op : pipeline_program(P, V, s, num_micro_batches)) {
+    const int c = op.chunk, mb = op.micro_batch, virtual_stage = c * P + s;
+    const bool embedding = virtual_stage == 0, head = virtual_stage == V * P - 1;
+    PipelineOpTransfers t;
+    if (op.kind == PipelineOp::Forward) {
+      t.has_recv = !embedding;
+      t.recv = {true, prev, s, mb, forward_sender_chunk(s, c)};
+      t.has_send = !head;
+      t.send = {true, s, next, mb, c};
+    } else {
+      t.has_recv = !head;
+      t.recv = {false, next, s, mb, backward_sender_chunk(P, s, c)};
+      t.has_send = !embedding;
+      t.send = {false, s, prev, mb, c};
+    }
+    transfers.push_back(t);
+  }
+  return transfers;
+}
+
 int max_in_flight(const std::vector<PipelineOp>& program) {
   int held = 0, most = 0;
   for (const PipelineOp& op : program) {

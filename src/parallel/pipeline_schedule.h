@@ -46,6 +46,28 @@ inline int backward_sender_chunk(int num_stages, int stage, int chunk) {
 // The program of `stage`: one_f_one_b for one chunk, interleaved otherwise.
 std::vector<PipelineOp> pipeline_program(int num_stages, int num_chunks, int stage, int num_micro_batches);
 
+// One pipeline message: activations (forward) or activation gradients, from
+// stage `sender` to stage `receiver`, of a micro-batch in the sender's chunk.
+struct PipelineTransfer {
+  bool forward;
+  int sender, receiver, micro_batch, sender_chunk;
+  bool operator==(const PipelineTransfer&) const = default;
+};
+// What an op of the program receives before its compute and sends after it
+// (has_* false where its chunk holds the embedding or the head).
+struct PipelineOpTransfers {
+  bool has_recv = false, has_send = false;
+  PipelineTransfer recv{}, send{};
+};
+// The transfers of each op of pipeline_program(...). On every link (a sender,
+// a receiver and a direction) the sender sends its messages in the order the
+// receiver receives them, so a link that delivers in order (NCCL's, or MPI's
+// with one tag per direction) needs no message names; and with nonblocking
+// sends and blocking receives no schedule can wait in a cycle. The executor
+// runs this list, and tests/unit/test_pipeline_schedule.cpp checks both
+// properties for every schedule.
+std::vector<PipelineOpTransfers> pipeline_transfers(int num_stages, int num_chunks, int stage, int num_micro_batches);
+
 // Micro-batches (of any chunk) whose activations the program holds at once:
 // the activation slots it needs.
 int max_in_flight(const std::vector<PipelineOp>& program);

@@ -58,8 +58,14 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
   if (emb && emb->size() > 1) emb_nccl_ = NcclCommunicator::create(*emb, comm_timeout_s, &emb_why);
   const bool emb_ok = !emb || emb->size() == 1 || emb_nccl_;
   if (why.empty()) why = emb_why;
+  // The pipeline's links to this rank's neighbours (parallel/pipeline_links.h).
+  const bool ring = opt.model_chunks() > 1;
+  std::string pp_why;
+  if (topo.pp->size() > 1) pipeline_ = PipelineLinks::create(*topo.pp, ring, comm_timeout_s, &pp_why);
+  const bool pp_ok = pipeline_.complete(topo.pp->rank(), topo.pp->size(), ring);
+  if (why.empty()) why = pp_why;
   // One backend for the whole job: the lowest failing rank's reason for all.
-  int failing = tp_ok && dp_ok && emb_ok ? world_size : topo.world->rank();
+  int failing = tp_ok && dp_ok && emb_ok && pp_ok ? world_size : topo.world->rank();
   MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (failing < world_size) {
     char reason[512] = {};
@@ -68,6 +74,7 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
     tp_nccl_.reset();
     dp_nccl_.reset();
     emb_nccl_.reset();
+    pipeline_ = {};
     line_ = fmt::format("comm: nccl unavailable ({}); falling back to mpi (host-staged: {})", reason, sharing);
     return;
   }
@@ -79,17 +86,14 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
   for (NcclCommunicator* group : {tp_nccl_.get(), dp_nccl_.get(), emb_nccl_.get()})
     if (group) group->allreduce_sum(warm_up.data(), 1, Traffic::Other);
   // What runs on NCCL anywhere in the job (a rank's own groups depend on its stage).
-  int on_nccl[3] = {tp_nccl_ != nullptr, dp_nccl_ != nullptr, emb_nccl_ != nullptr};
-  MPI_Allreduce(MPI_IN_PLACE, on_nccl, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  int on_nccl[4] = {tp_nccl_ != nullptr, dp_nccl_ != nullptr, emb_nccl_ != nullptr, topo.pp->size() > 1};
+  MPI_Allreduce(MPI_IN_PLACE, on_nccl, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   std::string groups;
   for (auto [on, name] : {std::pair{on_nccl[0], "tp"}, {on_nccl[1], "dp buckets"},
-                          {on_nccl[2], opt.emb_comm_opt ? "fused embedding sync" : "embedding sync"}})
+                          {on_nccl[2], opt.emb_comm_opt ? "fused embedding sync" : "embedding sync"},
+                          {on_nccl[3], "pipeline"}})
     if (on) groups += groups.empty() ? name : fmt::format(", {}", name);
-  line_ = groups.empty()
-              ? fmt::format("comm: mpi (host-staged: {}; this layout has no TP, DP or embedding group for NCCL)", sharing)
-              : fmt::format("comm: nccl (NCCL {}, {}: {}); pipeline: mpi (host-staged; every "
-                            "compressor computes on the GPU)",
-                            nccl_version(nullptr), choice.why, groups);
+  line_ = fmt::format("comm: nccl (NCCL {}, {}: {})", nccl_version(nullptr), choice.why, groups);
 }
 
 }  // namespace occ

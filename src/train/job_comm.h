@@ -5,16 +5,17 @@
 // (comm/comm_backend.h: --comm-backend), and the "comm: ..." line saying so.
 //
 // With NCCL the model's TP collectives, the DP buckets, DP compression's
-// factors or messages and the word embedding's sync (tied or FE) run on
-// device memory, each group on a stream of its own; the pipeline's transfers
-// (compressed on the device first) stay on MPI from host copies. Where an NCCL group cannot form on some rank, every rank falls back
-// to MPI, and the job says why.
+// factors or messages, the word embedding's sync (tied or FE) and the
+// pipeline's transfers (parallel/pipeline_links.h) run on device memory, each
+// group on a stream of its own. Where an NCCL group cannot form on some rank,
+// every rank falls back to MPI (host-staged), and the job says why.
 #include <memory>
 #include <string>
 
 #include "comm/host_staged_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "comm/node_ranks.h"
+#include "parallel/pipeline_links.h"
 #include "parallel/topology.h"
 #include "train/gradient_sync.h"
 #include "train/options.h"
@@ -37,6 +38,8 @@ class JobComm {
   Communicator& tp() { return tp_device_->comm(); }
   // The gradient groups that run over NCCL (null members: MPI).
   GradientNccl gradient_nccl() const { return {dp_nccl_.get(), emb_nccl_.get()}; }
+  // The pipeline's NCCL links (null: its messages go over MPI).
+  PipelineLinks* pipeline_links() { return pipeline_.forward_out || pipeline_.forward_in ? &pipeline_ : nullptr; }
   // "comm: ..." for the job's start (empty: a plain CPU job, nothing to say).
   const std::string& line() const { return line_; }
 
@@ -48,6 +51,7 @@ class JobComm {
   NodeRanks node_;  // this rank's place on its node (GPU jobs)
   // Declared before tp_device_, which points into tp_nccl_.
   std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_, emb_nccl_;
+  PipelineLinks pipeline_;
   std::unique_ptr<DeviceGroup> tp_device_;
   std::string line_;
 };

@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/host_staging.h"
 #include "cuda_twin.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace occ::kernels {
 namespace {
@@ -41,6 +42,33 @@ TEST_F(CudaOpsTest, CopyQueueWaitsForTheKernelsBeforeItsMark) {
     EXPECT_EQ(back[size_t(n) - 4096], v * 3.0f);
   }
   gpu().synchronize();
+}
+
+// The pipeline's iteration holds back GPU frees (cudaFree waits for the whole
+// device, queued NCCL sends included): core/device.h, DeferredDeviceFrees.
+TEST_F(CudaOpsTest, GpuFreesWaitForTheOutermostDeferralScope) {
+  ASSERT_EQ(device_frees_deferred(), 0u);
+  auto& pool = static_cast<cuda::CudaOps&>(gpu());
+  pool.scratch(size_t(1) << 30);  // no test's kernels need more: the growth below frees this block
+  {
+    DeferredDeviceFrees outer;
+    { DeviceBuffer<float> held(Device::Cuda, 1000); }
+    {
+      DeferredDeviceFrees inner;
+      { DeviceBuffer<float> also_held(Device::Cuda, 10); }
+      { DeviceBuffer<float> cpu(Device::Cpu, 10); }  // CPU frees are never held back
+      // The scratch pool's growth frees its old block through the same path.
+      pool.scratch(size_t(3) << 30);
+    }
+    EXPECT_EQ(device_frees_deferred(), 3u) << "an inner scope's end freed what the outer one holds";
+    // Allocating and computing go on while frees are held back.
+    DeviceBuffer<float> fresh(Device::Cuda, 1000);
+    gpu().fill(fresh.data(), 2.0f, 1000);
+    EXPECT_EQ(fresh.to_host()[999], 2.0f);
+  }
+  EXPECT_EQ(device_frees_deferred(), 0u);
+  { DeviceBuffer<float> now(Device::Cuda, 10); }
+  EXPECT_EQ(device_frees_deferred(), 0u);
 }
 
 }  // namespace

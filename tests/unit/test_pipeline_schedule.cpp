@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "compress/compressed_backprop.h"
@@ -40,31 +41,54 @@ TEST(PipelineSchedule, InterleavedMatchesMegatronOrderByHand) {
   EXPECT_TRUE(std::all_of(all.begin(), all.begin() + 4, [](const Op& o) { return o.kind == F; }));
 }
 
-// Runs every rank's program with nonblocking sends and blocking receives (as
-// the engine does); returns false on a deadlock.
-bool runs_to_completion(int P, int V, int M) {
-  std::vector<std::vector<Op>> prog;
-  for (int s = 0; s < P; ++s) prog.push_back(pipeline_program(P, V, s, M));
-  std::set<std::tuple<int, int, int, int>> sent;  // (kind, virtual stage, mb): output of that virtual stage
+// Runs every rank's transfers (pipeline_transfers, what the executor runs)
+// as the engine does: sends nonblocking, receives blocking, each link (a
+// sender, a receiver and a direction) delivering its messages in the order
+// they were sent, as an NCCL link or MPI with one tag per direction does.
+// Returns "" when every rank finishes, every receive gets the message it
+// expects and no message is left unreceived (wait_sends would hang); else what
+// went wrong.
+using Transfers = std::vector<std::vector<PipelineOpTransfers>>;  // per stage
+std::string run_links(const Transfers& program) {
+  const int P = int(program.size());
+  using Link = std::tuple<bool, int, int>;  // forward, sender, receiver
+  std::map<Link, std::vector<PipelineTransfer>> sent;
+  std::map<Link, size_t> received;
+  auto link = [](const PipelineTransfer& t) { return Link{t.forward, t.sender, t.receiver}; };
   std::vector<size_t> pc(size_t(P), 0);
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < P; ++s) {
-      while (pc[size_t(s)] < prog[size_t(s)].size()) {
-        const Op op = prog[size_t(s)][pc[size_t(s)]];
-        const int v = op.chunk * P + s;
-        if (op.kind == F && v > 0 && !sent.count({F, v - 1, op.micro_batch, 0})) break;
-        if (op.kind == B && v < P * V - 1 && !sent.count({B, v + 1, op.micro_batch, 0})) break;
-        sent.insert({op.kind, v, op.micro_batch, 0});
-        ++pc[size_t(s)];
-        progress = true;
+      for (size_t& i = pc[size_t(s)]; i < program[size_t(s)].size(); ++i, progress = true) {
+        const PipelineOpTransfers& op = program[size_t(s)][i];
+        if (op.has_recv) {
+          const std::vector<PipelineTransfer>& queue = sent[link(op.recv)];
+          size_t& next = received[link(op.recv)];
+          if (next == queue.size()) break;  // blocked until the sender gets there
+          const PipelineTransfer& got = queue[next++];
+          if (!(got == op.recv))
+            return "stage " + std::to_string(s) + " op " + std::to_string(i) + " received mb " +
+                   std::to_string(got.micro_batch) + " chunk " + std::to_string(got.sender_chunk) +
+                   ", expected mb " + std::to_string(op.recv.micro_batch) + " chunk " +
+                   std::to_string(op.recv.sender_chunk);
+        }
+        if (op.has_send) sent[link(op.send)].push_back(op.send);
       }
     }
   }
   for (int s = 0; s < P; ++s)
-    if (pc[size_t(s)] != prog[size_t(s)].size()) return false;
-  return true;
+    if (pc[size_t(s)] != program[size_t(s)].size())
+      return "deadlock: stage " + std::to_string(s) + " stopped at op " + std::to_string(pc[size_t(s)]);
+  for (const auto& [l, queue] : sent)
+    if (received[l] != queue.size()) return "a message nobody receives";
+  return "";
 }
+Transfers transfers(int P, int V, int M) {
+  Transfers program;
+  for (int s = 0; s < P; ++s) program.push_back(pipeline_transfers(P, V, s, M));
+  return program;
+}
+std::string run_links(int P, int V, int M) { return run_links(transfers(P, V, M)); }
 
 TEST(PipelineSchedule, InterleavedIsCompleteOrderedAndDeadlockFree) {
   for (int P : {2, 3, 4, 8})
@@ -98,13 +122,47 @@ TEST(PipelineSchedule, InterleavedIsCompleteOrderedAndDeadlockFree) {
           for (int c = 0; c < V; ++c) {
             int nf = 0, nb = 0;
             for (const Op& o : ops)
-              if (o.chunk == c) EXPECT_EQ(o.micro_batch, o.kind == F ? nf++ : nb++);
+              if (o.chunk == c) {
+                EXPECT_EQ(o.micro_batch, o.kind == F ? nf++ : nb++);
+              }
           }
         }
-        EXPECT_TRUE(runs_to_completion(P, V, M));
+        EXPECT_EQ(run_links(P, V, M), "");
       }
   for (int P : {1, 2, 4, 7})
-    for (int M : {1, 3, 8}) EXPECT_TRUE(runs_to_completion(P, 1, M)) << P << " " << M;
+    for (int M : {1, 3, 8}) EXPECT_EQ(run_links(P, 1, M), "") << P << " " << M;
+}
+
+TEST(PipelineSchedule, EveryLinkDeliversInTheOrderItIsReceived) {
+  // Every layout a job can have up to 8 stages: plain 1F1B at any M, and
+  // interleaved (M a multiple of P). Each stage's messages per link, counted.
+  for (int P = 1; P <= 8; ++P)
+    for (int V = 1; V <= 4; ++V)
+      for (int M = 1; M <= 3 * P; ++M) {
+        if (V > 1 && (P < 2 || M % P != 0)) continue;
+        SCOPED_TRACE(testing::Message() << "P " << P << " V " << V << " M " << M);
+        EXPECT_EQ(run_links(P, V, M), "");
+        int sends = 0, recvs = 0;
+        for (int s = 0; s < P; ++s)
+          for (const PipelineOpTransfers& t : pipeline_transfers(P, V, s, M)) {
+            sends += t.has_send;
+            recvs += t.has_recv;
+          }
+        // Each micro-batch crosses V P - 1 virtual-stage boundaries each way.
+        EXPECT_EQ(sends, 2 * M * (V * P - 1));
+        EXPECT_EQ(recvs, sends);
+      }
+  // The check can fail. Stage 0 of P2 M3 sends micro-batches 0 and 1 forward
+  // in its first two ops: swapped, stage 1 receives 1 where it expects 0.
+  Transfers swapped = transfers(2, 1, 3);
+  ASSERT_TRUE(swapped[0][0].has_send && swapped[0][1].has_send);
+  std::swap(swapped[0][0].send, swapped[0][1].send);
+  EXPECT_EQ(run_links(swapped), "stage 1 op 0 received mb 1 chunk 0, expected mb 0 chunk 0");
+  // The last forward send dropped (op 3: F2): stage 1 waits for it for ever.
+  Transfers dropped = transfers(2, 1, 3);
+  ASSERT_TRUE(dropped[0][3].has_send && dropped[0][3].send.micro_batch == 2);
+  dropped[0][3].has_send = false;
+  EXPECT_NE(run_links(dropped).find("deadlock"), std::string::npos) << run_links(dropped);
 }
 
 TEST(PipelineSchedule, EcRuleReproducesTheLastPMinusSSendsOfPlain1F1B) {

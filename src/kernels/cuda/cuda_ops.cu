@@ -69,9 +69,11 @@ namespace {
 // so that a sequence of growing requests reallocates rarely; never shrinks.
 void* grow_block(void*& block, size_t& have, size_t bytes, cudaStream_t stream, const char* what) {
   if (bytes <= have) return block;
-  // Kernels queued earlier may still read the old block.
+  // Kernels queued earlier may still read the old block. Freed through
+  // device_free: held back while the pipeline may have NCCL sends queued
+  // (core/device.h: DeferredDeviceFrees).
   OCC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (block) OCC_CUDA_CHECK(cudaFree(block));
+  device_free(Device::Cuda, block);
   block = nullptr;
   have = 0;
   size_t want = bytes + bytes / 2;
