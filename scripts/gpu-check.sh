@@ -588,7 +588,9 @@ check_nccl() {
   rc=$?
   local want='^comm-check: 2 ranks, comm: nccl unavailable .*falling back to mpi'
   ((gpus >= 2)) && want='^comm-check: 2 ranks, comm: nccl (NCCL'
-  if ((rc == 0)) && grep -q "$want" "$log" && [[ $(grep -c '^comm-check: all-reduce (sum' "$log") -ge 2 ]]; then
+  local links=ok
+  ((gpus >= 2)) && ! grep -q '^comm-check: pipeline links' "$log" && links="no pipeline-links line"
+  if ((rc == 0)) && grep -q "$want" "$log" && [[ $(grep -c '^comm-check: all-reduce (sum' "$log") -ge 2 && $links == ok ]]; then
     record "${name}_2ranks" PASS "$t1" "$gpus GPU(s): $(grep '^comm-check: 2 ranks' "$log" | tail -n 1)"
   else
     record "${name}_2ranks" FAIL "$t1" "2-rank comm-check with --comm-backend nccl on $gpus GPU(s), expected '$want': $(why "$rc" 90): $(tail_of "$log" 4)" "" "$log"

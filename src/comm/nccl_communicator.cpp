@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <optional>
 
 #include "core/timer.h"
 #endif
@@ -82,7 +84,7 @@ std::string nccl_version(std::string* why) {
 struct NcclCommunicator::Impl {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  cudaEvent_t queued = nullptr;  // recorded on the legacy stream: the work queued before an operation
+  std::optional<DeviceMark> queued;  // the work the calling thread queued before an operation
   double timeout_s = 60;
   std::string name;
 
@@ -101,7 +103,6 @@ struct NcclCommunicator::Impl {
       else
         ncclCommAbort(comm);
     }
-    if (queued) cudaEventDestroy(queued);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -135,8 +136,8 @@ struct NcclCommunicator::Impl {
   // The group's stream waits for what the calling thread queued on the legacy
   // stream (the kernels that wrote the operands).
   void after_queued_work() {
-    cudaEventRecord(queued, cudaStreamLegacy);
-    cudaStreamWaitEvent(stream, queued, 0);
+    queued->record();
+    cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(queued->handle()), 0);
   }
 
   // Until the stream has finished the operation, watching for NCCL errors and the timeout.
@@ -205,8 +206,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& grou
   impl->timeout_s = timeout_s;
   impl->name = group.name();
   const cudaError_t ce = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
-  if (ce == cudaSuccess) cudaEventCreateWithFlags(&impl->queued, cudaEventDisableTiming);
-  if (!agreed(ce == cudaSuccess, fmt::format("cudaStreamCreate: {}", cudaGetErrorString(ce)))) return nullptr;
+  std::string stream_error = ce == cudaSuccess ? "" : fmt::format("cudaStreamCreate: {}", cudaGetErrorString(ce));
+  if (ce == cudaSuccess) {
+    try {
+      impl->queued.emplace(Device::Cuda);
+    } catch (const std::exception& e) {  // every rank must reach the agreement below
+      stream_error = e.what();
+    }
+  }
+  if (!agreed(stream_error.empty(), stream_error)) return nullptr;
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every wait polls: --comm-timeout can abort it

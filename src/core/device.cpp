@@ -212,12 +212,6 @@ void device_zero(Device d, void* p, size_t bytes) {
 #endif
 }
 
-void device_synchronize(Device d) {
-#if defined(OCC_WITH_CUDA)
-  if (d == Device::Cuda) cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-#endif
-}
-
 namespace {
 std::atomic<int> g_cuda_device{0};
 }

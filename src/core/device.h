@@ -32,8 +32,6 @@ void* device_alloc(Device d, size_t bytes);
 void device_free(Device d, void* p) noexcept;
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void device_zero(Device d, void* p, size_t bytes);
-// Waits for all work queued on the device (no-op on the CPU).
-void device_synchronize(Device d);
 // Holds back the GPU's frees while in scope (scopes nest; any thread's frees
 // wait). Why: cudaFree waits for every stream of the device, the pipeline's
 // queued NCCL sends included, and such a send waits for its peer to receive

@@ -2,7 +2,8 @@
 // machine, before a training run depends on it. Every rank of mpirun fills
 // buffers with values whose sums are exact in float, runs each operation the
 // engine uses (all-reduce sum / max / mean, all-gather, reduce-scatter to the
-// ring's owned chunks, a ring shift of send/receive) through the backend
+// ring's owned chunks, a ring shift of send/receive, and over NCCL the
+// pipeline's links) through the backend
 // --comm-backend picks (NCCL on device memory, or MPI, host-staged on a GPU),
 // and compares the results with the values they must have and each
 // operation's byte count with the ring's (comm/ring_volume.h; for MPI those
@@ -29,6 +30,7 @@
 #include "comm/ring_volume.h"
 #include "core/buffer.h"
 #include "core/timer.h"
+#include "parallel/pipeline_links.h"
 
 namespace occ::cmd {
 
@@ -186,6 +188,57 @@ class Checker {
       }
   }
 
+  // NCCL only, 2+ ranks: the pipeline's links (parallel/pipeline_links.h) over
+  // a ring of every rank, as an interleaved pipeline forms them. Each rank
+  // queues three messages to the next rank and three to the previous one
+  // before receiving any (sends that waited for their receiver, or a link
+  // whose receive waited behind a send, would hang here), then receives in
+  // order. Returns false where it did not run.
+  bool check_pipeline_links(size_t count, double timeout_s) {
+    if (!backend_.nccl || size() < 2) return false;
+    std::string why;
+    PipelineLinks links = PipelineLinks::create(world_, true, timeout_s, &why);
+    if (!links.complete(rank(), size(), true)) {
+      expect(false, "pipeline links: " + why);
+      return true;
+    }
+    constexpr int kMessages = 3;
+    const int n = size(), next = (rank() + 1) % n, prev = (rank() - 1 + n) % n;
+    auto value = [](int sender, int forward, int k, size_t i) {
+      return float(sender * 1000 + forward * 100 + k * 10 + int(i % 10));
+    };
+    std::vector<DeviceBuffer<float>> out;  // untouched until wait_sends
+    out.reserve(2 * kMessages);
+    const size_t bytes = count * sizeof(float);
+    const uint64_t before = counters_[Traffic::Other];
+    for (int k = 0; k < kMessages; ++k)
+      for (int forward : {1, 0}) {
+        std::vector<float> x(count);
+        for (size_t i = 0; i < count; ++i) x[i] = value(rank(), forward, k, i);
+        out.emplace_back(device_, count);
+        out.back().copy_from_host(x.data(), count);
+        NcclCommunicator& link = forward ? *links.forward_out : *links.backward_out;
+        link.send_async(out.back().data(), bytes, 1, Traffic::Other);
+      }
+    DeviceBuffer<float> in(device_, count);
+    for (int k = 0; k < kMessages; ++k)
+      for (int forward : {1, 0}) {
+        const int from = forward ? prev : next;
+        (forward ? *links.forward_in : *links.backward_in).recv(in.data(), bytes, 0);
+        const std::vector<float> got = in.to_host();
+        for (size_t i = 0; i < count; ++i)
+          if (got[i] != value(from, forward, k, i)) {
+            expect(false, fmt::format("pipeline links: {} message {} from rank {}: element {} is {}, expected {}",
+                                      forward ? "forward" : "backward", k, from, i, got[i], value(from, forward, k, i)));
+            break;
+          }
+      }
+    links.forward_out->wait_sends();
+    links.backward_out->wait_sends();
+    expect_bytes("pipeline links", before, 2 * kMessages * bytes);
+    return true;
+  }
+
   // Median seconds of `iters` all-reduces of `count` floats (after one warm-up).
   double time_allreduce(size_t count, int iters) {
     DeviceBuffer<float> d(device_, count);
@@ -292,11 +345,13 @@ int comm_check(int argc, char** argv) {
   if (mpi.rank == 0) std::printf("comm-check: %d rank%s, %s\n", mpi.size, mpi.size == 1 ? "" : "s", backend.line.c_str());
 
   Checker check(world, backend, device, counters);
+  bool links_checked = false;
   try {
     check.check_allreduce(count);
     check.check_reduce_scatter(count);
     check.check_allgather(count);
     check.check_ring_shift(count);
+    links_checked = check.check_pipeline_links(count, timeout_s);
   } catch (const Error& e) {
     check.expect(false, e.what());
   }
@@ -313,6 +368,10 @@ int comm_check(int argc, char** argv) {
                 count, (unsigned long long)ring_allreduce_bytes(count, mpi.size, 0, sizeof(float)),
                 (unsigned long long)ring_reduce_scatter_bytes(count, mpi.size, 0, sizeof(float)),
                 (unsigned long long)ring_allgather_bytes(count, mpi.size, sizeof(float)));
+  if (mpi.rank == 0 && links_checked)
+    std::printf("comm-check: pipeline links (a ring of %d ranks, one NCCL group per link and direction): 3 messages "
+                "each way queued before any receive, received in order with the values sent\n",
+                mpi.size);
   if (bench_iters > 0) {
     const double t = check.time_allreduce(count, bench_iters);
     const double bytes = double(count) * sizeof(float);
