@@ -11,7 +11,10 @@
 // never holds a receive behind a send. NCCL matches a link's messages in the
 // order they are sent, which the schedule guarantees (pipeline_schedule.h:
 // pipeline_transfers; tests/unit/test_pipeline_schedule.cpp), and which the MPI
-// exchange uses too, so every CPU run tests it.
+// exchange uses too, so every CPU run tests it. (Why not Megatron's way, each
+// send in one NCCL group with the next receive, waited for as a whole: with
+// our interleaved order and more micro-batches than stages, neighbours would
+// wait on each other; the same test shows it.)
 #include <memory>
 #include <string>
 

@@ -133,6 +133,80 @@ TEST(PipelineSchedule, InterleavedIsCompleteOrderedAndDeadlockFree) {
     for (int M : {1, 3, 8}) EXPECT_EQ(run_links(P, 1, M), "") << P << " " << M;
 }
 
+// The alternative the NCCL links do not take (parallel/pipeline_links.h):
+// Megatron's pairing, where a rank's send goes out in one NCCL group with its
+// next receive and the rank waits for the whole group (so a send completes
+// before the rank computes again). Returns whether every rank finishes. A
+// group completes once each of its messages' other ends has been posted.
+bool runs_with_sends_grouped_with_the_next_receive(int P, int V, int M) {
+  using Message = std::tuple<bool, int, int, int>;  // forward, sender, receiver, index on the link
+  struct Group {
+    std::vector<Message> sends, recvs;
+  };
+  std::vector<std::vector<Group>> groups(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) {
+    std::map<std::tuple<bool, int, int>, int> sent, received;
+    auto index = [](auto& counts, const PipelineTransfer& t) { return counts[{t.forward, t.sender, t.receiver}]++; };
+    Group pending;
+    for (const PipelineOpTransfers& op : pipeline_transfers(P, V, s, M)) {
+      if (op.has_recv) {
+        pending.recvs.push_back({op.recv.forward, op.recv.sender, op.recv.receiver, index(received, op.recv)});
+        groups[size_t(s)].push_back(pending);
+        pending = {};
+      } else if (!pending.sends.empty()) {
+        groups[size_t(s)].push_back(pending);  // no receive to pair with: the send alone, before computing
+        pending = {};
+      }
+      if (op.has_send)
+        pending.sends.push_back({op.send.forward, op.send.sender, op.send.receiver, index(sent, op.send)});
+    }
+    if (!pending.sends.empty()) groups[size_t(s)].push_back(pending);
+  }
+  std::vector<size_t> at(size_t(P), 0);
+  std::set<std::pair<bool, Message>> posted;  // (is a send, message) of the groups reached so far
+  auto post = [&](int s) {
+    if (at[size_t(s)] == groups[size_t(s)].size()) return;
+    for (const Message& m : groups[size_t(s)][at[size_t(s)]].sends) posted.insert({true, m});
+    for (const Message& m : groups[size_t(s)][at[size_t(s)]].recvs) posted.insert({false, m});
+  };
+  for (int s = 0; s < P; ++s) post(s);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      if (at[size_t(s)] == groups[size_t(s)].size()) continue;
+      const Group& g = groups[size_t(s)][at[size_t(s)]];
+      bool done = true;
+      for (const Message& m : g.sends) done = done && posted.count({false, m});
+      for (const Message& m : g.recvs) done = done && posted.count({true, m});
+      if (!done) continue;
+      ++at[size_t(s)];
+      post(s);
+      progress = true;
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    if (at[size_t(s)] != groups[size_t(s)].size()) return false;
+  return true;
+}
+
+TEST(PipelineSchedule, WhyNcclLinksQueueSendsRatherThanPairThemWithReceives) {
+  // Plain 1F1B would run either way: the pairs are Megatron's
+  // send_forward_recv_backward and send_backward_recv_forward.
+  for (int P = 1; P <= 8; ++P)
+    for (int M = 1; M <= 3 * P; ++M) EXPECT_TRUE(runs_with_sends_grouped_with_the_next_receive(P, 1, M)) << P << " " << M;
+  // Interleaved with more micro-batches than stages, pairing each send with
+  // the next receive leaves neighbours waiting on each other (Megatron's
+  // interleaved schedule pairs its messages differently); with M == P every
+  // forward comes first and it runs. Queued sends run all of them
+  // (EveryLinkDeliversInTheOrderItIsReceived).
+  for (int P = 2; P <= 6; ++P)
+    for (int V = 2; V <= 4; ++V) {
+      EXPECT_TRUE(runs_with_sends_grouped_with_the_next_receive(P, V, P)) << P << " " << V;
+      for (int M = 2 * P; M <= 4 * P; M += P)
+        EXPECT_FALSE(runs_with_sends_grouped_with_the_next_receive(P, V, M)) << P << " " << V << " " << M;
+    }
+}
+
 TEST(PipelineSchedule, EveryLinkDeliversInTheOrderItIsReceived) {
   // Every layout a job can have up to 8 stages: plain 1F1B at any M, and
   // interleaved (M a multiple of P). Each stage's messages per link, counted.
