@@ -7,18 +7,20 @@
 
 namespace occ {
 
-PipelineExchange::PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout,
-                                   PhaseTimers& timers, Device device, bool staged, PipelineLinks* links)
-    : pp_(pp),
+PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters,
+                                   const ParallelLayout& layout, PhaseTimers& timers, Device device, bool staged)
+    : links_(links),
       tp_(tp),
+      counters_(counters),
       layout_(layout),
       timers_(timers),
       device_(device),
-      staged_(staged && !links),
-      links_(links),
+      staged_(staged && !links.on_device),
       wire_(device) {
-  OCC_CHECK(staged_ || links_ || device_ == Device::Cpu, "internal: pipeline messages on {} must be staged for MPI",
-            device_name(device_));
+  OCC_CHECK(staged_ || links_.on_device || device_ == Device::Cpu,
+            "internal: pipeline messages on {} must be staged for MPI", device_name(device_));
+  OCC_CHECK(links_.complete(layout_.pp_rank, layout_.pp_size, layout_.vp_size > 1),
+            "internal: stage {} lacks a pipeline link", layout_.pp_rank);
 }
 
 float* PipelineExchange::outbox(size_t floats) {
@@ -40,24 +42,22 @@ float* PipelineExchange::device_wire(size_t floats) {
   return wire_.data();
 }
 
-// MPI tag 0 forward, 1 backward: the two directions never match each other,
-// and within one the messages match in order, as on an NCCL link.
 // The peers wrap around (a ring) so interleaved chunks can pass from the last rank to the first.
 PipelineExchange::Direction PipelineExchange::forward_out() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, 0, links_ ? links_->forward_out.get() : nullptr,
-          Traffic::PipelineForward, "activations", "", "F"};
+  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.forward_out.get(), Traffic::PipelineForward, "activations",
+          "", "F"};
 }
 PipelineExchange::Direction PipelineExchange::forward_in() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 0, links_ ? links_->forward_in.get() : nullptr,
-          Traffic::PipelineForward, "activations", "activations from the previous stage", "F"};
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.forward_in.get(), Traffic::PipelineForward,
+          "activations", "activations from the previous stage", "F"};
 }
 PipelineExchange::Direction PipelineExchange::backward_out() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, 1, links_ ? links_->backward_out.get() : nullptr,
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.backward_out.get(),
           Traffic::PipelineBackward, "activation gradients", "", "B"};
 }
 PipelineExchange::Direction PipelineExchange::backward_in() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, 1, links_ ? links_->backward_in.get() : nullptr,
-          Traffic::PipelineBackward, "activation gradients", "activation gradients from the next stage", "B"};
+  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.backward_in.get(), Traffic::PipelineBackward,
+          "activation gradients", "activation gradients from the next stage", "B"};
 }
 
 std::string PipelineExchange::label(int mb, int chunk) const {
@@ -72,9 +72,10 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const std::string name = d.letter + label(mb, sender_chunk);
   if (encoder) {
     floats = size_t(encoder->wire_floats());
-    // The wire is the message in flight: on the device over NCCL; unstaged on
-    // MPI the device is the host; staged, it is copied out below.
-    float* wire = links_ ? device_outbox(floats) : staged_ ? device_wire(floats) : outbox(floats);
+    // The wire is the message in flight: on the device where the link sends
+    // device memory; unstaged on MPI the device is the host; staged, it is
+    // copied out below.
+    float* wire = links_.on_device ? device_outbox(floats) : staged_ ? device_wire(floats) : outbox(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
     encoder->encode(message, wire);
     message = wire;
@@ -87,12 +88,9 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
     message = host;
   }
   const double t0 = now_seconds();
-  OCC_CHECK(!links_ || d.link, "internal: no NCCL link for the {} to stage {}", d.what, d.peer_stage);
-  if (d.link)
-    d.link->send_async(message, floats * sizeof(float), 1, d.traffic);
-  else
-    pending_.push_back(pp_.isend(message, floats * sizeof(float), d.peer_stage, d.tag, d.traffic, d.what));
-  if (encoder) pp_.counters().add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(floats * sizeof(float)));
+  OCC_CHECK(d.link, "internal: no pipeline link for the {} to stage {}", d.what, d.peer_stage);
+  d.link->send_async(message, floats * sizeof(float), d.traffic, d.what);
+  if (encoder) counters_.add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(floats * sizeof(float)));
   timers_.add_event("send " + name + (encoder ? " (compressed)" : ""), t0, now_seconds());
 }
 
@@ -103,21 +101,18 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   const size_t floats = decoder ? size_t(decoder->wire_floats()) : slice;
   const std::string name = d.letter + label(mb, sender_chunk);
   const std::string event = "recv " + name + (decoder ? " (compressed)" : "");
-  // Received in place where the slice's memory is the link's and the message arrives as it is.
+  // Received in place where the slice is in the link's memory and the message arrives as it is.
   float* message = part;
-  OCC_CHECK(!links_ || d.link, "internal: no NCCL link for the {}", d.recv_what);
-  if (d.link) {
+  if (links_.on_device) {
     if (decoder) message = device_wire(floats);
+  } else if (staged_ || decoder) {
+    inbox_.reserve(floats);
+    message = inbox_.data();
+  }
+  OCC_CHECK(d.link, "internal: no pipeline link for the {}", d.recv_what);
+  {
     ScopedPhase t(timers_, "pp_wait", event);
-    d.link->recv(message, floats * sizeof(float), 0);
-  } else {
-    if (staged_ || decoder) {
-      inbox_.reserve(floats);
-      message = inbox_.data();
-    }
-    ScopedPhase t(timers_, "pp_wait", event);
-    auto r = pp_.irecv(message, floats * sizeof(float), d.peer_stage, d.tag, d.recv_what);
-    pp_.wait(r);
+    d.link->recv(message, floats * sizeof(float), d.recv_what);
   }
   if (staged_) {
     ScopedPhase t(timers_, "pp_stage");
@@ -154,12 +149,8 @@ void PipelineExchange::recv_backward(float* dx, size_t count, int mb, int chunk,
 
 void PipelineExchange::wait_sends() {
   ScopedPhase t(timers_, "pp_wait", "wait sends");
-  pp_.wait_all(pending_);
-  pending_.clear();
-  if (links_) {
-    for (NcclCommunicator* link : {links_->forward_out.get(), links_->backward_out.get()})
-      if (link) link->wait_sends();
-  }
+  for (PipelineLink* link : {links_.forward_out.get(), links_.backward_out.get()})
+    if (link) link->wait_sends();
   outbox_used_ = 0;
   device_outbox_used_ = 0;
 }

@@ -6,20 +6,18 @@
 // With interleaving (layout.vp_size > 1) the ranks form a ring: the last
 // rank's chunk c feeds the first rank's chunk c + 1, and backward the first
 // rank's chunk c + 1 feeds the last rank's chunk c.
-// A link (a neighbour and a direction) delivers its messages in the order they
-// were sent: the schedule sends them in the order the peer receives them
-// (pipeline_schedule.h: pipeline_transfers), so a message carries no name. MPI
-// tags a message by its direction only, matching as NCCL does.
-// Messages live on the stage's device. Over NCCL (parallel/pipeline_links.h)
-// they go from device memory; MPI moves host memory, so a staged exchange (a
-// GPU job on MPI; or the CPU with --debug-host-staging) copies each message
-// through page-locked host memory, after encoding it on the device: only the
-// compressed wire crosses to the host.
+// Each message goes over this rank's link to the neighbour for its direction
+// (parallel/pipeline_links.h), which delivers in the order sent, so a message
+// carries no name.
+// Messages live on the stage's device. NCCL's links move device memory; MPI's
+// move host memory, so a staged exchange (a GPU job on MPI; or the CPU with
+// --debug-host-staging) copies each message through page-locked host memory,
+// after encoding it on the device: only the compressed wire crosses to the host.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "comm/mpi_communicator.h"
+#include "comm/communicator.h"
 #include "core/buffer.h"
 #include "core/host_staging.h"
 #include "core/layout.h"
@@ -31,11 +29,13 @@ namespace occ {
 
 class PipelineExchange {
  public:
-  // tp: the TP group for data on `device` (the model's: NCCL, staged or MPI).
-  // links: NCCL links to the neighbours (null: MPI over pp). staged: MPI's
-  // messages are copied through host memory (required off the CPU without links).
-  PipelineExchange(MpiCommunicator& pp, Communicator& tp, const ParallelLayout& layout, PhaseTimers& timers,
-                   Device device = Device::Cpu, bool staged = false, PipelineLinks* links = nullptr);
+  // links: this rank's links to its neighbours. tp: the TP group for data on
+  // `device` (the model's: NCCL, staged or MPI). counters: where compression's
+  // savings are counted (the links count the bytes sent). staged: messages in
+  // host memory are copied through page-locked buffers (required off the CPU
+  // unless the links move device memory).
+  PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters, const ParallelLayout& layout,
+                   PhaseTimers& timers, Device device = Device::Cpu, bool staged = false);
 
   // Nonblocking send of x[count] (on the device), the output (forward) or
   // input gradient (backward) of micro-batch mb in this rank's model chunk
@@ -52,19 +52,18 @@ class PipelineExchange {
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   // Where the messages live.
   Device device() const { return device_; }
-  // Does a send read its buffer until wait_sends()? Unstaged it does (MPI or
-  // NCCL sends the buffer itself); staged, a send has copied it out when it returns.
+  // Does a send read its buffer until wait_sends()? Unstaged it does (the link
+  // sends the buffer itself); staged, a send has copied it out when it returns.
   bool reads_send_buffers_late() const { return !staged_; }
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
   void wait_sends();
 
  private:
-  // One direction of the link: its peer, tags, traffic class and names.
+  // One direction of traffic: its peer, its link, traffic class and names.
   struct Direction {
     int peer_stage;
-    int tag;  // MPI: 0 forward, 1 backward
-    NcclCommunicator* link;  // NCCL: the link (its sender is rank 0); null: MPI
+    PipelineLink* link;
     Traffic traffic;
     const char* what;       // the message, for errors ("activations")
     const char* recv_what;  // the receive, for errors
@@ -83,25 +82,24 @@ class PipelineExchange {
   float* outbox(size_t floats);
   // The device buffer a staged codec encodes into, or a codec decodes from.
   float* device_wire(size_t floats);
-  // A device buffer for a wire NCCL sends, kept until wait_sends().
+  // A device buffer for a wire a link sends from the device, kept until wait_sends().
   float* device_outbox(size_t floats);
 
-  MpiCommunicator& pp_;
+  PipelineLinks& links_;
   Communicator& tp_;
+  TrafficCounters& counters_;
   ParallelLayout layout_;
   PhaseTimers& timers_;
   Device device_;
   bool staged_;
-  PipelineLinks* links_;
 
-  std::vector<MpiCommunicator::Request> pending_;
   // Host buffers of the messages in flight (compressed wires, and every
   // staged message): outbox_used_ of them until wait_sends(), then reused.
   std::vector<std::unique_ptr<PinnedBuffer>> outbox_;
   size_t outbox_used_ = 0;
   PinnedBuffer inbox_;         // a received message that is not received in place
   DeviceBuffer<float> wire_;   // staged: a wire on the device (grows only)
-  std::vector<std::unique_ptr<DeviceBuffer<float>>> device_outbox_;  // NCCL: wires in flight
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> device_outbox_;  // links on the device: wires in flight
   size_t device_outbox_used_ = 0;
 };
 

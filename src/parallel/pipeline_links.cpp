@@ -5,11 +5,49 @@
 #include <utility>
 #include <vector>
 
+#include "comm/nccl_communicator.h"
 #include "core/buffer.h"
 
 namespace occ {
 
 namespace {
+
+// Over MPI: the pair's own communicator, where one tag keeps the messages in order.
+class MpiLink final : public PipelineLink {
+ public:
+  explicit MpiLink(std::unique_ptr<MpiCommunicator> pair) : pair_(std::move(pair)) {}
+  void send_async(const void* data, size_t bytes, Traffic traffic, const char* what) override {
+    pending_.push_back(pair_->isend(data, bytes, peer(), kTag, traffic, what));
+  }
+  void wait_sends() override {
+    pair_->wait_all(pending_);
+    pending_.clear();
+  }
+  void recv(void* data, size_t bytes, const char* what) override {
+    auto r = pair_->irecv(data, bytes, peer(), kTag, what);
+    pair_->wait(r);
+  }
+
+ private:
+  static constexpr int kTag = 0;
+  int peer() const { return 1 - pair_->rank(); }
+  std::unique_ptr<MpiCommunicator> pair_;
+  std::vector<MpiCommunicator::Request> pending_;
+};
+
+// Over NCCL: device memory, on the group's own stream.
+class NcclLink final : public PipelineLink {
+ public:
+  explicit NcclLink(std::unique_ptr<NcclCommunicator> pair) : pair_(std::move(pair)) {}
+  void send_async(const void* data, size_t bytes, Traffic traffic, const char*) override {
+    pair_->send_async(data, bytes, 1 - pair_->rank(), traffic);
+  }
+  void wait_sends() override { pair_->wait_sends(); }
+  void recv(void* data, size_t bytes, const char*) override { pair_->recv(data, bytes, 1 - pair_->rank()); }
+
+ private:
+  std::unique_ptr<NcclCommunicator> pair_;
+};
 
 // Link l of a kind joins stage l and stage l + 1 (mod P). Forward: l sends.
 // Backward: l + 1 sends.
@@ -23,20 +61,21 @@ LinkEnds link_ends(int l, bool forward, int P) {
 
 }  // namespace
 
-PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, double timeout_s, std::string* why) {
+PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, bool nccl, double timeout_s, std::string* why) {
   PipelineLinks links;
+  links.on_device = nccl;
   const int P = pp.size(), me = pp.rank();
   const int num_links = P < 2 ? 0 : ring ? P : P - 1;
   MPI_Group all;
   MPI_Comm_group(pp.handle(), &all);
-  std::vector<std::pair<std::unique_ptr<NcclCommunicator>*, bool>> order;  // this rank's links, and is it the sender
+  std::vector<std::pair<PipelineLink*, bool>> formed;  // this rank's links in order, and does it send
   for (int l = 0; l < num_links; ++l) {
     for (bool forward : {true, false}) {
       const LinkEnds ends = link_ends(l, forward, P);
       if (me != ends.sender && me != ends.receiver) continue;
       const bool sends = me == ends.sender;
-      std::unique_ptr<NcclCommunicator>& slot = forward ? (sends ? links.forward_out : links.forward_in)
-                                                        : (sends ? links.backward_out : links.backward_in);
+      std::unique_ptr<PipelineLink>& slot = forward ? (sends ? links.forward_out : links.forward_in)
+                                                    : (sends ? links.backward_out : links.backward_in);
       // The pair's own MPI group, ranks ordered sender first; collective over the two only.
       const int members[2] = {ends.sender, ends.receiver};
       MPI_Group pair;
@@ -44,28 +83,31 @@ PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, double timeo
       MPI_Comm pair_comm = MPI_COMM_NULL;
       MPI_Comm_create_group(pp.handle(), pair, 2 * l + (forward ? 0 : 1), &pair_comm);
       MPI_Group_free(&pair);
-      MpiCommunicator group(pair_comm, pp.counters(), timeout_s,
-                            fmt::format("{} ({} {}>{})", pp.name(), forward ? "activations" : "gradients",
-                                        ends.sender, ends.receiver));
+      auto group = std::make_unique<MpiCommunicator>(
+          pair_comm, pp.counters(), timeout_s,
+          fmt::format("{} ({} {}>{})", pp.name(), forward ? "activations" : "gradients", ends.sender, ends.receiver));
+      if (!nccl) {
+        slot = std::make_unique<MpiLink>(std::move(group));
+        continue;
+      }
       std::string reason;
-      slot = NcclCommunicator::create(group, timeout_s, &reason);
-      if (!slot && why && why->empty()) *why = reason;
-      order.push_back({&slot, sends});
+      if (auto formed_nccl = NcclCommunicator::create(*group, timeout_s, &reason))
+        slot = std::make_unique<NcclLink>(std::move(formed_nccl));
+      else if (why && why->empty())
+        *why = reason;
+      if (slot) formed.push_back({slot.get(), sends});
     }
   }
   MPI_Group_free(&all);
   // NCCL connects a link on its first message: one byte each, in the same order.
   std::unique_ptr<DeviceBuffer<float>> byte_buffer;
-  for (auto [slot, sends] : order) {
-    if (!*slot) continue;
-    NcclCommunicator& link = **slot;
+  for (auto [link, sends] : formed) {
     if (!byte_buffer) byte_buffer = std::make_unique<DeviceBuffer<float>>(Device::Cuda, 1);
-    float* byte = byte_buffer->data();
     if (sends) {
-      link.send_async(byte, 1, 1, Traffic::Other);
-      link.wait_sends();
+      link->send_async(byte_buffer->data(), 1, Traffic::Other, "a link's first byte");
+      link->wait_sends();
     } else {
-      link.recv(byte, 1, 0);
+      link->recv(byte_buffer->data(), 1, "a link's first byte");
     }
   }
   return links;

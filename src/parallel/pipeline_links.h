@@ -1,41 +1,60 @@
 #pragma once
-// The pipeline's transfers over NCCL (a job whose ranks each have a GPU): one
-// two-rank NCCL group per link, that is per pair of neighbouring stages and
-// kind of message (activations forward, activation gradients backward), the
-// sender its rank 0 and the receiver its rank 1, each on a stream of its own.
-// Why one group per link: a link's sends are queued without waiting
-// (PipelineExchange's sends are nonblocking, as MPI's isend), and a queued
-// NCCL send occupies its group's stream until the peer receives it; a receive
-// from the same group behind it would wait for it, and two neighbours could
-// each wait for the other. A group that carries one kind of message one way
-// never holds a receive behind a send. NCCL matches a link's messages in the
-// order they are sent, which the schedule guarantees (pipeline_schedule.h:
-// pipeline_transfers; tests/unit/test_pipeline_schedule.cpp), and which the MPI
-// exchange uses too, so every CPU run tests it. (Why not Megatron's way, each
-// send in one NCCL group with the next receive, waited for as a whole: with
-// our interleaved order and more micro-batches than stages, neighbours would
-// wait on each other; the same test shows it.)
+// The pipeline's transfers: one link per pair of neighbouring stages and kind
+// of message (activations forward, activation gradients backward), each a
+// two-rank group of its own, the sender its rank 0 and the receiver its rank 1.
+// A link's sends are queued without waiting (the exchange's sends are
+// nonblocking) and arrive in the order they were sent, which the schedule
+// guarantees (pipeline_schedule.h: pipeline_transfers, checked for every
+// schedule by tests/unit/test_pipeline_schedule.cpp); so a message carries no
+// name, as NCCL's cannot.
+//
+// Over NCCL (a job whose ranks each have a GPU) a link sends device memory on
+// a stream of its own. Why a group per link and direction: a queued NCCL send
+// occupies its group's stream until the peer receives it, and a receive from
+// the same group behind it would wait for it, so two neighbours could wait on
+// each other; a group that carries one kind of message one way never holds a
+// receive behind a send. (Why not Megatron's way, each send in one NCCL group
+// with the next receive, waited for as a whole: with our interleaved order and
+// more micro-batches than stages, neighbours would wait on each other; the
+// same test shows it.) Over MPI a link sends host memory (the CPU's, or a
+// GPU's page-locked copies): the same groups, so every CPU run exercises the
+// links' set-up, their order and the exchange's use of them.
+#include <cstddef>
 #include <memory>
 #include <string>
 
 #include "comm/mpi_communicator.h"
-#include "comm/nccl_communicator.h"
 
 namespace occ {
+
+// One direction of one link, as its sender or its receiver sees it.
+class PipelineLink {
+ public:
+  virtual ~PipelineLink() = default;
+  // Queues `bytes` to the peer; the buffer must stay untouched until
+  // wait_sends(), which returns when every queued send has been received.
+  // what: the message, for errors ("activations").
+  virtual void send_async(const void* data, size_t bytes, Traffic traffic, const char* what) = 0;
+  virtual void wait_sends() = 0;
+  // Returns when the link's next message is in data.
+  virtual void recv(void* data, size_t bytes, const char* what) = 0;
+};
 
 struct PipelineLinks {
   // This rank's links; null where it has none (the first stage receives no
   // activations unless the ranks form a ring).
-  std::unique_ptr<NcclCommunicator> forward_out, forward_in, backward_out, backward_in;
+  std::unique_ptr<PipelineLink> forward_out, forward_in, backward_out, backward_in;
+  bool on_device = false;  // NCCL: messages in device memory; MPI: in host memory
 
   // Collective over pp, in one order on every rank (the links sorted by their
   // lower stage), so the two-rank set-ups cannot wait on each other in a
   // cycle. ring: the last stage also sends activations to the first (and the
-  // first gradients to the last), as with interleaving. Where a link cannot
-  // form, its two ranks get null (and *why); the caller agrees on a fallback
-  // across the job. Then every link moves one message, in the same order, so
-  // NCCL connects its peers before training.
-  static PipelineLinks create(MpiCommunicator& pp, bool ring, double timeout_s, std::string* why);
+  // first gradients to the last), as with interleaving. nccl: links over NCCL
+  // on this rank's GPU; where one cannot form, its two ranks get null (and
+  // *why), and the caller agrees on a fallback across the job; the links that
+  // formed move one message each, in the same order, so NCCL connects their
+  // peers before training. Otherwise over MPI (they always form).
+  static PipelineLinks create(MpiCommunicator& pp, bool ring, bool nccl, double timeout_s, std::string* why);
   // Has this rank every link its place in the pipeline needs?
   bool complete(int stage, int num_stages, bool ring) const;
 };

@@ -61,8 +61,8 @@ struct PipelineOpTransfers {
 };
 // The transfers of each op of pipeline_program(...). On every link (a sender,
 // a receiver and a direction) the sender sends its messages in the order the
-// receiver receives them, so a link that delivers in order (NCCL's, or MPI's
-// with one tag per direction) needs no message names; and with nonblocking
+// receiver receives them, so a link that delivers in order
+// (parallel/pipeline_links.h) needs no message names; and with nonblocking
 // sends and blocking receives no schedule can wait in a cycle. The executor
 // runs this list, and tests/unit/test_pipeline_schedule.cpp checks both
 // properties for every schedule.

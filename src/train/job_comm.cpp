@@ -14,6 +14,10 @@ namespace occ {
 JobComm::JobComm(const TrainOptions& opt, Topology& topo, int world_size, double comm_timeout_s) {
   select_device(opt, world_size);
   select_backend(opt, topo, world_size, comm_timeout_s);
+  // The pipeline's links over MPI where NCCL does not carry them (every rank
+  // agrees: select_backend's choice is the job's).
+  if (!pipeline_.on_device)
+    pipeline_ = PipelineLinks::create(*topo.pp, opt.model_chunks() > 1, false, comm_timeout_s, nullptr);
   tp_device_ = std::make_unique<DeviceGroup>(*topo.tp, tp_nccl_.get(), staged_, opt.device);
 }
 
@@ -61,7 +65,7 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
   // The pipeline's links to this rank's neighbours (parallel/pipeline_links.h).
   const bool ring = opt.model_chunks() > 1;
   std::string pp_why;
-  if (topo.pp->size() > 1) pipeline_ = PipelineLinks::create(*topo.pp, ring, comm_timeout_s, &pp_why);
+  if (topo.pp->size() > 1) pipeline_ = PipelineLinks::create(*topo.pp, ring, true, comm_timeout_s, &pp_why);
   const bool pp_ok = pipeline_.complete(topo.pp->rank(), topo.pp->size(), ring);
   if (why.empty()) why = pp_why;
   // One backend for the whole job: the lowest failing rank's reason for all.

@@ -38,8 +38,8 @@ class JobComm {
   Communicator& tp() { return tp_device_->comm(); }
   // The gradient groups that run over NCCL (null members: MPI).
   GradientNccl gradient_nccl() const { return {dp_nccl_.get(), emb_nccl_.get()}; }
-  // The pipeline's NCCL links (null: its messages go over MPI).
-  PipelineLinks* pipeline_links() { return pipeline_.forward_out || pipeline_.forward_in ? &pipeline_ : nullptr; }
+  // This rank's links to its pipeline neighbours (NCCL or MPI).
+  PipelineLinks& pipeline_links() { return pipeline_; }
   // "comm: ..." for the job's start (empty: a plain CPU job, nothing to say).
   const std::string& line() const { return line_; }
 

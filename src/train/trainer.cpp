@@ -75,8 +75,8 @@ void Trainer::connect(double comm_timeout_s) {
   // Messages stay on the stage's device: NCCL's links send them from there;
   // staged, the exchange copies them through host memory for MPI after the
   // codecs (on the device) encode them.
-  exchange_ = std::make_unique<PipelineExchange>(*topo_->pp, tp, layout_, stage_->timers(), opt_.device, staged,
-                                                 comm_->pipeline_links());
+  exchange_ = std::make_unique<PipelineExchange>(comm_->pipeline_links(), tp, topo_->counters, layout_,
+                                                 stage_->timers(), opt_.device, staged);
   const CompressorPlacement on_stage{&stage_->ops()};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # labels: parallel
 # `optimus-cc comm-check` on the CPU (MPI, plain and host-staged) with 1-4 ranks
-# and uneven ring chunks: every collective and the send/receive ring shift give
-# the expected values, and the bytes MPI's rings really sent equal the ring
+# and uneven ring chunks: every collective, the send/receive ring shift and the
+# pipeline's links give the expected values, and the bytes MPI's rings really sent equal the ring
 # volume of comm/ring_volume.h, which NcclCommunicator counts (so a job's byte
 # counters are the same on either backend). Bad requests (--comm-backend nccl
 # on the CPU, an unknown backend, a zero count) fail with one line on every
@@ -27,6 +27,15 @@ check_ok three_ranks_uneven 3 --count 100003
 check_ok four_ranks_staged 4 --count 4099 --debug-host-staging
 grep -q "comm: mpi (host-staged on the CPU: --debug-host-staging)" "$WORK/four_ranks_staged.log" &&
   pass "the staged check says how it communicates" || failed "no host-staged comm line"
+# The pipeline's links (a ring of every rank, a two-rank group per link and
+# direction, three messages each way queued before any receive): with 2+ ranks only.
+for name in two_ranks three_ranks_uneven four_ranks_staged; do
+  np=$(grep -m 1 -o "^comm-check: [0-9]* ranks" "$WORK/$name.log" | grep -o "[0-9]*")
+  grep -q "^comm-check: pipeline links (a ring of $np ranks, one MPI group per link and direction)" "$WORK/$name.log" &&
+    pass "$name: the pipeline's links deliver in order" || failed "$name: no pipeline-links line"
+done
+grep -q "^comm-check: pipeline links" "$WORK/one_rank.log" && failed "one rank checked pipeline links" ||
+  pass "one rank has no pipeline links to check"
 # Fewer floats than ranks: empty chunks.
 check_ok empty_chunks 3 --count 2
 check_ok timed 2 --count 65536 --bench-iters 3

@@ -188,20 +188,22 @@ class Checker {
       }
   }
 
-  // NCCL only, 2+ ranks: the pipeline's links (parallel/pipeline_links.h) over
-  // a ring of every rank, as an interleaved pipeline forms them. Each rank
-  // queues three messages to the next rank and three to the previous one
-  // before receiving any (sends that waited for their receiver, or a link
-  // whose receive waited behind a send, would hang here), then receives in
-  // order. Returns false where it did not run.
+  // 2+ ranks: the pipeline's links (parallel/pipeline_links.h) over a ring of
+  // every rank, as an interleaved pipeline forms them, on the backend's
+  // memory (NCCL: the device's; MPI: the host's). Each rank queues three
+  // messages to the next rank and three to the previous one before receiving
+  // any (sends that waited for their receiver, or a receive queued behind a
+  // send, would hang here), then receives in order. Returns false where it
+  // did not run.
   bool check_pipeline_links(size_t count, double timeout_s) {
-    if (!backend_.nccl || size() < 2) return false;
+    if (size() < 2) return false;
     std::string why;
-    PipelineLinks links = PipelineLinks::create(world_, true, timeout_s, &why);
+    PipelineLinks links = PipelineLinks::create(world_, true, backend_.nccl != nullptr, timeout_s, &why);
     if (!links.complete(rank(), size(), true)) {
       expect(false, "pipeline links: " + why);
       return true;
     }
+    const Device memory = links.on_device ? device_ : Device::Cpu;
     constexpr int kMessages = 3;
     const int n = size(), next = (rank() + 1) % n, prev = (rank() - 1 + n) % n;
     auto value = [](int sender, int forward, int k, size_t i) {
@@ -215,16 +217,16 @@ class Checker {
       for (int forward : {1, 0}) {
         std::vector<float> x(count);
         for (size_t i = 0; i < count; ++i) x[i] = value(rank(), forward, k, i);
-        out.emplace_back(device_, count);
+        out.emplace_back(memory, count);
         out.back().copy_from_host(x.data(), count);
-        NcclCommunicator& link = forward ? *links.forward_out : *links.backward_out;
-        link.send_async(out.back().data(), bytes, 1, Traffic::Other);
+        PipelineLink& link = forward ? *links.forward_out : *links.backward_out;
+        link.send_async(out.back().data(), bytes, Traffic::Other, "a test message");
       }
-    DeviceBuffer<float> in(device_, count);
+    DeviceBuffer<float> in(memory, count);
     for (int k = 0; k < kMessages; ++k)
       for (int forward : {1, 0}) {
         const int from = forward ? prev : next;
-        (forward ? *links.forward_in : *links.backward_in).recv(in.data(), bytes, 0);
+        (forward ? *links.forward_in : *links.backward_in).recv(in.data(), bytes, "a test message");
         const std::vector<float> got = in.to_host();
         for (size_t i = 0; i < count; ++i)
           if (got[i] != value(from, forward, k, i)) {
@@ -369,9 +371,9 @@ int comm_check(int argc, char** argv) {
                 (unsigned long long)ring_reduce_scatter_bytes(count, mpi.size, 0, sizeof(float)),
                 (unsigned long long)ring_allgather_bytes(count, mpi.size, sizeof(float)));
   if (mpi.rank == 0 && links_checked)
-    std::printf("comm-check: pipeline links (a ring of %d ranks, one NCCL group per link and direction): 3 messages "
+    std::printf("comm-check: pipeline links (a ring of %d ranks, one %s group per link and direction): 3 messages "
                 "each way queued before any receive, received in order with the values sent\n",
-                mpi.size);
+                mpi.size, backend.nccl ? "NCCL" : "MPI");
   if (bench_iters > 0) {
     const double t = check.time_allreduce(count, bench_iters);
     const double bytes = double(count) * sizeof(float);
