@@ -98,7 +98,7 @@ class PipelineExchange {
   std::vector<std::unique_ptr<PinnedBuffer>> outbox_;
   size_t outbox_used_ = 0;
   PinnedBuffer inbox_;         // a received message that is not received in place
-  DeviceBuffer<float> wire_;   // staged: a wire on the device (grows only)
+  DeviceBuffer<float> wire_;   // a wire encoded (staged) or decoded on the device (grows only)
   std::vector<std::unique_ptr<DeviceBuffer<float>>> device_outbox_;  // links on the device: wires in flight
   size_t device_outbox_used_ = 0;
 };
