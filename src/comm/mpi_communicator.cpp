@@ -70,6 +70,12 @@ void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, 
 
 void MpiCommunicator::wait(Request& r) { wait_requests(&r.handle, 1, r.what, r.peer); }
 
+bool MpiCommunicator::test(Request& r) {
+  int done = 0;
+  MPI_Test(&r.handle, &done, MPI_STATUS_IGNORE);
+  return done != 0;
+}
+
 void MpiCommunicator::wait_all(std::vector<Request>& rs) {
   for (auto& r : rs) wait(r);
 }

@@ -54,6 +54,8 @@ class MpiCommunicator final : public Communicator {
   Request isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic, const char* what);
   Request irecv(void* data, size_t bytes, int peer, int tag, const char* what);
   void wait(Request& r);
+  // Is r done (its buffer free again)? Never waits.
+  bool test(Request& r);
   void wait_all(std::vector<Request>& rs);
 
   MPI_Comm handle() const { return comm_; }

@@ -14,8 +14,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <optional>
+#include <vector>
 
 #include "core/timer.h"
 #endif
@@ -85,6 +87,10 @@ struct NcclCommunicator::Impl {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   std::optional<DeviceMark> queued;  // the work the calling thread queued before an operation
+  // Pipeline sends: an event after each queued one (oldest first), and spare events.
+  std::deque<cudaEvent_t> sends_in_flight;
+  std::vector<cudaEvent_t> spare_events;
+  uint64_t sends_issued = 0, sends_finished = 0;
   double timeout_s = 60;
   std::string name;
 
@@ -103,6 +109,8 @@ struct NcclCommunicator::Impl {
       else
         ncclCommAbort(comm);
     }
+    for (cudaEvent_t e : sends_in_flight) cudaEventDestroy(e);
+    for (cudaEvent_t e : spare_events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -293,13 +301,39 @@ void NcclCommunicator::sendrecv(const void* send, size_t send_bytes, int to, voi
   counters_.add(traffic, send_bytes);
 }
 
-void NcclCommunicator::send_async(const void* data, size_t bytes, int to, Traffic traffic) {
-  if (bytes == 0) return;
-  impl_->enqueue("send", [&] { impl_->settle(ncclSend(data, bytes, ncclUint8, to, impl_->comm, impl_->stream), "send"); });
-  counters_.add(traffic, bytes);
+uint64_t NcclCommunicator::send_async(const void* data, size_t bytes, int to, Traffic traffic) {
+  if (bytes > 0) {
+    impl_->enqueue("send", [&] { impl_->settle(ncclSend(data, bytes, ncclUint8, to, impl_->comm, impl_->stream), "send"); });
+    counters_.add(traffic, bytes);
+  }
+  // Every send gets its event, so the numbers stay in step with the events.
+  cudaEvent_t done = nullptr;
+  if (!impl_->spare_events.empty()) {
+    done = impl_->spare_events.back();
+    impl_->spare_events.pop_back();
+  } else if (const cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming); e != cudaSuccess) {
+    abort_job(fmt::format("rank {}: cudaEventCreate for an NCCL send ({} group): {}", world_rank(), name_,
+                          cudaGetErrorString(e)));
+  }
+  cudaEventRecord(done, impl_->stream);
+  impl_->sends_in_flight.push_back(done);
+  return impl_->sends_issued++;
 }
 
-void NcclCommunicator::wait_sends() { impl_->wait("send"); }
+uint64_t NcclCommunicator::sends_done() {
+  auto& in_flight = impl_->sends_in_flight;
+  while (!in_flight.empty() && cudaEventQuery(in_flight.front()) == cudaSuccess) {
+    impl_->spare_events.push_back(in_flight.front());
+    in_flight.pop_front();
+    ++impl_->sends_finished;
+  }
+  return impl_->sends_finished;
+}
+
+void NcclCommunicator::wait_sends() {
+  impl_->wait("send");
+  sends_done();
+}
 
 void NcclCommunicator::recv(void* data, size_t bytes, int from) {
   if (bytes == 0) return;
@@ -334,7 +368,8 @@ void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic, const Device
 void NcclCommunicator::sendrecv(const void*, size_t, int, void*, size_t, int, Traffic) {
   fail("internal: NCCL in a build without CUDA");
 }
-void NcclCommunicator::send_async(const void*, size_t, int, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+uint64_t NcclCommunicator::send_async(const void*, size_t, int, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+uint64_t NcclCommunicator::sends_done() { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::wait_sends() { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::recv(void*, size_t, int) { fail("internal: NCCL in a build without CUDA"); }
 

@@ -8,6 +8,7 @@
 // Bytes are counted per traffic class as the ring algorithm sends them
 // (comm/ring_volume.h), the same count the MPI rings make. NCCL itself is loaded on first use (comm/nccl_loader.cpp): CPU
 // runs never need it.
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -51,12 +52,14 @@ class NcclCommunicator final : public Communicator {
   // (one NCCL group: a ring shift cannot deadlock; to == from == rank() copies).
   void sendrecv(const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from, Traffic traffic);
   // A pipeline link's halves (the group has two ranks, the sender and the
-  // receiver of one kind of message: parallel/pipeline_links.h). send_async queues
-  // the send on the group's stream after the work queued before it and returns
-  // at once: the buffer must stay untouched until wait_sends(), which returns
-  // when every queued send has been received. Sends are received in the order
-  // they were queued. recv returns when the message is in place.
-  void send_async(const void* data, size_t bytes, int to, Traffic traffic);
+  // receiver of one kind of message: parallel/pipeline_links.h). send_async
+  // queues the send on the group's stream after the work queued before it and
+  // returns its number (0, 1, ...) at once; the buffer must stay untouched
+  // until sends_done() (which polls, never waits) exceeds that number, or
+  // wait_sends() returns. Sends are received in the order they were queued.
+  // recv returns when the message is in place.
+  uint64_t send_async(const void* data, size_t bytes, int to, Traffic traffic);
+  uint64_t sends_done();
   void wait_sends();
   void recv(void* data, size_t bytes, int from);
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -46,7 +47,7 @@ std::vector<void*> g_deferred;
 #endif
 }  // namespace
 
-DeferredDeviceFrees::DeferredDeviceFrees() {
+DeferredDeviceFrees::DeferredDeviceFrees() : exceptions_at_start_(std::uncaught_exceptions()) {
 #if defined(OCC_WITH_CUDA)
   std::lock_guard<std::mutex> lock(g_defer_mu);
   ++g_defer_depth;
@@ -58,7 +59,8 @@ DeferredDeviceFrees::~DeferredDeviceFrees() {
   std::vector<void*> held;
   {
     std::lock_guard<std::mutex> lock(g_defer_mu);
-    if (--g_defer_depth == 0) held.swap(g_deferred);
+    const bool unwinding = std::uncaught_exceptions() > exceptions_at_start_;
+    if (--g_defer_depth == 0 && !unwinding) held.swap(g_deferred);
   }
   for (void* p : held) cudaFree(p);
 #endif

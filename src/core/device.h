@@ -37,13 +37,18 @@ void device_zero(Device d, void* p, size_t bytes);
 // queued NCCL sends included, and such a send waits for its peer to receive
 // it, while the peer may be waiting for this rank (a free of its own, say):
 // both would hang. The frees run when the outermost scope ends (the executor's
-// iteration, once its sends have gone). CPU frees are never held back.
+// iteration, once its sends have gone). CPU frees are never held back. A
+// scope left by an exception frees nothing (its sends may still be queued, and
+// the error must reach the user): the frees wait for the next scope's end.
 class DeferredDeviceFrees {
  public:
   DeferredDeviceFrees();
   ~DeferredDeviceFrees();
   DeferredDeviceFrees(const DeferredDeviceFrees&) = delete;
   DeferredDeviceFrees& operator=(const DeferredDeviceFrees&) = delete;
+
+ private:
+  int exceptions_at_start_;
 };
 // GPU frees held back right now.
 size_t device_frees_deferred();

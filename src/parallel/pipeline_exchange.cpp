@@ -16,6 +16,12 @@ PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, Traff
       timers_(timers),
       device_(device),
       staged_(staged && !links.on_device),
+      device_out_([device](size_t n) { return std::make_unique<DeviceBuffer<float>>(device, n); }),
+      host_out_([](size_t n) {
+        auto b = std::make_unique<PinnedBuffer>();
+        b->reserve(n);
+        return b;
+      }),
       wire_(device) {
   OCC_CHECK(staged_ || links_.on_device || device_ == Device::Cpu,
             "internal: pipeline messages on {} must be staged for MPI", device_name(device_));
@@ -23,19 +29,8 @@ PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, Traff
             "internal: stage {} lacks a pipeline link", layout_.pp_rank);
 }
 
-float* PipelineExchange::outbox(size_t floats) {
-  if (outbox_used_ == outbox_.size()) outbox_.push_back(std::make_unique<PinnedBuffer>());
-  PinnedBuffer& b = *outbox_[outbox_used_++];
-  b.reserve(floats);
-  return b.data();
-}
-
-float* PipelineExchange::device_outbox(size_t floats) {
-  if (device_outbox_used_ == device_outbox_.size()) device_outbox_.push_back(std::make_unique<DeviceBuffer<float>>(device_));
-  DeviceBuffer<float>& b = *device_outbox_[device_outbox_used_++];
-  if (b.size() < floats) b.resize(floats);
-  return b.data();
-}
+float* PipelineExchange::send_buffer(size_t count) { return device_out_.take(count); }
+void PipelineExchange::give_back(const float* x) { device_out_.give_back(x); }
 
 float* PipelineExchange::device_wire(size_t floats) {
   if (wire_.size() < floats) wire_.resize(floats);
@@ -44,19 +39,19 @@ float* PipelineExchange::device_wire(size_t floats) {
 
 // The peers wrap around (a ring) so interleaved chunks can pass from the last rank to the first.
 PipelineExchange::Direction PipelineExchange::forward_out() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.forward_out.get(), Traffic::PipelineForward, "activations",
+  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.forward_out, Traffic::PipelineForward, "activations",
           "", "F"};
 }
 PipelineExchange::Direction PipelineExchange::forward_in() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.forward_in.get(), Traffic::PipelineForward,
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.forward_in, Traffic::PipelineForward,
           "activations", "activations from the previous stage", "F"};
 }
 PipelineExchange::Direction PipelineExchange::backward_out() const {
-  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.backward_out.get(),
+  return {(layout_.pp_rank + layout_.pp_size - 1) % layout_.pp_size, links_.backward_out,
           Traffic::PipelineBackward, "activation gradients", "", "B"};
 }
 PipelineExchange::Direction PipelineExchange::backward_in() const {
-  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.backward_in.get(), Traffic::PipelineBackward,
+  return {(layout_.pp_rank + 1) % layout_.pp_size, links_.backward_in, Traffic::PipelineBackward,
           "activation gradients", "activation gradients from the next stage", "B"};
 }
 
@@ -72,24 +67,26 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const std::string name = d.letter + label(mb, sender_chunk);
   if (encoder) {
     floats = size_t(encoder->wire_floats());
-    // The wire is the message in flight: on the device where the link sends
-    // device memory; unstaged on MPI the device is the host; staged, it is
-    // copied out below.
-    float* wire = links_.on_device ? device_outbox(floats) : staged_ ? device_wire(floats) : outbox(floats);
+    // The wire is the message in flight, except staged (copied out below):
+    // on the device where the link sends device memory, or on the CPU.
+    float* wire = staged_ ? device_wire(floats) : device_out_.take(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
     encoder->encode(message, wire);
+    device_out_.give_back(x);  // read by the encoding, which later work on x follows
     message = wire;
   }
   if (staged_) {
     // Waits for the kernels that produce the message (core/host_staging.h).
     ScopedPhase t(timers_, "pp_stage");
-    float* host = outbox(floats);
+    float* host = host_out_.take(floats);
     device_copy(host, Device::Cpu, message, device_, floats * sizeof(float));
+    device_out_.give_back(x);
     message = host;
   }
   const double t0 = now_seconds();
   OCC_CHECK(d.link, "internal: no pipeline link for the {} to stage {}", d.what, d.peer_stage);
-  d.link->send_async(message, floats * sizeof(float), d.traffic, d.what);
+  const uint64_t ticket = d.link->send_async(message, floats * sizeof(float), d.traffic, d.what);
+  (staged_ ? host_out_.sending(message, d.link, ticket) : device_out_.sending(message, d.link, ticket));
   if (encoder) counters_.add_saved(d.traffic, int64_t(slice * sizeof(float)) - int64_t(floats * sizeof(float)));
   timers_.add_event("send " + name + (encoder ? " (compressed)" : ""), t0, now_seconds());
 }
@@ -149,10 +146,10 @@ void PipelineExchange::recv_backward(float* dx, size_t count, int mb, int chunk,
 
 void PipelineExchange::wait_sends() {
   ScopedPhase t(timers_, "pp_wait", "wait sends");
-  for (PipelineLink* link : {links_.forward_out.get(), links_.backward_out.get()})
+  for (PipelineLink* link : {links_.forward_out, links_.backward_out})
     if (link) link->wait_sends();
-  outbox_used_ = 0;
-  device_outbox_used_ = 0;
+  device_out_.all_sent();
+  host_out_.all_sent();
 }
 
 }  // namespace occ

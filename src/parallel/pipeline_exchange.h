@@ -24,6 +24,7 @@
 #include "core/timer.h"
 #include "parallel/message_codec.h"
 #include "parallel/pipeline_links.h"
+#include "parallel/send_pool.h"
 
 namespace occ {
 
@@ -37,9 +38,15 @@ class PipelineExchange {
   PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters, const ParallelLayout& layout,
                    PhaseTimers& timers, Device device = Device::Cpu, bool staged = false);
 
+  // A device buffer of `count` floats for a message to send: one no queued
+  // send still reads (parallel/send_pool.h). It is the exchange's: give it to
+  // send_forward or send_backward, or back by give_back.
+  float* send_buffer(size_t count);
+  void give_back(const float* x);
   // Nonblocking send of x[count] (on the device), the output (forward) or
   // input gradient (backward) of micro-batch mb in this rank's model chunk
-  // `chunk`; the buffer must stay untouched until wait_sends().
+  // `chunk`. A buffer from send_buffer() is reused once the link has sent it;
+  // any other must stay untouched until wait_sends().
   // With `encoder` (on the device too), the slice is compressed (CB
   // backward, activation compression forward) and the message is its wire form.
   void send_forward(const float* x, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
@@ -52,9 +59,9 @@ class PipelineExchange {
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   // Where the messages live.
   Device device() const { return device_; }
-  // Does a send read its buffer until wait_sends()? Unstaged it does (the link
-  // sends the buffer itself); staged, a send has copied it out when it returns.
-  bool reads_send_buffers_late() const { return !staged_; }
+  // Do sends read device memory after they return (NCCL's links)? Then no GPU
+  // free may run until wait_sends() (core/device.h: DeferredDeviceFrees).
+  bool sends_from_device() const { return links_.on_device && device_ != Device::Cpu; }
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
   void wait_sends();
@@ -78,12 +85,8 @@ class PipelineExchange {
   void recv(const Direction& d, float* x, size_t count, int mb, int sender_chunk, const MessageCodec* decoder);
 
   void gather_slice(float* x, size_t count);
-  // A host buffer of `floats` for a message in flight, kept until wait_sends().
-  float* outbox(size_t floats);
   // The device buffer a staged codec encodes into, or a codec decodes from.
   float* device_wire(size_t floats);
-  // A device buffer for a wire a link sends from the device, kept until wait_sends().
-  float* device_outbox(size_t floats);
 
   PipelineLinks& links_;
   Communicator& tp_;
@@ -93,14 +96,13 @@ class PipelineExchange {
   Device device_;
   bool staged_;
 
-  // Host buffers of the messages in flight (compressed wires, and every
-  // staged message): outbox_used_ of them until wait_sends(), then reused.
-  std::vector<std::unique_ptr<PinnedBuffer>> outbox_;
-  size_t outbox_used_ = 0;
+  // Messages in flight: on the device (the executor's outputs; wires where the
+  // links send device memory, or on the CPU) and in page-locked host memory
+  // (staged copies). Each reused once its link has sent it.
+  SendPool<DeviceBuffer<float>> device_out_;
+  SendPool<PinnedBuffer> host_out_;
   PinnedBuffer inbox_;         // a received message that is not received in place
   DeviceBuffer<float> wire_;   // a wire encoded (staged) or decoded on the device (grows only)
-  std::vector<std::unique_ptr<DeviceBuffer<float>>> device_outbox_;  // links on the device: wires in flight
-  size_t device_outbox_used_ = 0;
 };
 
 }  // namespace occ

@@ -1,6 +1,7 @@
 #include "parallel/pipeline_executor.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -28,7 +29,8 @@ bool PipelineExecutor::compresses(bool after_last_forward) const {
 
 double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
   // No GPU free while this rank's sends may be queued on NCCL links (core/device.h).
-  DeferredDeviceFrees no_frees_until_sends_have_gone;
+  std::optional<DeferredDeviceFrees> no_frees_until_sends_have_gone;
+  if (exchange_.sends_from_device()) no_frees_until_sends_have_gone.emplace();
   const int P = layout_.pp_size, s = layout_.pp_rank, V = layout_.vp_size;
   const std::vector<PipelineOp> program = pipeline_program(P, V, s, M);
   // What each op receives and sends: in the order its peers expect (pipeline_schedule.h).
@@ -39,14 +41,6 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
   const int next = (s + 1) % P;
   const auto received_late = backwards_after_last_forward(pipeline_program(P, V, next, M), V, M);
   auto message = [M](int chunk, int mb) { return size_t(chunk) * size_t(M) + size_t(mb); };
-  // A send buffer per message while sends read them until wait_sends(); one
-  // per direction where a send copies its message out (staged: device memory
-  // is not spent on messages already on their way).
-  const bool late = exchange_.reads_send_buffers_late();
-  auto send_buffer = [&](int chunk, int mb) { return late ? message(chunk, mb) : 0; };
-  const size_t buffers = late ? size_t(V) * size_t(M) : 1;
-  while (fwd_send_.size() < buffers) fwd_send_.emplace_back(exchange_.device());
-  while (bwd_send_.size() < buffers) bwd_send_.emplace_back(exchange_.device());
   x_in_.resize(count);
   dx_out_.resize(count);
   // Activation slots: taken by a forward, given back by its backward (lowest first).
@@ -78,10 +72,9 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         steps.load(j, slot, c);
       }
       if (t.has_recv) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
-      auto& out = fwd_send_[send_buffer(c, j)];
-      if (t.has_send) out.resize(count);  // (the head's forward writes no y)
-      compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out.data()); });
-      if (t.has_send) exchange_.send_forward(out.data(), count, j, c, forward_.send);
+      float* out = t.has_send ? exchange_.send_buffer(count) : nullptr;  // (the head's forward writes no y)
+      compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out); });
+      if (t.has_send) exchange_.send_forward(out, count, j, c, forward_.send);
     } else {
       const int slot = slot_of[message(c, j)];
       if (t.has_recv) {
@@ -91,14 +84,12 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
         exchange_.recv_backward(dx_out_.data(), count, j, c,
                                 compressed_in ? compression_.recv[size_t(c)] : nullptr);
       }
-      auto& out = bwd_send_[send_buffer(c, j)];
-      if (t.has_send) out.resize(count);  // (the embedding's backward writes no dx)
-      compute("backward", "B" + name,
-              [&] { steps.backward(j, slot, c, dx_out_.data(), out.data(), j == M - 1); });
+      float* out = t.has_send ? exchange_.send_buffer(count) : nullptr;  // (the embedding's backward writes no dx)
+      compute("backward", "B" + name, [&] { steps.backward(j, slot, c, dx_out_.data(), out, j == M - 1); });
       if (t.has_send) {
         const bool compressed_out = compresses(sent_late[size_t(c)][size_t(j)]);
-        if (compressed_out && steps.before_compressed_send) steps.before_compressed_send(j, slot, c, out.data());
-        exchange_.send_backward(out.data(), count, j, c, compressed_out ? compression_.send[size_t(c)] : nullptr);
+        if (compressed_out && steps.before_compressed_send) steps.before_compressed_send(j, slot, c, out);
+        exchange_.send_backward(out, count, j, c, compressed_out ? compression_.send[size_t(c)] : nullptr);
         timers_.count("cb_sends", 1);
         timers_.count("cb_compressed", compressed_out ? 1 : 0);
       }

@@ -79,9 +79,7 @@ class PipelineExecutor {
   PhaseTimers& timers_;
   BackwardCompression compression_;
   ForwardCompression forward_;
-  // On the exchange's device. Per (chunk, micro-batch) while in flight until
-  // wait_sends (PipelineExchange::reads_send_buffers_late), else one.
-  std::vector<DeviceBuffer<float>> fwd_send_, bwd_send_;
+  // On the exchange's device (messages to send come from the exchange).
   DeviceBuffer<float> x_in_, dx_out_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <deque>
 #include <utility>
 #include <vector>
 
@@ -16,12 +17,21 @@ namespace {
 class MpiLink final : public PipelineLink {
  public:
   explicit MpiLink(std::unique_ptr<MpiCommunicator> pair) : pair_(std::move(pair)) {}
-  void send_async(const void* data, size_t bytes, Traffic traffic, const char* what) override {
+  uint64_t send_async(const void* data, size_t bytes, Traffic traffic, const char* what) override {
     pending_.push_back(pair_->isend(data, bytes, peer(), kTag, traffic, what));
+    return issued_++;
+  }
+  uint64_t sends_done() override {
+    while (!pending_.empty() && pair_->test(pending_.front())) {
+      pending_.pop_front();
+      ++done_;
+    }
+    return done_;
   }
   void wait_sends() override {
-    pair_->wait_all(pending_);
+    for (auto& r : pending_) pair_->wait(r);
     pending_.clear();
+    done_ = issued_;
   }
   void recv(void* data, size_t bytes, const char* what) override {
     auto r = pair_->irecv(data, bytes, peer(), kTag, what);
@@ -32,16 +42,18 @@ class MpiLink final : public PipelineLink {
   static constexpr int kTag = 0;
   int peer() const { return 1 - pair_->rank(); }
   std::unique_ptr<MpiCommunicator> pair_;
-  std::vector<MpiCommunicator::Request> pending_;
+  std::deque<MpiCommunicator::Request> pending_;
+  uint64_t issued_ = 0, done_ = 0;
 };
 
 // Over NCCL: device memory, on the group's own stream.
 class NcclLink final : public PipelineLink {
  public:
   explicit NcclLink(std::unique_ptr<NcclCommunicator> pair) : pair_(std::move(pair)) {}
-  void send_async(const void* data, size_t bytes, Traffic traffic, const char*) override {
-    pair_->send_async(data, bytes, 1 - pair_->rank(), traffic);
+  uint64_t send_async(const void* data, size_t bytes, Traffic traffic, const char*) override {
+    return pair_->send_async(data, bytes, 1 - pair_->rank(), traffic);
   }
+  uint64_t sends_done() override { return pair_->sends_done(); }
   void wait_sends() override { pair_->wait_sends(); }
   void recv(void* data, size_t bytes, const char*) override { pair_->recv(data, bytes, 1 - pair_->rank()); }
 
@@ -74,8 +86,8 @@ PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, bool nccl, d
       const LinkEnds ends = link_ends(l, forward, P);
       if (me != ends.sender && me != ends.receiver) continue;
       const bool sends = me == ends.sender;
-      std::unique_ptr<PipelineLink>& slot = forward ? (sends ? links.forward_out : links.forward_in)
-                                                    : (sends ? links.backward_out : links.backward_in);
+      PipelineLink*& slot = forward ? (sends ? links.forward_out : links.forward_in)
+                                    : (sends ? links.backward_out : links.backward_in);
       // The pair's own MPI group, ranks ordered sender first; collective over the two only.
       const int members[2] = {ends.sender, ends.receiver};
       MPI_Group pair;
@@ -87,15 +99,15 @@ PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, bool nccl, d
           pair_comm, pp.counters(), timeout_s,
           fmt::format("{} ({} {}>{})", pp.name(), forward ? "activations" : "gradients", ends.sender, ends.receiver));
       if (!nccl) {
-        slot = std::make_unique<MpiLink>(std::move(group));
+        slot = links.owned_.emplace_back(std::make_unique<MpiLink>(std::move(group))).get();
         continue;
       }
       std::string reason;
       if (auto formed_nccl = NcclCommunicator::create(*group, timeout_s, &reason))
-        slot = std::make_unique<NcclLink>(std::move(formed_nccl));
+        slot = links.owned_.emplace_back(std::make_unique<NcclLink>(std::move(formed_nccl))).get();
       else if (why && why->empty())
         *why = reason;
-      if (slot) formed.push_back({slot.get(), sends});
+      if (slot) formed.push_back({slot, sends});
     }
   }
   MPI_Group_free(&all);
@@ -111,6 +123,25 @@ PipelineLinks PipelineLinks::create(MpiCommunicator& pp, bool ring, bool nccl, d
     }
   }
   return links;
+}
+
+PipelineLinks& PipelineLinks::operator=(PipelineLinks&& other) noexcept {
+  if (this == &other) return *this;
+  close();
+  forward_out = std::exchange(other.forward_out, nullptr);
+  forward_in = std::exchange(other.forward_in, nullptr);
+  backward_out = std::exchange(other.backward_out, nullptr);
+  backward_in = std::exchange(other.backward_in, nullptr);
+  on_device = std::exchange(other.on_device, false);
+  owned_ = std::move(other.owned_);
+  other.owned_.clear();
+  return *this;
+}
+
+void PipelineLinks::close() {
+  forward_out = forward_in = backward_out = backward_in = nullptr;
+  for (auto& link : owned_) link.reset();
+  owned_.clear();
 }
 
 bool PipelineLinks::complete(int stage, int num_stages, bool ring) const {

@@ -20,8 +20,11 @@
 // GPU's page-locked copies): the same groups, so every CPU run exercises the
 // links' set-up, their order and the exchange's use of them.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/mpi_communicator.h"
 
@@ -31,10 +34,14 @@ namespace occ {
 class PipelineLink {
  public:
   virtual ~PipelineLink() = default;
-  // Queues `bytes` to the peer; the buffer must stay untouched until
-  // wait_sends(), which returns when every queued send has been received.
-  // what: the message, for errors ("activations").
-  virtual void send_async(const void* data, size_t bytes, Traffic traffic, const char* what) = 0;
+  // Queues `bytes` to the peer and returns the send's number on this link (0,
+  // 1, ...). The buffer must stay untouched until sends_done() exceeds that
+  // number, or wait_sends() returns. what: the message, for errors ("activations").
+  virtual uint64_t send_async(const void* data, size_t bytes, Traffic traffic, const char* what) = 0;
+  // How many of this link's sends are done with their buffers (a prefix: they
+  // complete in order). Never waits.
+  virtual uint64_t sends_done() = 0;
+  // Returns when every queued send is done.
   virtual void wait_sends() = 0;
   // Returns when the link's next message is in data.
   virtual void recv(void* data, size_t bytes, const char* what) = 0;
@@ -43,8 +50,16 @@ class PipelineLink {
 struct PipelineLinks {
   // This rank's links; null where it has none (the first stage receives no
   // activations unless the ranks form a ring).
-  std::unique_ptr<PipelineLink> forward_out, forward_in, backward_out, backward_in;
+  PipelineLink *forward_out = nullptr, *forward_in = nullptr, *backward_out = nullptr, *backward_in = nullptr;
   bool on_device = false;  // NCCL: messages in device memory; MPI: in host memory
+
+  PipelineLinks() = default;
+  PipelineLinks(PipelineLinks&& other) noexcept { *this = std::move(other); }
+  PipelineLinks& operator=(PipelineLinks&& other) noexcept;
+  // Closes the links in the order they were created, as every rank does (an
+  // NCCL group's finalize may wait for its peer).
+  ~PipelineLinks() { close(); }
+  void close();
 
   // Collective over pp, in one order on every rank (the links sorted by their
   // lower stage), so the two-rank set-ups cannot wait on each other in a
@@ -57,6 +72,9 @@ struct PipelineLinks {
   static PipelineLinks create(MpiCommunicator& pp, bool ring, bool nccl, double timeout_s, std::string* why);
   // Has this rank every link its place in the pipeline needs?
   bool complete(int stage, int num_stages, bool ring) const;
+
+ private:
+  std::vector<std::unique_ptr<PipelineLink>> owned_;  // in creation order
 };
 
 }  // namespace occ

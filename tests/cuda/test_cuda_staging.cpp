@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "core/buffer.h"
@@ -68,6 +69,17 @@ TEST_F(CudaOpsTest, GpuFreesWaitForTheOutermostDeferralScope) {
   }
   EXPECT_EQ(device_frees_deferred(), 0u);
   { DeviceBuffer<float> now(Device::Cuda, 10); }
+  EXPECT_EQ(device_frees_deferred(), 0u);
+  // A scope left by an exception frees nothing (its sends may still be
+  // queued): the frees wait for the next scope's end.
+  try {
+    DeferredDeviceFrees failing;
+    { DeviceBuffer<float> held(Device::Cuda, 10); }
+    throw std::runtime_error("out of memory, say");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(device_frees_deferred(), 1u);
+  { DeferredDeviceFrees next; }
   EXPECT_EQ(device_frees_deferred(), 0u);
 }
 

@@ -199,8 +199,11 @@ class Checker {
     if (size() < 2) return false;
     std::string why;
     PipelineLinks links = PipelineLinks::create(world_, true, backend_.nccl != nullptr, timeout_s, &why);
-    if (!links.complete(rank(), size(), true)) {
-      expect(false, "pipeline links: " + why);
+    // Every rank goes on only if every link formed (else the others would wait on the missing ones).
+    int complete = links.complete(rank(), size(), true);
+    MPI_Allreduce(MPI_IN_PLACE, &complete, 1, MPI_INT, MPI_MIN, world_.handle());
+    if (!complete) {
+      expect(false, "pipeline links: " + (why.empty() ? std::string("a link did not form on another rank") : why));
       return true;
     }
     const Device memory = links.on_device ? device_ : Device::Cpu;
