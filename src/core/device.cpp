@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -43,7 +44,7 @@ void cuda_check(cudaError_t e, const char* what) {
 // DeferredDeviceFrees: the open scopes and the frees they hold back.
 std::mutex g_defer_mu;
 int g_defer_depth = 0;
-std::vector<void*> g_deferred;
+std::vector<std::pair<void*, size_t>> g_deferred;  // a block and its bytes (still counted as live)
 #endif
 }  // namespace
 
@@ -56,13 +57,16 @@ DeferredDeviceFrees::DeferredDeviceFrees() : exceptions_at_start_(std::uncaught_
 
 DeferredDeviceFrees::~DeferredDeviceFrees() {
 #if defined(OCC_WITH_CUDA)
-  std::vector<void*> held;
+  std::vector<std::pair<void*, size_t>> held;
   {
     std::lock_guard<std::mutex> lock(g_defer_mu);
     const bool unwinding = std::uncaught_exceptions() > exceptions_at_start_;
     if (--g_defer_depth == 0 && !unwinding) held.swap(g_deferred);
   }
-  for (void* p : held) cudaFree(p);
+  for (auto [p, bytes] : held) {
+    cudaFree(p);
+    g_live[1].fetch_sub(bytes);
+  }
 #endif
 }
 
@@ -172,22 +176,24 @@ void device_free(Device d, void* p) noexcept {
     return;
   }
 #if defined(OCC_WITH_CUDA)
+  size_t bytes = 0;  // counted live until it is really freed
   {
     std::lock_guard<std::mutex> lock(g_cuda_mu);
     auto it = g_cuda_sizes.find(p);
     if (it != g_cuda_sizes.end()) {
-      g_live[1].fetch_sub(it->second);
+      bytes = it->second;
       g_cuda_sizes.erase(it);
     }
   }
   {
     std::lock_guard<std::mutex> lock(g_defer_mu);
     if (g_defer_depth > 0) {
-      g_deferred.push_back(p);
+      g_deferred.push_back({p, bytes});
       return;
     }
   }
   cudaFree(p);
+  g_live[1].fetch_sub(bytes);
 #endif
 }
 

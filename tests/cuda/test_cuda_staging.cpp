@@ -81,6 +81,16 @@ TEST_F(CudaOpsTest, GpuFreesWaitForTheOutermostDeferralScope) {
   EXPECT_EQ(device_frees_deferred(), 1u);
   { DeferredDeviceFrees next; }
   EXPECT_EQ(device_frees_deferred(), 0u);
+  // A held-back block still counts as live (peak_gpu_mib) until it is freed.
+  size_t live_while_held = 0;
+  {
+    DeferredDeviceFrees scope;
+    { DeviceBuffer<float> held(Device::Cuda, size_t(1) << 20); }
+    device_reset_peak(Device::Cuda);  // the peak becomes what is live now
+    live_while_held = device_peak_bytes(Device::Cuda);
+  }
+  device_reset_peak(Device::Cuda);
+  EXPECT_EQ(device_peak_bytes(Device::Cuda) + (size_t(4) << 20), live_while_held);
 }
 
 }  // namespace
