@@ -30,7 +30,6 @@ PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, Traff
 }
 
 float* PipelineExchange::send_buffer(size_t count) { return device_out_.take(count); }
-void PipelineExchange::give_back(const float* x) { device_out_.give_back(x); }
 
 float* PipelineExchange::device_wire(size_t floats) {
   if (wire_.size() < floats) wire_.resize(floats);

@@ -39,10 +39,9 @@ class PipelineExchange {
                    PhaseTimers& timers, Device device = Device::Cpu, bool staged = false);
 
   // A device buffer of `count` floats for a message to send: one no queued
-  // send still reads (parallel/send_pool.h). It is the exchange's: give it to
-  // send_forward or send_backward, or back by give_back.
+  // send still reads (parallel/send_pool.h). It is the exchange's until the
+  // next wait_sends(): give it to send_forward or send_backward.
   float* send_buffer(size_t count);
-  void give_back(const float* x);
   // Nonblocking send of x[count] (on the device), the output (forward) or
   // input gradient (backward) of micro-batch mb in this rank's model chunk
   // `chunk`. A buffer from send_buffer() is reused once the link has sent it;

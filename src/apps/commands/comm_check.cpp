@@ -2,9 +2,8 @@
 // machine, before a training run depends on it. Every rank of mpirun fills
 // buffers with values whose sums are exact in float, runs each operation the
 // engine uses (all-reduce sum / max / mean, all-gather, reduce-scatter to the
-// ring's owned chunks, a ring shift of send/receive, and over NCCL the
-// pipeline's links) through the backend
-// --comm-backend picks (NCCL on device memory, or MPI, host-staged on a GPU),
+// ring's owned chunks, a ring shift of send/receive, and with 2+ ranks the
+// pipeline's links) through the backend --comm-backend picks (NCCL on device memory, or MPI, host-staged on a GPU),
 // and compares the results with the values they must have and each
 // operation's byte count with the ring's (comm/ring_volume.h; for MPI those
 // are the bytes its rings really sent). With --bench-iters it also times the
