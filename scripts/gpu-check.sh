@@ -596,20 +596,12 @@ check_nccl() {
     record "${name}_2ranks" FAIL "$t1" "2-rank comm-check with --comm-backend nccl on $gpus GPU(s), expected '$want': $(why "$rc" 90): $(tail_of "$log" 4)" "" "$log"
   fi
   t1=$SECONDS
-  local -a F=("${SMALL[@]}" --train-iters 4 --eval-iters 0 --tensor-model-parallel-size 2)
-  mpi_train "$log" 2 --device cuda "${F[@]}" --comm-backend mpi --metrics "$W/n_mpi.jsonl" &&
-    mpi_train "$log" 2 --device cuda "${F[@]}" --comm-backend nccl --comm-timeout 30 --metrics "$W/n_nccl.jsonl"
-  rc=$?
-  if ((rc != 0)); then
-    record "${name}_train_t2" FAIL "$t1" "T2 training with --comm-backend mpi / nccl: $(why "$rc" 150): $(tail_of "$log")" "" "$log"
-    return
+  if train_mpi_vs_nccl "$log" n_t2 "${SMALL[@]}" --train-iters 4 --eval-iters 0 --tensor-model-parallel-size 2; then
+    record "${name}_train_t2" "$PAIR_ST" "$t1" "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); $PAIR_INFO" \
+      "$W/n_t2.numbers.json" "$W/n_t2.helper.log"
+  else
+    record "${name}_train_t2" FAIL "$t1" "T2 training with --comm-backend mpi / nccl: $PAIR_INFO" "" "$log"
   fi
-  local tol=1e-5
-  grep -q '^comm: nccl unavailable' "$log" && tol=0
-  helper "$W/n_train" losses "$W/n_mpi.jsonl" "$W/n_nccl.jsonl" --rel "$tol" --expect 4
-  local st=FAIL; ((H_RC == 0)) && st=PASS
-  record "${name}_train_t2" "$st" "$t1" "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); vs --comm-backend mpi (tolerance $tol): $H_SUMMARY" \
-    "$W/n_train.numbers.json" "$W/n_train.helper.log"
   # The pipeline's NCCL links (parallel/pipeline_links.h): interleaved P2 (the ring: every link,
   # both ways) with CB's compressed gradients. NCCL needs a GPU per rank.
   t1=$SECONDS
@@ -617,22 +609,44 @@ check_nccl() {
     record "${name}_train_p2" SKIP "$t1" "the pipeline over NCCL needs 2 GPUs; this machine has $gpus"
     return
   fi
-  local -a Q=("${SMALL[@]}" --train-iters 4 --eval-iters 1 --eval-interval 4 --pipeline-model-parallel-size 2
-              --num-layers-per-virtual-pipeline-stage 1 --inter-grad-comp --inter-grad-comp-rank 4)
-  mpi_train "$log" 2 --device cuda "${Q[@]}" --comm-backend mpi --metrics "$W/n_p2_mpi.jsonl" &&
-    mpi_train "$log" 2 --device cuda "${Q[@]}" --comm-backend nccl --comm-timeout 30 --metrics "$W/n_p2_nccl.jsonl"
-  rc=$?
-  if ((rc != 0)); then
-    record "${name}_train_p2" FAIL "$t1" "P2 V2 training with --comm-backend mpi / nccl: $(why "$rc" 150): $(tail_of "$log")" "" "$log"
+  if ! train_mpi_vs_nccl "$log" n_p2 "${SMALL[@]}" --train-iters 4 --eval-iters 1 --eval-interval 4 \
+    --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --inter-grad-comp --inter-grad-comp-rank 4; then
+    record "${name}_train_p2" FAIL "$t1" "P2 V2 training with --comm-backend mpi / nccl: $PAIR_INFO" "" "$log"
     return
   fi
-  helper "$W/n_p2" losses "$W/n_p2_mpi.jsonl" "$W/n_p2_nccl.jsonl" --rel 1e-5 --expect 4
-  local s1=$H_SUMMARY rc1=$H_RC
-  helper "$W/n_p2_bytes" bytes "$W/n_p2_mpi.jsonl" "$W/n_p2_nccl.jsonl"
-  st=FAIL
-  ((rc1 == 0 && H_RC == 0)) && grep -q '^comm: nccl (NCCL.*pipeline)' "$log" && st=PASS
-  record "${name}_train_p2" "$st" "$t1" "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); vs mpi: $s1; bytes: $H_SUMMARY" \
+  # On NCCL the job must say how CUDA loads its kernels (core/cuda_module_loading.h); eager
+  # unless this machine's environment insists on CUDA_MODULE_LOADING=LAZY (then a warning).
+  local modules
+  modules=$(grep -m 1 -E '^(cuda modules: |warning: CUDA loads kernels lazily)' "$log" | cut -c1-60)
+  [[ -n $modules ]] || PAIR_ST=FAIL
+  grep -q '^comm: nccl (NCCL.*pipeline)' "$log" || PAIR_ST=FAIL
+  record "${name}_train_p2" "$PAIR_ST" "$t1" \
+    "$(grep '^comm:' "$log" | tail -n 1 | cut -c1-160); ${modules:-no 'cuda modules:' line}; $PAIR_INFO" \
     "$W/n_p2.numbers.json" "$W/n_p2.helper.log"
+}
+
+# train_mpi_vs_nccl LOG TAG ARGS...: the same 4-iteration job on 2 GPU ranks, --comm-backend
+# mpi then nccl. Returns non-zero (PAIR_INFO says why) when a run fails; otherwise sets PAIR_ST
+# (PASS: losses within 1e-5 relative, exactly equal where NCCL fell back to MPI, and every
+# traffic class's bytes equal) and PAIR_INFO (the comparisons' summaries).
+train_mpi_vs_nccl() {
+  local log=$1 tag=$2 rc
+  shift 2
+  mpi_train "$log" 2 --device cuda "$@" --comm-backend mpi --metrics "$W/${tag}_mpi.jsonl" &&
+    mpi_train "$log" 2 --device cuda "$@" --comm-backend nccl --comm-timeout 30 --metrics "$W/${tag}_nccl.jsonl"
+  rc=$?
+  if ((rc != 0)); then
+    PAIR_INFO="$(why "$rc" 150): $(tail_of "$log")"
+    return 1
+  fi
+  local tol=1e-5
+  grep -q '^comm: nccl unavailable' "$log" && tol=0
+  helper "$W/$tag" losses "$W/${tag}_mpi.jsonl" "$W/${tag}_nccl.jsonl" --rel "$tol" --expect 4
+  local losses=$H_SUMMARY losses_rc=$H_RC
+  helper "$W/${tag}_bytes" bytes "$W/${tag}_mpi.jsonl" "$W/${tag}_nccl.jsonl"
+  PAIR_ST=FAIL
+  ((losses_rc == 0 && H_RC == 0)) && PAIR_ST=PASS
+  PAIR_INFO="vs --comm-backend mpi (tolerance $tol): $losses; bytes: $H_SUMMARY"
 }
 
 # ---- (e) Hugging Face export ------------------------------------------------------------------

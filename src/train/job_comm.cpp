@@ -7,6 +7,7 @@
 
 #include "comm/comm_backend.h"
 #include "core/buffer.h"
+#include "core/cuda_module_loading.h"
 #include "core/device.h"
 
 namespace occ {
@@ -98,6 +99,7 @@ void JobComm::select_backend(const TrainOptions& opt, Topology& topo, int world_
                           {on_nccl[3], "pipeline"}})
     if (on) groups += groups.empty() ? name : fmt::format(", {}", name);
   line_ = fmt::format("comm: nccl (NCCL {}, {}: {})", nccl_version(nullptr), choice.why, groups);
+  modules_line_ = cuda_module_loading_line();
 }
 
 }  // namespace occ

@@ -42,6 +42,8 @@ class JobComm {
   PipelineLinks& pipeline_links() { return pipeline_; }
   // "comm: ..." for the job's start (empty: a plain CPU job, nothing to say).
   const std::string& line() const { return line_; }
+  // With NCCL: how CUDA loads kernels (core/cuda_module_loading.h), "" otherwise.
+  const std::string& modules_line() const { return modules_line_; }
 
  private:
   void select_device(const TrainOptions& opt, int world_size);
@@ -53,7 +55,7 @@ class JobComm {
   std::unique_ptr<NcclCommunicator> tp_nccl_, dp_nccl_, emb_nccl_;
   PipelineLinks pipeline_;
   std::unique_ptr<DeviceGroup> tp_device_;
-  std::string line_;
+  std::string line_, modules_line_;
 };
 
 }  // namespace occ

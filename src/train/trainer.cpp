@@ -332,6 +332,7 @@ void Trainer::run() {
                 opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
                 (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
   if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
+  if (is_logger() && !comm_->modules_line().empty()) std::printf("%s\n", comm_->modules_line().c_str());
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",

@@ -28,6 +28,7 @@
 #include "comm/node_ranks.h"
 #include "comm/ring_volume.h"
 #include "core/buffer.h"
+#include "core/cuda_module_loading.h"
 #include "core/timer.h"
 #include "parallel/pipeline_links.h"
 
@@ -299,6 +300,7 @@ int comm_check(int argc, char** argv) {
                "test only: on the CPU, stage through host copies as a GPU job on MPI does")
       ->group("");  // hidden
   MpiRuntime mpi(argc, argv);
+  choose_cuda_module_loading(mpi);
   Device device = Device::Cpu;
   CommBackendChoice choice;
   NodeRanks node;
@@ -347,6 +349,8 @@ int comm_check(int argc, char** argv) {
     backend.line += fmt::format("{}comm: mpi ({})", backend.line.empty() ? "" : "; ", how);
   }
   if (mpi.rank == 0) std::printf("comm-check: %d rank%s, %s\n", mpi.size, mpi.size == 1 ? "" : "s", backend.line.c_str());
+  if (mpi.rank == 0 && backend.nccl && mpi.size > 1)
+    if (const std::string modules = cuda_module_loading_line(); !modules.empty()) std::printf("comm-check: %s\n", modules.c_str());
 
   Checker check(world, backend, device, counters);
   bool links_checked = false;

@@ -4,10 +4,14 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "comm/comm_backend.h"
+#include "comm/node_ranks.h"
+#include "core/cuda_module_loading.h"
 #include "core/error.h"
 
 namespace occ::cmd {
@@ -26,6 +30,21 @@ struct MpiRuntime {
   MpiRuntime& operator=(const MpiRuntime&) = delete;
   int rank = 0, size = 1;
 };
+
+// Collective; before any CUDA call. A multi-rank job that will probably run
+// over NCCL (every rank of each node on a GPU of its own, as --comm-backend
+// auto would find) has CUDA load its kernels eagerly (core/cuda_module_loading.h:
+// lazily loaded kernels can stall ranks whose NCCL transfers are queued).
+// The GPUs are told apart without CUDA, from CUDA_VISIBLE_DEVICES or the
+// driver's list; the job's `cuda modules:` line reports what CUDA really did.
+inline void choose_cuda_module_loading(const MpiRuntime& mpi) {
+  if (mpi.size == 1) return;
+  const NodeRanks node = node_ranks(MPI_COMM_WORLD);
+  const std::string gpu = gpu_name_before_cuda(node.local_rank, std::getenv("CUDA_VISIBLE_DEVICES"), driver_gpu_count());
+  const int gpus = gpus_in_use_on_node(MPI_COMM_WORLD, gpu);
+  if (choose_comm_backend(CommBackend::Auto, Device::Cuda, mpi.size, node.local_size, gpus).backend == CommBackend::Nccl)
+    prefer_eager_cuda_modules();
+}
 
 // Thrown after a failure has been reported once for the whole job.
 struct ReportedFailure {};

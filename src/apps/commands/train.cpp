@@ -83,6 +83,7 @@ int train(int argc, char** argv) {
   add_train_flags(app, opt);
   app.add_option("--vocab-size", opt.model.vocab_size, "vocabulary size when no --tokenizer-model is given");
   MpiRuntime mpi(argc, argv);
+  choose_cuda_module_loading(mpi);
   std::unique_ptr<Trainer> trainer;
   try {
     int rc = -1;
