@@ -5,7 +5,9 @@
 // transfers, that work includes NCCL kernels spinning until a peer joins: a
 // rank loading a kernel in its first iteration (the first backward, the first
 // compressed step) can then wait on a neighbour that waits on it, and the job
-// stalls until --comm-timeout. CUDA's documented remedy is eager loading
+// stalls until --comm-timeout (tests/unit/test_pipeline_schedule.cpp,
+// WhyNcclJobsLoadKernelsEagerly: such a wait in the steady state of the
+// interleaved schedule deadlocks it). CUDA's documented remedy is eager loading
 // (CUDA_MODULE_LOADING=EAGER: every kernel loaded when the context is
 // created), which must be chosen before CUDA starts. A multi-rank job therefore
 // chooses it when it expects NCCL, from what it can read without CUDA; once

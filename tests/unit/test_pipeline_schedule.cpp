@@ -47,21 +47,29 @@ TEST(PipelineSchedule, InterleavedMatchesMegatronOrderByHand) {
 // they were sent, as an NCCL link or MPI with one tag per direction does.
 // Returns "" when every rank finishes, every receive gets the message it
 // expects and no message is left unreceived (wait_sends would hang); else what
-// went wrong.
+// went wrong. device_waits[s]: ops of stage s whose compute waits, after the
+// op's receive, until every message the stage has sent so far has been
+// received (what a GPU-wide wait does while NCCL sends are queued).
 using Transfers = std::vector<std::vector<PipelineOpTransfers>>;  // per stage
-std::string run_links(const Transfers& program) {
+std::string run_links(const Transfers& program, const std::vector<std::set<size_t>>& device_waits = {}) {
   const int P = int(program.size());
   using Link = std::tuple<bool, int, int>;  // forward, sender, receiver
   std::map<Link, std::vector<PipelineTransfer>> sent;
   std::map<Link, size_t> received;
   auto link = [](const PipelineTransfer& t) { return Link{t.forward, t.sender, t.receiver}; };
+  auto all_sends_received = [&](int s) {
+    for (const auto& [l, queue] : sent)
+      if (std::get<1>(l) == s && received[l] < queue.size()) return false;
+    return true;
+  };
   std::vector<size_t> pc(size_t(P), 0);
+  std::vector<bool> got_input(size_t(P), false);  // the op at pc has done its receive
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < P; ++s) {
       for (size_t& i = pc[size_t(s)]; i < program[size_t(s)].size(); ++i, progress = true) {
         const PipelineOpTransfers& op = program[size_t(s)][i];
-        if (op.has_recv) {
+        if (op.has_recv && !got_input[size_t(s)]) {
           const std::vector<PipelineTransfer>& queue = sent[link(op.recv)];
           size_t& next = received[link(op.recv)];
           if (next == queue.size()) break;  // blocked until the sender gets there
@@ -71,7 +79,11 @@ std::string run_links(const Transfers& program) {
                    std::to_string(got.micro_batch) + " chunk " + std::to_string(got.sender_chunk) +
                    ", expected mb " + std::to_string(op.recv.micro_batch) + " chunk " +
                    std::to_string(op.recv.sender_chunk);
+          got_input[size_t(s)] = true;
+          progress = true;
         }
+        if (size_t(s) < device_waits.size() && device_waits[size_t(s)].count(i) && !all_sends_received(s)) break;
+        got_input[size_t(s)] = false;
         if (op.has_send) sent[link(op.send)].push_back(op.send);
       }
     }
@@ -237,6 +249,43 @@ TEST(PipelineSchedule, EveryLinkDeliversInTheOrderItIsReceived) {
   ASSERT_TRUE(dropped[0][3].has_send && dropped[0][3].send.micro_batch == 2);
   dropped[0][3].has_send = false;
   EXPECT_NE(run_links(dropped).find("deadlock"), std::string::npos) << run_links(dropped);
+}
+
+// Why a job on NCCL has CUDA load its kernels eagerly (core/cuda_module_loading.h):
+// under lazy loading a kernel's first launch waits for the whole GPU, queued
+// NCCL sends included, and a send finishes only when its receiver gets there.
+// Where every stage first launches kernels at its first forward and first
+// backward of each chunk, the schedule still runs. But a kernel first used in
+// the steady state (a compressor starting after its warm-up, EC compressing
+// only the cool-down's sends, the first overflow of the loss scale) waits
+// there: at op 6 of interleaved P2 V2 M4 stage 0 (forward of chunk 0, micro-batch 3)
+// waits for its gradient to stage 1 (sent at op 5), which stage 1 receives at
+// op 7, while stage 1 waits at its op 6 for its gradient to stage 0, which
+// stage 0 receives at its op 7.
+TEST(PipelineSchedule, WhyNcclJobsLoadKernelsEagerly) {
+  for (int P = 2; P <= 8; ++P)
+    for (int V = 1; V <= 4; ++V)
+      for (int M = 1; M <= 3 * P; ++M) {
+        if (V > 1 && M % P != 0) continue;
+        std::vector<std::set<size_t>> first_of_kind(static_cast<size_t>(P));
+        for (int s = 0; s < P; ++s) {
+          std::set<std::pair<int, int>> seen;  // (kind, chunk)
+          const std::vector<PipelineOp> ops = pipeline_program(P, V, s, M);
+          for (size_t i = 0; i < ops.size(); ++i)
+            if (seen.insert({ops[i].kind, ops[i].chunk}).second) first_of_kind[size_t(s)].insert(i);
+        }
+        EXPECT_EQ(run_links(transfers(P, V, M), first_of_kind), "") << P << " " << V << " " << M;
+      }
+  const std::vector<std::set<size_t>> at_op_6{{6}, {6}};
+  EXPECT_EQ(run_links(transfers(2, 2, 4), at_op_6), "deadlock: stage 0 stopped at op 6");
+  // Plain 1F1B survives such a wait at any one op on every stage (its
+  // neighbours never wait on each other's gradients and activations at once);
+  // the interleaved ring does not.
+  for (int P = 2; P <= 8; ++P)
+    for (int M = 1; M <= 3 * P; ++M)
+      for (size_t i = 0; i < size_t(2 * M); ++i)
+        EXPECT_EQ(run_links(transfers(P, 1, M), std::vector<std::set<size_t>>(size_t(P), {i})), "")
+            << P << " " << M << " " << i;
 }
 
 TEST(PipelineSchedule, EcRuleReproducesTheLastPMinusSSendsOfPlain1F1B) {
