@@ -43,11 +43,11 @@ MpiCommunicator::~MpiCommunicator() {
   if (comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, int peer) {
+void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, int peer, MPI_Status* statuses) {
   const double start = now_seconds();
   for (int polls = 0;; ++polls) {
     int done = 0;
-    MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+    MPI_Testall(n, reqs, &done, statuses ? statuses : MPI_STATUSES_IGNORE);
     if (done) return;
     if (polls < 32) {
       sched_yield();
@@ -69,6 +69,14 @@ void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, 
 }
 
 void MpiCommunicator::wait(Request& r) { wait_requests(&r.handle, 1, r.what, r.peer); }
+
+size_t MpiCommunicator::wait_received(Request& r) {
+  MPI_Status status;
+  wait_requests(&r.handle, 1, r.what, r.peer, &status);
+  MPI_Count bytes = 0;
+  MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
+  return size_t(bytes);
+}
 
 bool MpiCommunicator::test(Request& r) {
   int done = 0;

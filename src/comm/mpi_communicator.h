@@ -54,6 +54,9 @@ class MpiCommunicator final : public Communicator {
   Request isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic, const char* what);
   Request irecv(void* data, size_t bytes, int peer, int tag, const char* what);
   void wait(Request& r);
+  // Waits for a receive started by irecv; returns the bytes that arrived
+  // (fewer than asked for when the sender sent a shorter message).
+  size_t wait_received(Request& r);
   // Is r done (its buffer free again)? Never waits.
   bool test(Request& r);
   void wait_all(std::vector<Request>& rs);
@@ -69,7 +72,7 @@ class MpiCommunicator final : public Communicator {
   void ring_reduce_scatter(T* data, size_t count, Traffic traffic, Op op);
   template <class T>
   void ring_allgather_chunks(T* data, size_t count, Traffic traffic);
-  void wait_requests(MPI_Request* reqs, int n, const char* what, int peer);
+  void wait_requests(MPI_Request* reqs, int n, const char* what, int peer, MPI_Status* statuses = nullptr);
 
   MPI_Comm comm_;
   TrafficCounters& counters_;

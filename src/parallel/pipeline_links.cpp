@@ -8,6 +8,7 @@
 
 #include "comm/nccl_communicator.h"
 #include "core/buffer.h"
+#include "core/error.h"
 
 namespace occ {
 
@@ -35,7 +36,13 @@ class MpiLink final : public PipelineLink {
   }
   void recv(void* data, size_t bytes, const char* what) override {
     auto r = pair_->irecv(data, bytes, peer(), kTag, what);
-    pair_->wait(r);
+    // MPI delivers a shorter message without complaint; NCCL would wait for
+    // ever on it. Both ends must agree on every size, so the CPU runs check.
+    const size_t got = pair_->wait_received(r);
+    OCC_CHECK(got == bytes,
+              "internal: the pipeline link delivered {} bytes of {} where {} were expected: the two stages disagree on "
+              "the message's size",
+              got, what, bytes);
   }
 
  private:

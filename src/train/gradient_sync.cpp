@@ -13,7 +13,9 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
                            PhaseTimers& timers)
     : opt_(opt),
       topo_(topo),
-      grads_(grads.device(), grads.data(), grads.size(), staged),
+      // A page-locked copy of every gradient only where the DP reducer needs
+      // one: buckets reduced by MPI through host memory.
+      grads_(grads.device(), grads.data(), grads.size(), staged && !nccl.dp && topo.dp_async->size() > 1),
       ops_(ops),
       timers_(timers),
       // NCCL's DP group is idle while finish() runs: the reducer thread is done with it.

@@ -10,19 +10,21 @@
 #      a --save directory that cannot be created (found by rank 0 mid-run, at the first
 #      save) -- exits non-zero within 30 s with the cause printed exactly once;
 #  (d) bad input seen by several ranks at once mid-run (token ids beyond --vocab-size, met by
-#      every rank that reads data, i.e. first and last stage of every DP replica): the same.
+#      every rank that reads data, i.e. first and last stage of every DP replica): the same;
+#  (e) one rank failing between the set-up's collectives (host memory exhausted building the
+#      model, under ulimit -v): the same, where it used to hang.
 source "$(dirname "$0")/fixture/lib.sh"
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 2 --hidden-size 32
        --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
        --global-batch-size 4 --eval-iters 0 --log-interval 1)
 
-# expect_failure NAME PATTERN RANKS FLAGS...: the job must exit non-zero within 30 s with
+# check_failure NAME PATTERN COMMAND...: the job COMMAND must exit non-zero within 30 s with
 # exactly one "error:" line, and that line must match PATTERN (extended regex).
-expect_failure() {
-  local name=$1 pattern=$2 np=$3
-  shift 3
+check_failure() {
+  local name=$1 pattern=$2
+  shift 2
   local log="$WORK/$name.log" start=$SECONDS rc
-  timeout 60 mpirun -np "$np" --oversubscribe "$BIN" train "${MODEL[@]}" "$@" > "$log" 2>&1
+  timeout 60 "$@" > "$log" 2>&1
   rc=$?
   local took=$((SECONDS - start)) errors anywhere
   errors=$(grep -c '^error:' "$log")
@@ -46,6 +48,13 @@ expect_failure() {
   echo "---- output of $name (exit $rc):"
   sed 's/^/    /' "$log" | head -n 40
   return 1
+}
+# expect_failure NAME PATTERN RANKS FLAGS...: check_failure of `mpirun -np RANKS optimus-cc
+# train` with the test model and FLAGS.
+expect_failure() {
+  local name=$1 pattern=$2 np=$3
+  shift 3
+  check_failure "$name" "$pattern" mpirun -np "$np" --oversubscribe "$BIN" train "${MODEL[@]}" "$@"
 }
 
 # ---- (a) SIGKILL of one rank mid-run -------------------------------------------------------
@@ -146,4 +155,15 @@ expect_failure "--save under a regular file (rank 0 fails mid-run)" "not-a-dir" 
 expect_failure "token ids beyond --vocab-size (4 ranks find them)" "outside the tokenizer's vocabulary of 400" 4 \
   --data-path "$DATA/kjv" --tokenizer-model "" --vocab-size 400 --pipeline-model-parallel-size 2 \
   --global-batch-size 8 --train-iters 2
+
+# ---- (e) a failure on one rank between the set-up's collectives ---------------------------
+# Rank 1 (ulimit -v 1 GB) runs out of host memory building its stage: 1.6 GB of weights,
+# gradients and Adam moments, after the ranks have begun forming their groups. Rank 0 waits
+# in the next collective (the placement report): the job must end with rank 1's message
+# rather than wait there for ever, and rank 1 must not wait in MPI_Finalize with it unsaid.
+BIG=(--num-layers 4 --hidden-size 2048 --pipeline-model-parallel-size 2 --train-iters 1)
+# shellcheck disable=SC2016  # $0 and $@ are the inner shell's: the binary and its flags
+check_failure "host memory exhausted on rank 1 while building the model" "out of host memory.*\(rank 1\)" \
+  mpirun --oversubscribe -np 1 "$BIN" train "${MODEL[@]}" "${BIG[@]}" : \
+  -np 1 bash -c 'ulimit -v 1000000 && exec "$0" "$@"' "$BIN" train "${MODEL[@]}" "${BIG[@]}"
 finish

@@ -5,11 +5,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "comm/comm_backend.h"
+#include "comm/mpi_communicator.h"
 #include "comm/node_ranks.h"
 #include "core/cuda_module_loading.h"
 #include "core/error.h"
@@ -49,6 +52,15 @@ inline void choose_cuda_module_loading(const MpiRuntime& mpi) {
 // Thrown after a failure has been reported once for the whole job.
 struct ReportedFailure {};
 
+// What a failed step says: an occ::Error's own line; anything else (a host
+// allocation that failed, a library's exception) named as such.
+inline std::string failure_message(const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e)) return e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return "out of host memory (std::bad_alloc); use a smaller model or --micro-batch-size, or fewer ranks per machine";
+  return fmt::format("internal: {}", e.what());
+}
+
 // Runs a step on every rank, then agrees: if any rank failed, the lowest
 // failing rank prints its message (once for the job) and every rank throws
 // ReportedFailure. Only local work may run inside `step` (no collectives), so
@@ -58,8 +70,8 @@ void agree(const MpiRuntime& mpi, F&& step) {
   std::string error;
   try {
     step();
-  } catch (const Error& e) {
-    error = e.what();
+  } catch (const std::exception& e) {
+    error = failure_message(e);
   }
   int first_failed = error.empty() ? mpi.size : mpi.rank;
   MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -69,6 +81,20 @@ void agree(const MpiRuntime& mpi, F&& step) {
     std::fflush(stderr);
   }
   throw ReportedFailure{};
+}
+
+// Runs a step with collectives inside, which agree() cannot wrap. A failure
+// on one rank would leave the others waiting in the step's next collective
+// (and this rank in MPI_Finalize, its message unprinted), so it ends the whole
+// job with the message instead. A single process rethrows.
+template <class F>
+void or_end_job(const MpiRuntime& mpi, F&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    if (mpi.size == 1) throw;
+    abort_job(fmt::format("{} (rank {})", failure_message(e), mpi.rank));
+  }
 }
 
 }  // namespace occ::cmd

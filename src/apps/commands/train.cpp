@@ -94,10 +94,10 @@ int train(int argc, char** argv) {
     if (rc >= 0) return rc;
     if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
     agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
-    trainer->connect(opt.comm_timeout_s);
+    or_end_job(mpi, [&] { trainer->connect(opt.comm_timeout_s); });
     if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
     agree(mpi, [&] { trainer->load(); });
-    trainer->announce_compression_state();
+    or_end_job(mpi, [&] { trainer->announce_compression_state(); });
   } catch (const ReportedFailure&) {
     return 1;
   }
@@ -113,9 +113,9 @@ int train(int argc, char** argv) {
       std::fflush(stderr);
     }
     return 1;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     if (mpi.size == 1) throw;
-    abort_job(fmt::format("{} (rank {})", e.what(), mpi.rank));
+    abort_job(fmt::format("{} (rank {})", failure_message(e), mpi.rank));
   }
   trainer.reset();
   return 0;
