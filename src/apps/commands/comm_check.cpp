@@ -360,8 +360,8 @@ int comm_check(int argc, char** argv) {
     check.check_allgather(count);
     check.check_ring_shift(count);
     links_checked = check.check_pipeline_links(count, timeout_s);
-  } catch (const Error& e) {
-    check.expect(false, e.what());
+  } catch (const std::exception& e) {
+    check.expect(false, failure_message(e));
   }
   // The verdict: the lowest failing rank says what failed.
   try {
