@@ -10,9 +10,13 @@
 #   Variants: baseline | CB | CB+LEP | CB+LEP+EC | full Optimus-CC | DP-only PowerSGD, seed 1;
 #   then baseline, CB and CB+LEP again with seed 2 (CB vs CB+LEP on two seeds).
 # Sizing: every run trains the same number of iterations, chosen to fit --budget-s for all
-# runs from the baseline's measured time per iteration (a 4-iteration calibration run); it is
-# capped by --max-iters. The report says how many iterations that was and how many epochs of
-# the corpus each run saw.
+# runs from a 4-iteration calibration run of the baseline (its wall time, start-up and
+# evaluations included, and its time per iteration), capped by --max-iters; where fewer than
+# 10 iterations would fit, runs are dropped from the plan's end (down to the seed-1 baseline,
+# CB and CB + LEP). A run that would end past the budget is not started; each run has a
+# timeout. OUT/regime.json and the report are rewritten after every run. The report says how
+# many iterations each run had, how many epochs of the corpus it saw, and which runs were
+# dropped, not run or failed.
 #   bash scripts/experiment-quality-regime.sh [--budget-s 360] [--max-iters 300] [--out DIR]
 #        [--device cuda|cpu] [--smoke] [--report-only] [--bin PATH (default: the bundle's or build/)]
 #        [--layers N (default 4; fewer layers, more iterations in the same budget)]
@@ -61,6 +65,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscrib
 
 if ((SMOKE)); then  # the plumbing only: the bundled corpus, a tiny model
   DATA=$OUT/data/kjv
+  [[ -f $HERE/data/kjv.idx && -f $HERE/data/kjv.model ]] && DATA=$HERE/data/kjv  # the bundle's, tokenized
   [[ -f $DATA.idx ]] || { mkdir -p "$OUT/data" && "${OCC[@]}" preprocess --input "$HERE/data/kjv.txt.zst" \
     --output-prefix "$DATA" --vocab-size 512 > /dev/null || exit 1; }
   TOK=(--tokenizer-model "$DATA.model")
@@ -102,62 +107,103 @@ declare -A VARIANTS=(
 # Most important first: if the budget runs out, what is missing is the least needed.
 PLAN=(1_baseline:1 3_cb:1 4_cb_lep:1 7_optimus_cc:1 5_cb_lep_ec:1 2_dp_powersgd:1 1_baseline:2 3_cb:2 4_cb_lep:2)
 
-train() {  # train LOG ITERS EVAL_INTERVAL ARGS...
-  local log=$1 iters=$2 ev=$3
-  shift 3
-  echo "+ mpirun -np 4 optimus-cc train ... --train-iters $iters $*" >> "$log"
-  "${MPIRUN[@]}" -np 4 "${OCC[@]}" train "${COMMON[@]}" --train-iters "$iters" --eval-interval "$ev" \
-    --eval-iters 4 "$@" >> "$log" 2>&1
+train() {  # train LOG TIMEOUT ITERS EVAL_INTERVAL ARGS...
+  local log=$1 limit=$2 iters=$3 ev=$4
+  shift 4
+  echo "+ mpirun -np 4 optimus-cc train ... --train-iters $iters $* (timeout $limit s)" >> "$log"
+  timeout -k 5 "$limit" "${MPIRUN[@]}" -np 4 "${OCC[@]}" train "${COMMON[@]}" --train-iters "$iters" \
+    --eval-interval "$ev" --eval-iters 4 "$@" >> "$log" 2>&1
 }
 
-ITERS=0 MS=0
-if ((!REPORT_ONLY)); then
-  # Calibration: the baseline's median ms/iteration over iterations 2-4.
-  rm -f "$OUT/calibrate.jsonl"
-  train "$OUT/calibrate.log" 4 4 --seed 1 --metrics "$OUT/calibrate.jsonl" ||
-    { tail -n 5 "$OUT/calibrate.log"; echo "error: the calibration run failed (log: $OUT/calibrate.log)" >&2; exit 1; }
-  MS=$("$PY" -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(round(statistics.median(x["ms"] for x in r[1:])))' "$OUT/calibrate.jsonl")
-  LEFT=$((BUDGET - (SECONDS - START)))
-  # Each run also pays its start-up and evaluations: about 15 % and 8 s on top of its iterations.
-  ITERS=$(( (LEFT * 1000 * 100 / 115 - ${#PLAN[@]} * 8000) / (${#PLAN[@]} * MS) ))
-  ((ITERS > MAX_ITERS)) && ITERS=$MAX_ITERS
-  if ((ITERS < 10 && !SMOKE)); then
-    echo "error: at ${MS} ms/iteration, ${#PLAN[@]} runs fit only $ITERS iterations each in ${LEFT} s; raise --budget-s" >&2
-    exit 1
-  fi
-  ((SMOKE)) && ITERS=6
-  EVAL=$((ITERS / 5 > 0 ? ITERS / 5 : 1))
-  echo "regime: baseline ${MS} ms/iteration; ${#PLAN[@]} runs of $ITERS iterations (evaluation every $EVAL), budget ${BUDGET} s"
-  DONE=0
-  for item in "${PLAN[@]}"; do
-    name=${item%%:*} seed=${item#*:}
-    flags=${VARIANTS[$name]}
-    run=${name}_s$seed
-    [[ $flags == *inter-grad-comp* ]] && run=${name}_r${CBR}_s$seed
-    if ((SECONDS - START > BUDGET)); then echo "regime: budget spent; $run not run"; continue; fi
-    rm -f "$OUT/$run.jsonl"
-    # shellcheck disable=SC2086
-    if train "$OUT/$run.log" "$ITERS" "$EVAL" --seed "$seed" $flags --metrics "$OUT/$run.jsonl"; then
-      DONE=$((DONE + 1))
-      echo "regime: $run done ($((SECONDS - START)) s): $(grep 'validation loss at iter' "$OUT/$run.log" | tail -n 1)"
-    else
-      echo "regime: $run FAILED: $(tail -n 2 "$OUT/$run.log" | tr '\n' ' ')"
-    fi
-  done
+# OUT/regime.json: the shape, the sizing and how many runs are done so far (rewritten after
+# every run, so that a job stopped from outside still leaves its results).
+write_regime() {
   "$PY" - "$OUT/regime.json" "$DATA.idx" "$ITERS" "$MS" "$BUDGET" "$((SECONDS - START))" "$DONE" "${#PLAN[@]}" \
-    "$DEVICE" "${SHAPE[*]} ${PREC[*]} ${LAYOUT[*]} x D2 on 4 ranks" "$CBR" "$DPR" "$GB" "$SEQ" << 'PYEOF'
+    "$DEVICE" "${SHAPE[*]} ${PREC[*]} ${LAYOUT[*]} x D2 on 4 ranks" "$CBR" "$DPR" "$GB" "$SEQ" "$CAL_S" \
+    "${DROPPED[*]}" "${NOT_RUN[*]}" "${FAILED[*]}" << 'PYEOF'
 import json, struct, sys
-out, idx, iters, ms, budget, spent, done, planned, device, shape, cbr, dpr, gb, seq = sys.argv[1:]
+(out, idx, iters, ms, budget, spent, done, planned, device, shape, cbr, dpr, gb, seq, cal_s,
+ dropped, not_run, failed) = sys.argv[1:]
 with open(idx, "rb") as f:  # Megatron's mmap index: header, version, dtype, sequence count, document count, sizes
     head = f.read(9 + 8 + 1 + 8 + 8)
     n = struct.unpack("<Q", head[18:26])[0]
     tokens = sum(struct.unpack(f"<{n}i", f.read(4 * n)))
 seen = int(iters) * int(gb) * int(seq)
 json.dump({"device": device, "shape": shape, "cb_rank": int(cbr), "dp_rank": int(dpr), "iterations": int(iters),
-           "baseline_ms_per_iter": int(ms), "budget_s": int(budget), "seconds": int(spent), "runs_done": int(done),
-           "runs_planned": int(planned), "corpus_tokens": tokens, "tokens_per_run": seen,
+           "baseline_ms_per_iter": int(ms), "calibration_run_s": int(cal_s), "budget_s": int(budget),
+           "seconds": int(spent), "runs_done": int(done), "runs_planned": int(planned),
+           "runs_dropped_to_fit": dropped.split(), "runs_not_run": not_run.split(), "runs_failed": failed.split(),
+           "corpus_tokens": tokens, "tokens_per_run": seen,
            # --split 949,50,1 is over documents: the training split holds about 94.9 % of the tokens.
            "epochs_per_run": round(seen / (tokens * 0.949), 3)}, open(out, "w"), indent=1)
 PYEOF
+}
+report() { "$PY" "$HERE/scripts/quality_report.py" "$OUT" --regime "$OUT/regime.json"; }
+
+ITERS=0 MS=0 CAL_S=0 DONE=0 DROPPED=() NOT_RUN=() FAILED=()
+if ((!REPORT_ONLY)); then
+  # Calibration: the baseline's median ms/iteration over iterations 2-4, and the wall time of
+  # the whole 4-iteration run (start-up and its two evaluations, at the start and the end).
+  rm -f "$OUT/calibrate.jsonl"
+  t_cal=$SECONDS
+  train "$OUT/calibrate.log" "$((BUDGET / 3 > 30 ? BUDGET / 3 : 30))" 4 4 --seed 1 --metrics "$OUT/calibrate.jsonl" ||
+    { tail -n 5 "$OUT/calibrate.log"; echo "error: the calibration run failed or took over a third of --budget-s (log: $OUT/calibrate.log)" >&2; exit 1; }
+  CAL_S=$((SECONDS - t_cal))
+  MS=$("$PY" -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(max(1, round(statistics.median(x["ms"] for x in r[1:]))))' "$OUT/calibrate.jsonl") ||
+    { echo "error: no timings in $OUT/calibrate.jsonl" >&2; exit 1; }
+  # A run of N iterations, evaluated at the start, half-way and at the end, costs the
+  # calibration's wall time plus N - 4 iterations and one more evaluation (4 global batches
+  # forward: about 1.5 iterations). 5 % of what is left is kept in reserve.
+  fit() { echo $(( ( (BUDGET - (SECONDS - START)) * 950 / $1 - CAL_S * 1000 - MS * 3 / 2 ) / MS + 4 )); }
+  ITERS=$(fit "${#PLAN[@]}")
+  # Too little time for the whole plan: the least needed runs go first (the plan's end: the
+  # second seed's three runs together, then one by one), down to the seed-1 baseline, CB and
+  # CB + LEP.
+  while ((ITERS < 10 && ${#PLAN[@]} > 3 && !SMOKE)); do
+    drop=1
+    [[ ${PLAN[-1]} == *:2 ]] && drop=3
+    for ((i = 0; i < drop; i++)); do
+      DROPPED+=("${PLAN[-1]}")
+      unset 'PLAN[-1]'
+    done
+    ITERS=$(fit "${#PLAN[@]}")
+  done
+  ((ITERS > MAX_ITERS)) && ITERS=$MAX_ITERS
+  ((SMOKE)) && ITERS=6
+  if ((ITERS < 10 && !SMOKE)); then
+    echo "error: at ${MS} ms/iteration (calibration run ${CAL_S} s), even the 3 most needed runs fit only $ITERS iterations each in --budget-s ${BUDGET}; raise it" >&2
+    exit 1
+  fi
+  EVAL=$(((ITERS + 1) / 2))
+  PREDICTED_S=$(( CAL_S + ((ITERS - 4) * MS + MS * 3 / 2) / 1000 + 1 ))
+  echo "regime: baseline ${MS} ms/iteration, calibration run ${CAL_S} s; ${#PLAN[@]} runs of $ITERS iterations (about $PREDICTED_S s each; evaluation at the start, iteration $EVAL and the end), budget ${BUDGET} s${DROPPED[*]:+; dropped to fit: ${DROPPED[*]}}"
+  last_s=$PREDICTED_S
+  for item in "${PLAN[@]}"; do
+    name=${item%%:*} seed=${item#*:}
+    flags=${VARIANTS[$name]}
+    run=${name}_s$seed
+    [[ $flags == *inter-grad-comp* ]] && run=${name}_r${CBR}_s$seed
+    expect=$((last_s > PREDICTED_S ? last_s : PREDICTED_S))
+    if ((!SMOKE && SECONDS - START + expect > BUDGET)); then
+      echo "regime: $run not run: about $expect s needed, $((BUDGET - (SECONDS - START))) s of the budget left"
+      NOT_RUN+=("$run")
+      continue
+    fi
+    rm -f "$OUT/$run.jsonl"
+    t_run=$SECONDS
+    # shellcheck disable=SC2086
+    if train "$OUT/$run.log" "$((expect * 2 > 60 ? expect * 2 : 60))" "$ITERS" "$EVAL" --seed "$seed" $flags \
+        --metrics "$OUT/$run.jsonl"; then
+      DONE=$((DONE + 1))
+      last_s=$((SECONDS - t_run))
+      echo "regime: $run done in $last_s s ($((SECONDS - START)) s in all): $(grep 'validation loss at iter' "$OUT/$run.log" | tail -n 1)"
+    else
+      FAILED+=("$run")
+      echo "regime: $run FAILED: $(tail -n 2 "$OUT/$run.log" | tr '\n' ' ')"
+    fi
+    write_regime
+    report > /dev/null 2>&1 || true
+  done
+  write_regime
 fi
-"$PY" "$HERE/scripts/quality_report.py" "$OUT" --regime "$OUT/regime.json"
+report

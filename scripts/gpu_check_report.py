@@ -121,18 +121,24 @@ def cmd_probe(a):
 def cmd_gtest(a):
     with open(a.result) as f:
         j = json.load(f)
-    failed = []
+    failed, skipped = [], []
     for suite in j.get("testsuites", []):
         for t in suite.get("testsuite", []):
             if t.get("failures"):
                 failed.append(f"{suite.get('name')}.{t.get('name')}")
+            elif t.get("result") == "SKIPPED":  # GTEST_SKIP: the CUDA tests skip without a GPU
+                skipped.append(f"{suite.get('name')}.{t.get('name')}")
     n = int(j.get("tests", 0))
     nums = {"tests": n, "failures": int(j.get("failures", 0)), "errors": int(j.get("errors", 0)),
-            "disabled": int(j.get("disabled", 0)), "seconds": j.get("time"), "failed": failed[:20]}
-    ok = n > 0 and nums["failures"] == 0 and nums["errors"] == 0
-    s = f"{n} tests, {nums['failures']} failed, {nums['disabled']} disabled"
+            "disabled": int(j.get("disabled", 0)), "skipped": len(skipped), "seconds": j.get("time"),
+            "failed": failed[:20], "skipped_tests": skipped[:20]}
+    # Tests that skipped did not check anything: on the GPU machine every one must run.
+    ok = n > 0 and nums["failures"] == 0 and nums["errors"] == 0 and not skipped
+    s = f"{n} tests, {nums['failures']} failed, {len(skipped)} skipped, {nums['disabled']} disabled"
     if failed:
         s += ": " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else "")
+    if skipped:
+        s += "; skipped: " + ", ".join(skipped[:3]) + (" ..." if len(skipped) > 3 else "")
     if n == 0:
         s += " (no test ran)"
     return emit(s, nums, ok)

@@ -58,7 +58,12 @@ if regime:
              f"DP rank {g['dp_rank']}; {g['iterations']} iterations per run ({g['tokens_per_run']:,} tokens, "
              f"{g['epochs_per_run']} epochs of the {g['corpus_tokens']:,}-token corpus); baseline "
              f"{g['baseline_ms_per_iter']} ms/iteration; {g['runs_done']} of {g['runs_planned']} runs in {g['seconds']} s "
-             f"(budget {g['budget_s']} s). The same tokens for every variant")
+             f"(budget {g['budget_s']} s)"
+             + "".join(f"; {what}: {', '.join(g[key])}" for key, what in
+                       (("runs_dropped_to_fit", "dropped from the plan to fit the budget"),
+                        ("runs_not_run", "not run (budget spent)"), ("runs_failed", "FAILED"))
+                       if g.get(key))
+             + ". The same tokens for every variant")
 else:
     title = (f"Optimus-CC quality ablation: 5.8 M-parameter GPT (6 layers, hidden 256, seq 128), P2 D2 on 4 ranks, "
              f"{iters} iterations, global batch 32, the same tokens for every variant")

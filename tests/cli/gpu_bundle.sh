@@ -14,7 +14,9 @@
 # Outside the namespace: gpu-check.sh on this GPU-less machine reports every check SKIP
 # "no GPU" and exits 2, and its checks run end to end with the CPU standing in for the GPU
 # (--gpu-device cpu --quick: fp32 vs CPU, resume across backends, and the Hugging Face
-# export against reference-dump --load). docs/gpu.md describes the bundle and the check.
+# export against reference-dump --load, and the quality experiment's --smoke plumbing), and
+# its OUT stays within the 8 files the device machine sends back. docs/gpu.md describes the
+# bundle and the check.
 # Skipped (77) only where unshare or mount is not permitted.
 # shellcheck source=fixture/lib.sh
 source "$(dirname "$0")/fixture/lib.sh"
@@ -172,14 +174,24 @@ else
 fi
 # The checks' own plumbing, the CPU standing in for the GPU, on small models.
 bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 400 \
-  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile > "$WORK/gq.out" 2>&1
+  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile,quality_regime > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
-if [[ $rc == 0 && $npass -ge 13 ]]; then
+if [[ $rc == 0 && $npass -ge 14 ]] && grep -q '^PASS quality_regime: .* 9 of 9 runs done' "$WORK/gq.out"; then
   pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
 else
   cat "$WORK/gq.out"
   failed "gpu-check.sh --gpu-device cpu --quick: status $rc, $npass passed"
+fi
+# The device machine sends back at most 8 files from OUT (a console log besides): the
+# reports, the quality table and sizing, one archive of every log and run.
+nfiles=$(find "$WORK/gq" -type f | wc -l)
+if [[ $nfiles -le 7 && -s $WORK/gq/quality.md && -s $WORK/gq/regime.json && -s $WORK/gq/gpu-check.md ]] &&
+  tar -tzf "$WORK/gq/gpu-check-logs.tar.gz" > "$WORK/gq-archive.txt" &&
+  grep -qx 'quality-regime/4_cb_lep_r4_s1.jsonl' "$WORK/gq-archive.txt"; then
+  pass "gpu-check's OUT holds $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), the runs in the archive"
+else
+  failed "gpu-check's OUT: $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), or the quality files / archive missing"
 fi
 echo "gpu_bundle: $((SECONDS - t_start)) s"
 finish
