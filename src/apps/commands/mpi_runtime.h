@@ -83,17 +83,23 @@ void agree(const MpiRuntime& mpi, F&& step) {
   throw ReportedFailure{};
 }
 
-// Runs a step with collectives inside, which agree() cannot wrap. A failure
-// on one rank would leave the others waiting in the step's next collective
-// (and this rank in MPI_Finalize, its message unprinted), so it ends the whole
-// job with the message instead. A single process rethrows.
+// From inside a catch block: a failure one rank met alone ends the whole job
+// with its message (the other ranks would wait for it in their next
+// collective, and this rank in MPI_Finalize, its message unprinted). A single
+// process rethrows it, for main to print.
+[[noreturn]] inline void end_job(const MpiRuntime& mpi, const std::exception& e) {
+  if (mpi.size == 1) throw;
+  abort_job(fmt::format("{} (rank {})", failure_message(e), mpi.rank));
+}
+
+// Runs a step with collectives inside, which agree() cannot wrap: a failure
+// ends the job (end_job).
 template <class F>
 void or_end_job(const MpiRuntime& mpi, F&& step) {
   try {
     step();
   } catch (const std::exception& e) {
-    if (mpi.size == 1) throw;
-    abort_job(fmt::format("{} (rank {})", failure_message(e), mpi.rank));
+    end_job(mpi, e);
   }
 }
 

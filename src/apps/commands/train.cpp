@@ -114,8 +114,7 @@ int train(int argc, char** argv) {
     }
     return 1;
   } catch (const std::exception& e) {
-    if (mpi.size == 1) throw;
-    abort_job(fmt::format("{} (rank {})", failure_message(e), mpi.rank));
+    end_job(mpi, e);
   }
   trainer.reset();
   return 0;
