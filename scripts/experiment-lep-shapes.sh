@@ -5,14 +5,14 @@
 # (--check-lep's error_ratio, paper Fig. 11) as the CB message grows from our CPU
 # experiments' 512 x 256 towards the paper's 8192 x 1024 (micro-batch 8 x seq 1024 rows,
 # hidden 1024). Every shape gets the same depth (2 layers, P2, one DP replica), the same 2
-# micro-batches per iteration, CB rank 16 (the paper's) with LEP, the same optimizer,
+# micro-batches per iteration, CB rank 16 (the paper's; --cb-rank) with LEP, the same optimizer,
 # corpus, seed and number of iterations; only hidden (heads = hidden / 64), seq and
 # micro-batch change. Short runs: the ratios are compared across shapes at equal iterations,
 # after a start-up transient whose size and length depend on the shape (hence the peak and
 # the per-iteration values in the report), not at the end of a long run.
 #   bash scripts/experiment-lep-shapes.sh [--iters N (default 40)] [--out DIR]
 #        [--shapes "HIDDEN:SEQ:MB ..." (default "256:128:4 512:256:8 1024:1024:8")]
-#        [--seeds "S1 S2 .." (default 1)] [--bin PATH] [--smoke] [--report-only]
+#        [--seeds "S1 S2 .." (default 1)] [--cb-rank R (default 16)] [--bin PATH] [--smoke] [--report-only]
 # --smoke: 3 iterations of two tiny shapes, the plumbing only (cli.lep_shapes).
 # Writes OUT/lep-shapes.{json,md}: per shape and seed, the means of error_ratio, delta_ratio
 # and cosine over the last quarter of the iterations, error_ratio's peak (the transient) and
@@ -20,20 +20,22 @@
 # delta_ratio per iteration; the runs' logs and metrics stay in OUT.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-ITERS=40 OUT=bench-results/lep-shapes SHAPES="256:128:4 512:256:8 1024:1024:8" SEEDS=1 BIN="" SMOKE=0 REPORT_ONLY=0
+ITERS=40 OUT=bench-results/lep-shapes SHAPES="256:128:4 512:256:8 1024:1024:8" SEEDS=1 RANK=16 BIN="" SMOKE=0 REPORT_ONLY=0
 while (($#)); do
   case $1 in
     --iters) ITERS=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --shapes) SHAPES=${2:?}; shift 2 ;;
     --seeds) SEEDS=${2:?}; shift 2 ;;
+    --cb-rank) RANK=${2:?}; shift 2 ;;
     --bin) BIN=${2:?}; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
     --report-only) REPORT_ONLY=1; shift ;;
-    *) echo "error: unknown flag $1 (use --iters N, --out DIR, --shapes \"H:S:MB ..\", --seeds LIST, --bin PATH, --smoke, --report-only)" >&2; exit 2 ;;
+    *) echo "error: unknown flag $1 (use --iters N, --out DIR, --shapes \"H:S:MB ..\", --seeds LIST, --cb-rank R, --bin PATH, --smoke, --report-only)" >&2; exit 2 ;;
   esac
 done
 [[ $ITERS =~ ^[0-9]+$ && $ITERS -ge 3 ]] || { echo "error: --iters $ITERS: use a whole number >= 3" >&2; exit 2; }
+[[ $RANK =~ ^[0-9]+$ && $RANK -ge 1 ]] || { echo "error: --cb-rank $RANK: use a whole number >= 1" >&2; exit 2; }
 for s in $SHAPES; do
   [[ $s =~ ^([0-9]+):([0-9]+):([0-9]+)$ && $((${s%%:*} % 64)) -eq 0 && ${s%%:*} -ge 64 ]] ||
     { echo "error: --shapes entry '$s': use HIDDEN:SEQ:MB with HIDDEN a multiple of 64 (heads = HIDDEN / 64)" >&2; exit 2; }
@@ -56,16 +58,17 @@ if ((!REPORT_ONLY)); then
     for s in $SHAPES; do
       IFS=: read -r hidden seq mb <<< "$s"
       run=h${hidden}_s${seq}_mb${mb}_seed$seed
+      ((RANK == 16)) || run=h${hidden}_s${seq}_mb${mb}_r${RANK}_seed$seed
       [[ -s $OUT/$run.jsonl && $(wc -l < "$OUT/$run.jsonl") -eq $ITERS ]] && { echo "lep-shapes: $run already done"; continue; }
       rm -f "$OUT/$run.jsonl"
-      echo "lep-shapes: $run ($ITERS iterations; message $((seq * mb)) x $hidden)"
+      echo "lep-shapes: $run ($ITERS iterations; message $((seq * mb)) x $hidden, CB rank $RANK)"
       if ! mpirun --oversubscribe -np 2 "$BIN" train --data-path "$DATA" --tokenizer-model "$DATA.model" \
           --num-layers 2 --hidden-size "$hidden" --num-attention-heads $((hidden / 64)) --seq-length "$seq" \
           --max-position-embeddings "$seq" --micro-batch-size "$mb" --global-batch-size $((2 * mb)) \
           --pipeline-model-parallel-size 2 --train-iters "$ITERS" --seed "$seed" \
           --lr 6e-4 --min-lr 6e-5 --lr-warmup-fraction 0.05 --weight-decay 0.1 --clip-grad 1.0 \
           --hidden-dropout 0.1 --attention-dropout 0.1 --eval-interval $((ITERS + 1)) --eval-iters 1 --log-interval 5 \
-          --inter-grad-comp --inter-grad-comp-rank 16 --use-error-feedback --check-lep \
+          --inter-grad-comp --inter-grad-comp-rank "$RANK" --use-error-feedback --check-lep \
           --metrics "$OUT/$run.jsonl" > "$OUT/$run.log" 2>&1; then
         tail -n 5 "$OUT/$run.log"
         echo "error: run $run failed (log: $OUT/$run.log)" >&2
@@ -80,7 +83,8 @@ import glob, json, os, re, statistics, sys
 out = sys.argv[1]
 rows = []
 for path in sorted(glob.glob(f"{out}/h*_s*_mb*_seed*.jsonl")):
-    h, s, mb, seed = map(int, re.search(r"h(\d+)_s(\d+)_mb(\d+)_seed(\d+)\.jsonl$", path).groups())
+    h, s, mb, rank, seed = re.search(r"h(\d+)_s(\d+)_mb(\d+)(?:_r(\d+))?_seed(\d+)\.jsonl$", path).groups()
+    h, s, mb, rank, seed = int(h), int(s), int(mb), int(rank or 16), int(seed)
     recs = [json.loads(line) for line in open(path)]
     lep = [(r["iter"], r["lep_check"]) for r in recs if "lep_check" in r]
     if not lep:
@@ -88,7 +92,7 @@ for path in sorted(glob.glob(f"{out}/h*_s*_mb*_seed*.jsonl")):
     tail = [c for _, c in lep[-max(1, len(lep) // 4):]]  # the last quarter: past the start-up transient
     peak_iter, peak = max(((i, c["error_ratio"]) for i, c in lep), key=lambda p: p[1])
     mean = lambda xs, k: statistics.fmean(x[k] for x in xs)
-    rows.append({"hidden": h, "seq": s, "micro_batch": mb, "seed": seed, "message": f"{s * mb} x {h}",
+    rows.append({"hidden": h, "seq": s, "micro_batch": mb, "cb_rank": rank, "seed": seed, "message": f"{s * mb} x {h}",
                  "message_floats": s * mb * h, "iterations": len(recs), "averaged_from_iter": lep[-len(tail)][0],
                  "error_ratio": mean(tail, "error_ratio"), "error_ratio_peak": peak, "error_ratio_peak_iter": peak_iter,
                  "delta_ratio": mean(tail, "delta_ratio"), "cosine": mean(tail, "cosine"),
@@ -100,27 +104,27 @@ for path in sorted(glob.glob(f"{out}/h*_s*_mb*_seed*.jsonl")):
                  "last_loss": recs[-1]["loss"]})
 if not rows:
     sys.exit(f"error: no runs in {out}")
-rows.sort(key=lambda r: (r["message_floats"], r["seed"]))
+rows.sort(key=lambda r: (r["message_floats"], r["cb_rank"], r["seed"]))
 json.dump(rows, open(f"{out}/lep-shapes.json", "w"), indent=1)
 lines = ["LEP's premise against the CB message's shape (scripts/experiment-lep-shapes.sh, CPU): 2 layers, P2, "
-         "one DP replica, 2 micro-batches per iteration, CB rank 16 with LEP, --check-lep on the backward link; "
+         "one DP replica, 2 micro-batches per iteration, CB (PowerSGD at the rank shown) with LEP, --check-lep on the backward link; "
          "the same optimizer, corpus (KJV, 4096-token SentencePiece) and iterations for every shape. "
          "error_ratio = |LEP residual| / |gradient it joins|; delta_ratio = |input change between consecutive "
          "micro-batches| / |input|; cosine = residual vs input change. Means over the last quarter of the iterations; "
          "the peak is error_ratio's start-up transient.",
          "",
-         "| message (rows x hidden) | hidden | seq | micro-batch | seed | iterations | error_ratio (mean) | "
+         "| message (rows x hidden) | hidden | seq | micro-batch | CB rank | seed | iterations | error_ratio (mean) | "
          "error_ratio peak (iteration) | delta_ratio (mean) | cosine (mean) | CB bytes/iter (saved) | ms/iter | last loss |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
 for r in rows:
-    lines.append(f"| {r['message']} | {r['hidden']} | {r['seq']} | {r['micro_batch']} | {r['seed']} | {r['iterations']} | "
+    lines.append(f"| {r['message']} | {r['hidden']} | {r['seq']} | {r['micro_batch']} | {r['cb_rank']} | {r['seed']} | {r['iterations']} | "
                  f"{r['error_ratio']:.2f} | {r['error_ratio_peak']:.2f} ({r['error_ratio_peak_iter']}) | {r['delta_ratio']:.2f} | {r['cosine']:+.4f} | "
                  f"{r['pp_bwd_bytes_per_iter']} ({r['pp_bwd_bytes_saved_per_iter']}) | "
                  f"{r['ms_per_iter_median']:.0f} | {r['last_loss']:.4f} |")
 for key in ("error_ratio", "delta_ratio"):
     lines += ["", f"{key} per iteration:", ""]
     for r in rows:
-        lines.append(f"- {r['message']} seed {r['seed']}: " + " ".join(f"{x:.2f}" for x in r[f"{key}_per_iter"]))
+        lines.append(f"- {r['message']} rank {r['cb_rank']} seed {r['seed']}: " + " ".join(f"{x:.2f}" for x in r[f"{key}_per_iter"]))
 open(f"{out}/lep-shapes.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines[2:3 + len(rows) + 1]))
 PYEOF
