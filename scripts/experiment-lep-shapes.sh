@@ -10,17 +10,19 @@
 # micro-batch change. Short runs: the ratios are compared across shapes at equal iterations,
 # after a start-up transient whose size and length depend on the shape (hence the peak and
 # the per-iteration values in the report), not at the end of a long run.
-#   bash scripts/experiment-lep-shapes.sh [--iters N (default 40)] [--out DIR]
+#   bash scripts/experiment-lep-shapes.sh [--iters N (default 100)] [--out DIR]
 #        [--shapes "HIDDEN:SEQ:MB ..." (default "256:128:4 512:256:8 1024:1024:8")]
 #        [--seeds "S1 S2 .." (default 1)] [--cb-rank R (default 16)] [--bin PATH] [--smoke] [--report-only]
-# --smoke: 3 iterations of two tiny shapes, the plumbing only (cli.lep_shapes).
+# On two cores the defaults take about an hour and a quarter, most of it the 8192 x 1024 run
+# (about 33 s per iteration). --smoke: 3 iterations of two tiny shapes, the plumbing only
+# (cli.lep_shapes).
 # Writes OUT/lep-shapes.{json,md}: per shape and seed, the means of error_ratio, delta_ratio
 # and cosine over the last quarter of the iterations, error_ratio's peak (the transient) and
 # its iteration, CB's bytes, ms per iteration and the last loss, then error_ratio and
 # delta_ratio per iteration; the runs' logs and metrics stay in OUT.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-ITERS=40 OUT=bench-results/lep-shapes SHAPES="256:128:4 512:256:8 1024:1024:8" SEEDS=1 RANK=16 BIN="" SMOKE=0 REPORT_ONLY=0
+ITERS=100 OUT=bench-results/lep-shapes SHAPES="256:128:4 512:256:8 1024:1024:8" SEEDS=1 RANK=16 BIN="" SMOKE=0 REPORT_ONLY=0
 while (($#)); do
   case $1 in
     --iters) ITERS=${2:?}; shift 2 ;;
