@@ -22,7 +22,7 @@ for r in rows:
     assert r["iterations"] == 3 and len(r["error_ratio_per_iter"]) == 3, r
     assert r["error_ratio"] > 0 and r["delta_ratio"] > 0, r
     rows_, cols = r["seq"] * r["micro_batch"], r["hidden"]
-    # PowerSGD rank 16: P (rows x 16) and Q (cols x 16) floats per micro-batch, 2 micro-batches.
+    # PowerSGD at rank R: P (rows x R) and Q (cols x R) floats per micro-batch, 2 micro-batches.
     assert r["pp_bwd_bytes_per_iter"] == 2 * 4 * r["cb_rank"] * (rows_ + cols), r
 print(", ".join(f"{r['message']} r{r['cb_rank']}: error_ratio {r['error_ratio']:.2f}" for r in rows))
 PY
