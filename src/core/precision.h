@@ -65,6 +65,31 @@ OCC_HD inline float round_to(Precision p, float x) {
   return p == Precision::Bf16 ? round_bf16(x) : p == Precision::Fp16 ? round_fp16(x) : x;
 }
 
+// ---- 16-bit storage (a --bf16 / --fp16 step's tensors on the GPU) ----------
+// The bits of the 16-bit value nearest to x (ties to even, as round_bf16 /
+// round_fp16), and back: exact, so a value already of the format round-trips.
+OCC_HD inline uint16_t bf16_bits(float x) { return uint16_t(float_bits(round_bf16(x)) >> 16); }
+OCC_HD inline float bf16_value(uint16_t b) { return bits_float(uint32_t(b) << 16); }
+OCC_HD inline uint16_t fp16_bits(float x) {
+  const float r = round_fp16(x);
+  const uint32_t u = float_bits(r), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a >= 0x47800000u) return uint16_t(sign | 0x7c00u);  // infinity (round_fp16 already overflowed)
+  if (a < 0x38800000u) {                                  // subnormal: r is a multiple of 2^-24
+    const float m = bits_float(a) * 16777216.0f;         // exact integer below 1024
+    return uint16_t(sign | uint32_t(m));
+  }
+  return uint16_t(sign | (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
+}
+OCC_HD inline float fp16_value(uint16_t b) {
+  const uint32_t sign = uint32_t(b & 0x8000u) << 16, e = (b >> 10) & 0x1fu, m = b & 0x3ffu;
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));        // infinity, NaN
+  if (e == 0) return bits_float(sign | float_bits(float(m) * 0x1p-24f));  // subnormal, exact
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+OCC_HD inline uint16_t sixteen_bits(Precision p, float x) { return p == Precision::Bf16 ? bf16_bits(x) : fp16_bits(x); }
+OCC_HD inline float sixteen_value(Precision p, uint16_t b) { return p == Precision::Bf16 ? bf16_value(b) : fp16_value(b); }
+
 // ---- FP8 (OCP 8-bit floating point, used by the fp8 gradient compressor) ----
 // E4M3FN: bias 7, 3 mantissa bits, max 448 (0x7e), subnormals down to 2^-9,
 //   no infinities, NaN only as 0x7f / 0xff.

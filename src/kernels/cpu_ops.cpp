@@ -13,12 +13,15 @@ class CpuOps final : public Ops {
  public:
   Device device() const override { return Device::Cpu; }
   void synchronize() override {}
+  // fp32 storage, rounded by the step: the reference numerics.
+  Precision storage_format(Precision) const override { return Precision::Fp32; }
 
-  void copy(float* dst, const float* src, int64_t n) override {
-    if (n > 0 && dst != src) std::memcpy(dst, src, sizeof(float) * size_t(n));
+  void copy(TensorRef dst, ConstTensorRef src, int64_t n) override {
+    if (n > 0 && dst.data() != src.data()) std::memcpy(dst.f32(), src.f32(), sizeof(float) * size_t(n));
   }
-  void fill(float* dst, float value, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) dst[i] = value;
+  void fill(TensorRef dst, float value, int64_t n) override {
+    float* x = dst.f32();
+    for (int64_t i = 0; i < n; ++i) x[i] = value;
   }
   void round_to_precision(float* x, int64_t n, Precision p) override {
     if (p == Precision::Fp32) return;
@@ -30,86 +33,135 @@ class CpuOps final : public Ops {
   }
 
   // fp32 products of the operands whatever their format: the reference numerics.
-  void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+  void linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N, int64_t C,
                       int64_t OC, Precision /*operands*/) override {
-    kernels::linear_forward(out, inp, w, bias, N, C, OC);
+    kernels::linear_forward(out.f32(), inp.f32(), w.f32(), bias.f32(), N, C, OC);
   }
-  void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision /*operands*/) override {
-    kernels::linear_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+  void linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTensorRef dout, ConstTensorRef inp,
+                       ConstTensorRef w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
+                       Precision /*operands*/) override {
+    kernels::linear_backward(dinp.f32(), dw, dbias, dout.f32(), inp.f32(), w.f32(), N, C, OC, accumulate_dinp);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
-                         int64_t N, int64_t C, float eps) override {
-    kernels::layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps);
+  void linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
+                           int64_t N, int64_t C, int64_t OC, Precision p) override {
+    float* y = pre.f32();
+    kernels::linear_forward(y, inp.f32(), w.f32(), bias.f32(), N, C, OC);
+    kernels::gelu_forward(out.f32(), y, N * OC);  // GeLU of the unrounded sum
+    round_to_precision(y, N * OC, p);
+    round_to_precision(out.f32(), N * OC, p);
   }
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                          const float* mean, const float* rstd, int64_t N, int64_t C) override {
-    kernels::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  void linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout, ConstTensorRef gelu_out,
+                            ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t C, int64_t OC,
+                            Precision p) override {
+    float* g = dpre.f32();
+    kernels::linear_backward(g, dw, nullptr, dout.f32(), gelu_out.f32(), w.f32(), N, C, OC, false);
+    kernels::gelu_backward(g, pre.f32(), g, N * C);
+    if (dpre_bias) kernels::add_column_sums(dpre_bias, g, N, C);  // of the unrounded gradient
+    round_to_precision(g, N * C, p);
   }
-  void gelu_forward(float* out, const float* inp, int64_t n) override { kernels::gelu_forward(out, inp, n); }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override {
-    kernels::gelu_backward(dinp, inp, dout, n);
+  void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef inp, ConstTensorRef w,
+                         ConstTensorRef b, int64_t N, int64_t C, float eps) override {
+    kernels::layernorm_forward(out.f32(), mean, rstd, inp.f32(), w.f32(), b.f32(), N, C, eps);
   }
-  void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+  void layernorm_backward(TensorRef dinp, float* dw, float* db, ConstTensorRef dout, ConstTensorRef inp,
+                          ConstTensorRef w, const float* mean, const float* rstd, int64_t N, int64_t C) override {
+    kernels::layernorm_backward(dinp.f32(), dw, db, dout.f32(), inp.f32(), w.f32(), mean, rstd, N, C);
+  }
+  // The fused pairs are the separate kernels with the model's rounding between them.
+  void bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
+                                          ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                          const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N, int64_t T,
+                                          int64_t C, float eps, Precision p) override {
+    kernels::bias_dropout_add_forward(residual_out.f32(), residual.f32(), x.f32(), bias.f32(), d, N, T, C);
+    round_to_precision(residual_out.f32(), N * C, p);
+    kernels::layernorm_forward(ln_out.f32(), mean, rstd, residual_out.f32(), w.f32(), b.f32(), N, C, eps);
+    round_to_precision(ln_out.f32(), N * C, p);
+  }
+  void layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, float* db,
+                                  ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w, const float* mean,
+                                  const float* rstd, const Dropout& d, int64_t N, int64_t T, int64_t C,
+                                  Precision p) override {
+    kernels::layernorm_backward(dresid.f32(), dw, db, dout.f32(), inp.f32(), w.f32(), mean, rstd, N, C);
+    round_to_precision(dresid.f32(), N * C, p);
+    kernels::bias_dropout_add_backward(dx.f32(), dbias, dresid.f32(), d, N, T, C);
+    round_to_precision(dx.f32(), N * C, p);
+  }
+  void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) override {
+    kernels::gelu_forward(out.f32(), inp.f32(), n);
+  }
+  void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) override {
+    kernels::gelu_backward(dinp.f32(), inp.f32(), dout.f32(), n);
+  }
+  void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
                                 const Dropout& d, int64_t N, int64_t T, int64_t C) override {
-    kernels::bias_dropout_add_forward(out, residual, x, bias, d, N, T, C);
+    kernels::bias_dropout_add_forward(out.f32(), residual.f32(), x.f32(), bias.f32(), d, N, T, C);
   }
-  void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
-                                 int64_t C) override {
-    kernels::bias_dropout_add_backward(dx, dbias, dout, d, N, T, C);
+  void bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
+                                 int64_t T, int64_t C) override {
+    kernels::bias_dropout_add_backward(dx.f32(), dbias, dout.f32(), d, N, T, C);
   }
-  void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) override {
-    kernels::dropout_inplace(x, d, N, T, C);
+  void dropout_inplace(TensorRef x, const Dropout& d, int64_t N, int64_t T, int64_t C) override {
+    kernels::dropout_inplace(x.f32(), d, N, T, C);
   }
 
   // Saved: probs [B, H, T, T], then (with dropout) probs after dropout.
-  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const override {
+  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d, Precision) const override {
     return s.B * s.H * s.T * s.T * (d.active() ? 2 : 1);
   }
-  void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+  void attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
                          const Dropout& d) override {
-    kernels::attention_forward(out, saved, d.active() ? saved + s.B * s.H * s.T * s.T : nullptr, qkv, s, d);
+    kernels::attention_forward(out.f32(), saved, d.active() ? saved + s.B * s.H * s.T * s.T : nullptr, qkv.f32(), s,
+                               d);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                          const AttentionShape& s, const Dropout& d) override {
-    kernels::attention_backward(dqkv, dout, qkv, saved, d.active() ? saved + s.B * s.H * s.T * s.T : nullptr, s, d);
+  void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef /*out*/,
+                          const float* saved, const AttentionShape& s, const Dropout& d) override {
+    kernels::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), saved,
+                                d.active() ? saved + s.B * s.H * s.T * s.T : nullptr, s, d);
+  }
+  std::string attention_description(Precision) const override {
+    return "cpu (fp32 GEMMs, probabilities kept for backward)";
   }
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V, int64_t N,
+  void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V, int64_t N,
                          int64_t C) override {
-    kernels::embedding_forward(out, tokens, wte, v0, V, N, C);
+    kernels::embedding_forward(out.f32(), tokens, wte.f32(), v0, V, N, C);
   }
-  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
+  void embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
                           int64_t C) override {
-    kernels::embedding_backward(dwte, dout, tokens, v0, V, N, C);
+    kernels::embedding_backward(dwte, dout.f32(), tokens, v0, V, N, C);
   }
-  void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) override {
-    kernels::position_forward(out, wpe, N, T, C);
+  void position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) override {
+    kernels::position_forward(out.f32(), wpe.f32(), N, T, C);
   }
-  void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) override {
-    kernels::position_backward(dwpe, dout, N, T, C);
+  void position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) override {
+    kernels::position_backward(dwpe, dout.f32(), N, T, C);
   }
 
-  void row_max(float* out, const float* logits, int64_t N, int64_t V) override { kernels::row_max(out, logits, N, V); }
-  void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) override {
-    kernels::row_sum_exp(out, logits, max, N, V);
+  void row_max(float* out, ConstTensorRef logits, int64_t N, int64_t V) override {
+    kernels::row_max(out, logits.f32(), N, V);
   }
-  void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+  void row_sum_exp(float* out, ConstTensorRef logits, const float* max, int64_t N, int64_t V) override {
+    kernels::row_sum_exp(out, logits.f32(), max, N, V);
+  }
+  void target_logit(float* out, ConstTensorRef logits, const int32_t* labels, int64_t v0, int64_t N,
                     int64_t V) override {
-    kernels::target_logit(out, logits, labels, v0, N, V);
+    kernels::target_logit(out, logits.f32(), labels, v0, N, V);
   }
-  void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp, const int32_t* labels,
+  void cross_entropy_backward_inplace(TensorRef logits, const float* max, const float* sum_exp, const int32_t* labels,
                                       int64_t v0, float scale, int64_t N, int64_t V) override {
-    kernels::cross_entropy_backward_inplace(logits, max, sum_exp, labels, v0, scale, N, V);
+    kernels::cross_entropy_backward_inplace(logits.f32(), max, sum_exp, labels, v0, scale, N, V);
   }
-  double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) override {
+  void cross_entropy_loss_sum(double* loss_sum, const float* max, const float* sum_exp, const float* target,
+                              int64_t N) override {
     double loss = 0.0;
     for (int64_t n = 0; n < N; ++n) loss += double(std::log(sum_exp[n]) + max[n] - target[n]);
-    return loss;
+    *loss_sum += loss;
   }
-  double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) override {
-    return kernels::cross_entropy_fused(logits, labels, grad_scale, N, V);
+  void cross_entropy_fused(TensorRef logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V,
+                           double* loss_sum) override {
+    *loss_sum += kernels::cross_entropy_fused(logits.f32(), labels, grad_scale, N, V);
   }
+  double read_double(const double* device_value) override { return *device_value; }
 
   void adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
                     const AdamWStep& s) override {
@@ -130,6 +182,11 @@ class CpuOps final : public Ops {
     double s = 0.0;
 #pragma omp parallel for simd reduction(+ : s) schedule(static)
     for (int64_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+    return s;
+  }
+  double sum_squares_spans(const float* base, const Span* spans, int64_t count) override {
+    double s = 0.0;
+    for (int64_t i = 0; i < count; ++i) s += sum_squares(base + spans[i].offset, spans[i].numel);
     return s;
   }
   void scale(float* x, float factor, int64_t n) override {

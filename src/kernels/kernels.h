@@ -15,6 +15,8 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
 // dbias[OC] += column sums of dout (skipped when nullptr).
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false);
+// sums[C] += column sums of x[N, C] (the order of additions linear_backward's dbias uses).
+void add_column_sums(float* sums, const float* x, int64_t N, int64_t C);
 
 // ---- layer norm ------------------------------------------------------------
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,

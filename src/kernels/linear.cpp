@@ -18,6 +18,19 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
               out, int(OC));
 }
 
+void add_column_sums(float* sums, const float* x, int64_t N, int64_t C) {
+  // Parallel over column blocks so no two threads share an output.
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < C; c0 += 64) {
+    const int64_t c1 = c0 + 64 < C ? c0 + 64 : C;
+    for (int64_t n = 0; n < N; ++n) {
+      const float* row = x + n * C;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) sums[c] += row[c];
+    }
+  }
+}
+
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t C, int64_t OC, bool accumulate_dinp) {
   if (dinp)
@@ -26,18 +39,7 @@ void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, co
   if (dw)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(C), int(N), 1.0f, dout, int(OC), inp, int(C),
                 1.0f, dw, int(C));
-  if (dbias) {
-    // Column sums, parallel over column blocks so no two threads share an output.
-#pragma omp parallel for schedule(static)
-    for (int64_t o0 = 0; o0 < OC; o0 += 64) {
-      int64_t o1 = o0 + 64 < OC ? o0 + 64 : OC;
-      for (int64_t n = 0; n < N; ++n) {
-        const float* row = dout + n * OC;
-#pragma omp simd
-        for (int64_t o = o0; o < o1; ++o) dbias[o] += row[o];
-      }
-    }
-  }
+  if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 
 }  // namespace occ::kernels

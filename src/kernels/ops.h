@@ -2,16 +2,34 @@
 // The compute backend: every kernel the model, the optimizer and the schedule
 // run, behind one interface with a CPU implementation (the reference, wrapping
 // kernels.h) and a CUDA one (kernels/cuda/). All pointers are on the ops'
-// device; host values (losses, norms) are returned by value. Conventions are
-// those of kernels.h: row-major, backward kernels accumulate (+=) into
-// parameter gradients.
+// device; host values (norms) are returned by value. Conventions are those of
+// kernels.h: row-major, backward kernels accumulate (+=) into parameter
+// gradients.
+//
+// Tensors the step computes with (activations, activation gradients, the
+// step's copy of the weights) are TensorRefs (core/tensor_ref.h): fp32, or,
+// where the backend stores a --bf16 / --fp16 step in 16 bits (the GPU:
+// storage_format()), 16-bit values. Within one call every TensorRef has the
+// same format, except where a parameter says otherwise. A kernel writing a
+// 16-bit tensor rounds each value once, to nearest (ties to even), from its
+// fp32 result: the values core/precision.h's rounding gives, which the CPU
+// reference obtains by rounding fp32 storage (round_to_precision). Master
+// weights, parameter gradients, optimizer state and softmax / LayerNorm
+// statistics are always fp32 (float*).
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
 #include "core/precision.h"
+#include "core/tensor_ref.h"
 #include "kernels/kernels.h"
 
 namespace occ::kernels {
+
+// A range of a buffer, in elements.
+struct Span {
+  int64_t offset = 0, numel = 0;
+};
 
 // One AdamW step's constants (bias corrections precomputed on the host).
 struct AdamWStep {
@@ -24,71 +42,123 @@ class Ops {
   virtual ~Ops() = default;
   virtual Device device() const = 0;
   virtual void synchronize() = 0;
+  // The format this backend stores a step of precision `step` in: the CPU
+  // keeps fp32 (rounded values: the reference), the GPU the 16-bit format itself.
+  virtual Precision storage_format(Precision step) const = 0;
 
   // ---- memory (same device) --------------------------------------------------
-  virtual void copy(float* dst, const float* src, int64_t n) = 0;
-  virtual void fill(float* dst, float value, int64_t n) = 0;
-  // Rounds x in place to the values of precision p (core/precision.h; a no-op for fp32).
+  // Copies n values, converting between formats (to 16 bits: nearest, ties to even).
+  virtual void copy(TensorRef dst, ConstTensorRef src, int64_t n) = 0;
+  virtual void fill(TensorRef dst, float value, int64_t n) = 0;
+  // Rounds fp32 x in place to the values of precision p (core/precision.h; a no-op for fp32).
   virtual void round_to_precision(float* x, int64_t n, Precision p) = 0;
-  // Copies int32 tokens from the host into device memory.
+  // Copies int32 tokens from the host into device memory. The host array may be
+  // reused as soon as the call returns; the device may still be copying.
   virtual void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) = 0;
 
   // ---- dense layers ------------------------------------------------------------
-  // `operands`: the format whose values every matrix operand already holds (the
-  // input, the weight and the output gradient; in --bf16 / --fp16 the model rounds
-  // them to it, core/precision.h). A backend may multiply them in that format with
-  // fp32 accumulation: each product is exact in fp32, so the result is the fp32
-  // product up to summation order. The GPU does, on its tensor cores; the CPU (the
-  // reference) multiplies in fp32 whatever the format. Outputs stay fp32.
-  virtual void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                              int64_t OC, Precision operands = Precision::Fp32) = 0;
-  virtual void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false,
+  // `operands`: the format whose values fp32 operands already hold (in --bf16 /
+  // --fp16 the model rounds them to it, core/precision.h). A backend may
+  // multiply them in that format with fp32 accumulation: each product is exact
+  // in fp32, so the result is the fp32 product up to summation order. The GPU
+  // does, on its tensor cores; the CPU (the reference) multiplies in fp32.
+  // 16-bit tensors multiply in their own format. Results are accumulated in fp32
+  // and stored in out's format; bias (fp32 or out's format) is added in fp32.
+  virtual void linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N,
+                              int64_t C, int64_t OC, Precision operands = Precision::Fp32) = 0;
+  // dinp (+= onto its values when accumulate_dinp) in dinp's format; dw, dbias (fp32) +=.
+  virtual void linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTensorRef dout, ConstTensorRef inp,
+                               ConstTensorRef w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false,
                                Precision operands = Precision::Fp32) = 0;
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                 const float* b, int64_t N, int64_t C, float eps) = 0;
-  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                                  const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) = 0;
-  virtual void gelu_forward(float* out, const float* inp, int64_t n) = 0;
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) = 0;
-  virtual void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
-                                        const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
-  virtual void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N,
+  // The MLP's first layer with its GeLU (cuBLASLt's GELU_AUX_BIAS epilogue):
+  // with y = inp w^T + bias in fp32, pre = y and out = gelu(y), each rounded to p
+  // when stored (GeLU of the unrounded y).
+  virtual void linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w,
+                                   ConstTensorRef bias, int64_t N, int64_t C, int64_t OC, Precision p) = 0;
+  // The backward of out = linear(gelu(pre)) back to pre (cuBLASLt's DGELU_BGRAD
+  // epilogue on the input-gradient product): with g = dout w in fp32, dpre =
+  // g * gelu'(pre) rounded to p when stored; dpre_bias += column sums of the
+  // unrounded dpre (the gradient of the bias that produced pre; nullptr: none);
+  // dw += dout^T gelu_out (the forward's out). N rows, C = pre's width, OC = dout's.
+  virtual void linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
+                                    ConstTensorRef gelu_out, ConstTensorRef pre, ConstTensorRef w, int64_t N,
+                                    int64_t C, int64_t OC, Precision p) = 0;
+
+  // ---- normalisation, residuals, dropout ------------------------------------------
+  virtual void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef inp, ConstTensorRef w,
+                                 ConstTensorRef b, int64_t N, int64_t C, float eps) = 0;
+  // dinp +=; dw, db (fp32) +=.
+  virtual void layernorm_backward(TensorRef dinp, float* dw, float* db, ConstTensorRef dout, ConstTensorRef inp,
+                                  ConstTensorRef w, const float* mean, const float* rstd, int64_t N, int64_t C) = 0;
+  // Megatron's bias-dropout-add followed by the next LayerNorm, in one pass:
+  // residual_out = residual + dropout(x + bias) rounded to p, then
+  // ln_out = LayerNorm(residual_out) rounded to p (from the rounded values).
+  // x may be fp32 while the rest is 16-bit (a TP all-reduce's sum).
+  virtual void bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
+                                                  ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                                  const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N,
+                                                  int64_t T, int64_t C, float eps, Precision p) = 0;
+  // Its backward, in one pass: dresid += LayerNorm's input gradient (dout: the
+  // gradient of ln_out; inp: the forward's residual_out), rounded to p; dw, db +=
+  // LayerNorm's parameter gradients; dx = dropout'(dresid) rounded to p (the
+  // gradient of x); dbias += column sums of dx (nullptr: none).
+  virtual void layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, float* db,
+                                          ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                                          const float* mean, const float* rstd, const Dropout& d, int64_t N,
+                                          int64_t T, int64_t C, Precision p) = 0;
+  virtual void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) = 0;
+  virtual void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) = 0;
+  // x may be fp32 while out and residual are 16-bit (a TP all-reduce's sum).
+  virtual void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x,
+                                        ConstTensorRef bias, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
                                          int64_t T, int64_t C) = 0;
-  virtual void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void dropout_inplace(TensorRef x, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
 
   // ---- attention ---------------------------------------------------------------------
   // What forward keeps for backward is the backend's business: the CPU keeps
   // the probabilities (and their dropped copy), a fused GPU kernel keeps only
-  // per-row softmax statistics. `saved` holds attention_saved_floats() floats.
-  virtual int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const = 0;
-  virtual void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+  // per-row softmax statistics. `saved` holds attention_saved_floats() floats
+  // for q/k/v stored in `storage` (the kernels may differ by format).
+  // Backward also gets the forward's output (flash kernels compute rowsum(dout * out) from it).
+  virtual int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d,
+                                         Precision storage = Precision::Fp32) const = 0;
+  virtual void attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
                                  const Dropout& d) = 0;
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                                  const AttentionShape& s, const Dropout& d) = 0;
+  virtual void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
+                                  const float* saved, const AttentionShape& s, const Dropout& d) = 0;
+  // One line naming the attention implementation this backend runs for a step
+  // of precision p (the run's start line prints it).
+  virtual std::string attention_description(Precision p) const = 0;
 
   // ---- embeddings --------------------------------------------------------------------
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+  virtual void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V,
                                  int64_t N, int64_t C) = 0;
-  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V,
+  virtual void embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V,
                                   int64_t N, int64_t C) = 0;
-  virtual void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) = 0;
-  virtual void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) = 0;
+  virtual void position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) = 0;
 
   // ---- cross-entropy -----------------------------------------------------------------
+  // Losses are summed into *loss_sum, a double in device memory, so that a step
+  // needs no host synchronisation until its loss is read (once per iteration).
   // Vocab-parallel steps (the caller all-reduces between them, see kernels.h).
-  virtual void row_max(float* out, const float* logits, int64_t N, int64_t V) = 0;
-  virtual void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) = 0;
-  virtual void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+  virtual void row_max(float* out, ConstTensorRef logits, int64_t N, int64_t V) = 0;
+  virtual void row_sum_exp(float* out, ConstTensorRef logits, const float* max, int64_t N, int64_t V) = 0;
+  virtual void target_logit(float* out, ConstTensorRef logits, const int32_t* labels, int64_t v0, int64_t N,
                             int64_t V) = 0;
-  virtual void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp,
+  virtual void cross_entropy_backward_inplace(TensorRef logits, const float* max, const float* sum_exp,
                                               const int32_t* labels, int64_t v0, float scale, int64_t N,
                                               int64_t V) = 0;
-  // sum_n log(sum_exp[n]) + max[n] - target[n], accumulated in double.
-  virtual double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) = 0;
-  // Single-shard path: loss (returned) and, when grad_scale != 0, the gradient in place.
-  virtual double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N,
-                                     int64_t V) = 0;
+  // *loss_sum += sum_n log(sum_exp[n]) + max[n] - target[n] (each term in float, summed in double).
+  virtual void cross_entropy_loss_sum(double* loss_sum, const float* max, const float* sum_exp, const float* target,
+                                      int64_t N) = 0;
+  // Single-shard path: *loss_sum += the rows' summed loss and, when grad_scale
+  // != 0, the gradient in place (in the logits' format).
+  virtual void cross_entropy_fused(TensorRef logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V,
+                                   double* loss_sum) = 0;
+  // A device double's value on the host (waits for the work queued before it).
+  virtual double read_double(const double* device_value) = 0;
 
   // ---- optimizer ---------------------------------------------------------------------
   // AdamW over n elements; decay[i] != 0 applies decoupled weight decay.
@@ -96,6 +166,9 @@ class Ops {
                             const AdamWStep& step) = 0;
   // Sum of squares (double accumulation) and in-place scaling.
   virtual double sum_squares(const float* x, int64_t n) = 0;
+  // The sum of squares of several spans of one buffer in one pass (the global
+  // gradient norm: one reduction and one wait per iteration, not one per tensor).
+  virtual double sum_squares_spans(const float* base, const Span* spans, int64_t count) = 0;
   virtual void scale(float* x, float factor, int64_t n) = 0;
 
   // ---- low-rank compression (PowerSGD on the gradients' device) --------------------

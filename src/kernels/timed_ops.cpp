@@ -52,10 +52,10 @@ double TimedOps::total_seconds() const {
   return s;
 }
 
-void TimedOps::copy(float* dst, const float* src, int64_t n) {
+void TimedOps::copy(TensorRef dst, ConstTensorRef src, int64_t n) {
   timed("copy", 0, [&] { inner_.copy(dst, src, n); });
 }
-void TimedOps::fill(float* dst, float value, int64_t n) {
+void TimedOps::fill(TensorRef dst, float value, int64_t n) {
   timed("fill", 0, [&] { inner_.fill(dst, value, n); });
 }
 void TimedOps::round_to_precision(float* x, int64_t n, Precision p) {
@@ -64,89 +64,126 @@ void TimedOps::round_to_precision(float* x, int64_t n, Precision p) {
 void TimedOps::upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) {
   timed("upload_tokens", 0, [&] { inner_.upload_tokens(dst, host_src, n); });
 }
-void TimedOps::linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                              int64_t OC, Precision operands) {
+void TimedOps::linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N,
+                              int64_t C, int64_t OC, Precision operands) {
   timed("linear_forward" + shape(N, C, OC), 2.0 * double(N) * double(C) * double(OC),
         [&] { inner_.linear_forward(out, inp, w, bias, N, C, OC, operands); });
 }
-void TimedOps::linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                               const float* w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
+void TimedOps::linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTensorRef dout, ConstTensorRef inp,
+                               ConstTensorRef w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
                                Precision operands) {
-  const double gemms = double(dinp != nullptr) + double(dw != nullptr);
+  const double gemms = double(bool(dinp)) + double(dw != nullptr);
   timed("linear_backward" + shape(N, C, OC), gemms * 2.0 * double(N) * double(C) * double(OC),
         [&] { inner_.linear_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp, operands); });
 }
-void TimedOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                 const float* b, int64_t N, int64_t C, float eps) {
+void TimedOps::linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w,
+                                   ConstTensorRef bias, int64_t N, int64_t C, int64_t OC, Precision p) {
+  timed("linear_gelu_forward" + shape(N, C, OC), 2.0 * double(N) * double(C) * double(OC),
+        [&] { inner_.linear_gelu_forward(pre, out, inp, w, bias, N, C, OC, p); });
+}
+void TimedOps::linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
+                                    ConstTensorRef gelu_out, ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t C,
+                                    int64_t OC, Precision p) {
+  const double gemms = double(bool(dpre)) + double(dw != nullptr);
+  timed("linear_backward_gelu" + shape(N, C, OC), gemms * 2.0 * double(N) * double(C) * double(OC),
+        [&] { inner_.linear_backward_gelu(dpre, dpre_bias, dw, dout, gelu_out, pre, w, N, C, OC, p); });
+}
+void TimedOps::layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef inp, ConstTensorRef w,
+                                 ConstTensorRef b, int64_t N, int64_t C, float eps) {
   timed("layernorm_forward", 0, [&] { inner_.layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps); });
 }
-void TimedOps::layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                                  const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
+void TimedOps::layernorm_backward(TensorRef dinp, float* dw, float* db, ConstTensorRef dout, ConstTensorRef inp,
+                                  ConstTensorRef w, const float* mean, const float* rstd, int64_t N, int64_t C) {
   timed("layernorm_backward", 0, [&] { inner_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C); });
 }
-void TimedOps::gelu_forward(float* out, const float* inp, int64_t n) {
+void TimedOps::bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
+                                                  ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                                  const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N,
+                                                  int64_t T, int64_t C, float eps, Precision p) {
+  timed("bias_dropout_add_layernorm_forward", 0, [&] {
+    inner_.bias_dropout_add_layernorm_forward(residual_out, ln_out, mean, rstd, residual, x, bias, d, w, b, N, T, C,
+                                              eps, p);
+  });
+}
+void TimedOps::layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, float* db,
+                                          ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                                          const float* mean, const float* rstd, const Dropout& d, int64_t N,
+                                          int64_t T, int64_t C, Precision p) {
+  timed("layernorm_dropout_backward", 0, [&] {
+    inner_.layernorm_dropout_backward(dresid, dx, dbias, dw, db, dout, inp, w, mean, rstd, d, N, T, C, p);
+  });
+}
+void TimedOps::gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) {
   timed("gelu_forward", 0, [&] { inner_.gelu_forward(out, inp, n); });
 }
-void TimedOps::gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+void TimedOps::gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) {
   timed("gelu_backward", 0, [&] { inner_.gelu_backward(dinp, inp, dout, n); });
 }
-void TimedOps::bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+void TimedOps::bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
                                         const Dropout& d, int64_t N, int64_t T, int64_t C) {
   timed("bias_dropout_add_forward", 0, [&] { inner_.bias_dropout_add_forward(out, residual, x, bias, d, N, T, C); });
 }
-void TimedOps::bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N,
+void TimedOps::bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
                                          int64_t T, int64_t C) {
   timed("bias_dropout_add_backward", 0, [&] { inner_.bias_dropout_add_backward(dx, dbias, dout, d, N, T, C); });
 }
-void TimedOps::dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) {
+void TimedOps::dropout_inplace(TensorRef x, const Dropout& d, int64_t N, int64_t T, int64_t C) {
   timed("dropout_inplace", 0, [&] { inner_.dropout_inplace(x, d, N, T, C); });
 }
-void TimedOps::attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+// Attention FLOPs count the causal half: QK^T and PV over the T (T + 1) / 2
+// (query, key) pairs a causal kernel must compute (forward 2 products, backward 4).
+static double causal_pairs(const AttentionShape& s) {
+  return double(s.B) * double(s.H) * double(s.T) * double(s.T + 1) / 2.0 * double(s.D);
+}
+void TimedOps::attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
                                  const Dropout& d) {
-  // QK^T and PV over the full T x T (the FLOP count bench uses).
-  const double flops = 4.0 * double(s.B) * double(s.H) * double(s.T) * double(s.T) * double(s.D);
-  timed("attention_forward", flops, [&] { inner_.attention_forward(out, saved, qkv, s, d); });
+  timed("attention_forward", 4.0 * causal_pairs(s), [&] { inner_.attention_forward(out, saved, qkv, s, d); });
 }
-void TimedOps::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                                  const AttentionShape& s, const Dropout& d) {
-  const double flops = 8.0 * double(s.B) * double(s.H) * double(s.T) * double(s.T) * double(s.D);
-  timed("attention_backward", flops, [&] { inner_.attention_backward(dqkv, dout, qkv, saved, s, d); });
+void TimedOps::attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
+                                  const float* saved, const AttentionShape& s, const Dropout& d) {
+  timed("attention_backward", 8.0 * causal_pairs(s),
+        [&] { inner_.attention_backward(dqkv, dout, qkv, out, saved, s, d); });
 }
-void TimedOps::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+void TimedOps::embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V,
                                  int64_t N, int64_t C) {
   timed("embedding_forward", 0, [&] { inner_.embedding_forward(out, tokens, wte, v0, V, N, C); });
 }
-void TimedOps::embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V,
+void TimedOps::embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V,
                                   int64_t N, int64_t C) {
   timed("embedding_backward", 0, [&] { inner_.embedding_backward(dwte, dout, tokens, v0, V, N, C); });
 }
-void TimedOps::position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) {
+void TimedOps::position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) {
   timed("position_forward", 0, [&] { inner_.position_forward(out, wpe, N, T, C); });
 }
-void TimedOps::position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) {
+void TimedOps::position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) {
   timed("position_backward", 0, [&] { inner_.position_backward(dwpe, dout, N, T, C); });
 }
-void TimedOps::row_max(float* out, const float* logits, int64_t N, int64_t V) {
+void TimedOps::row_max(float* out, ConstTensorRef logits, int64_t N, int64_t V) {
   timed("row_max", 0, [&] { inner_.row_max(out, logits, N, V); });
 }
-void TimedOps::row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) {
+void TimedOps::row_sum_exp(float* out, ConstTensorRef logits, const float* max, int64_t N, int64_t V) {
   timed("row_sum_exp", 0, [&] { inner_.row_sum_exp(out, logits, max, N, V); });
 }
-void TimedOps::target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+void TimedOps::target_logit(float* out, ConstTensorRef logits, const int32_t* labels, int64_t v0, int64_t N,
                             int64_t V) {
   timed("target_logit", 0, [&] { inner_.target_logit(out, logits, labels, v0, N, V); });
 }
-void TimedOps::cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp,
+void TimedOps::cross_entropy_backward_inplace(TensorRef logits, const float* max, const float* sum_exp,
                                               const int32_t* labels, int64_t v0, float scale, int64_t N,
                                               int64_t V) {
   timed("cross_entropy_backward_inplace", 0,
         [&] { inner_.cross_entropy_backward_inplace(logits, max, sum_exp, labels, v0, scale, N, V); });
 }
-double TimedOps::cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) {
-  return timed("cross_entropy_loss_sum", 0, [&] { return inner_.cross_entropy_loss_sum(max, sum_exp, target, N); });
+void TimedOps::cross_entropy_loss_sum(double* loss_sum, const float* max, const float* sum_exp, const float* target,
+                                      int64_t N) {
+  timed("cross_entropy_loss_sum", 0, [&] { inner_.cross_entropy_loss_sum(loss_sum, max, sum_exp, target, N); });
 }
-double TimedOps::cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) {
-  return timed("cross_entropy_fused", 0, [&] { return inner_.cross_entropy_fused(logits, labels, grad_scale, N, V); });
+void TimedOps::cross_entropy_fused(TensorRef logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V,
+                                   double* loss_sum) {
+  timed("cross_entropy_fused", 0, [&] { inner_.cross_entropy_fused(logits, labels, grad_scale, N, V, loss_sum); });
+}
+double TimedOps::read_double(const double* device_value) {
+  return timed("read_double", 0, [&] { return inner_.read_double(device_value); });
 }
 void TimedOps::adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
                             const AdamWStep& step) {
@@ -154,6 +191,9 @@ void TimedOps::adamw_update(float* params, const float* grads, float* m, float* 
 }
 double TimedOps::sum_squares(const float* x, int64_t n) {
   return timed("sum_squares", 0, [&] { return inner_.sum_squares(x, n); });
+}
+double TimedOps::sum_squares_spans(const float* base, const Span* spans, int64_t count) {
+  return timed("sum_squares_spans", 0, [&] { return inner_.sum_squares_spans(base, spans, count); });
 }
 void TimedOps::scale(float* x, float factor, int64_t n) {
   timed("scale", 0, [&] { inner_.scale(x, factor, n); });

@@ -36,49 +36,69 @@ class TimedOps final : public Ops {
   Device device() const override { return inner_.device(); }
   void synchronize() override { inner_.synchronize(); }
 
-  void copy(float* dst, const float* src, int64_t n) override;
-  void fill(float* dst, float value, int64_t n) override;
+  Precision storage_format(Precision step) const override { return inner_.storage_format(step); }
+  void copy(TensorRef dst, ConstTensorRef src, int64_t n) override;
+  void fill(TensorRef dst, float value, int64_t n) override;
   void round_to_precision(float* x, int64_t n, Precision p) override;
   void upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) override;
-  void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
+  void linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N, int64_t C,
                       int64_t OC, Precision operands) override;
-  void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                       int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision operands) override;
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
-                         int64_t N, int64_t C, float eps) override;
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                          const float* mean, const float* rstd, int64_t N, int64_t C) override;
-  void gelu_forward(float* out, const float* inp, int64_t n) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) override;
-  void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+  void linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTensorRef dout, ConstTensorRef inp,
+                       ConstTensorRef w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
+                       Precision operands) override;
+  void linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
+                           int64_t N, int64_t C, int64_t OC, Precision p) override;
+  void linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout, ConstTensorRef gelu_out,
+                            ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t C, int64_t OC,
+                            Precision p) override;
+  void layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef inp, ConstTensorRef w,
+                         ConstTensorRef b, int64_t N, int64_t C, float eps) override;
+  void layernorm_backward(TensorRef dinp, float* dw, float* db, ConstTensorRef dout, ConstTensorRef inp,
+                          ConstTensorRef w, const float* mean, const float* rstd, int64_t N, int64_t C) override;
+  void bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
+                                          ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                          const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N, int64_t T,
+                                          int64_t C, float eps, Precision p) override;
+  void layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, float* db,
+                                  ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w, const float* mean,
+                                  const float* rstd, const Dropout& d, int64_t N, int64_t T, int64_t C,
+                                  Precision p) override;
+  void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) override;
+  void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) override;
+  void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
                                 const Dropout& d, int64_t N, int64_t T, int64_t C) override;
-  void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
-                                 int64_t C) override;
-  void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) override;
-  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d) const override {
-    return inner_.attention_saved_floats(s, d);
+  void bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
+                                 int64_t T, int64_t C) override;
+  void dropout_inplace(TensorRef x, const Dropout& d, int64_t N, int64_t T, int64_t C) override;
+  int64_t attention_saved_floats(const AttentionShape& s, const Dropout& d, Precision storage) const override {
+    return inner_.attention_saved_floats(s, d, storage);
   }
-  void attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
+  void attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
                          const Dropout& d) override;
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                          const AttentionShape& s, const Dropout& d) override;
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V, int64_t N,
+  void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
+                          const float* saved, const AttentionShape& s, const Dropout& d) override;
+  std::string attention_description(Precision p) const override { return inner_.attention_description(p); }
+  void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V, int64_t N,
                          int64_t C) override;
-  void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
+  void embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,
                           int64_t C) override;
-  void position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) override;
-  void position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) override;
-  void row_max(float* out, const float* logits, int64_t N, int64_t V) override;
-  void row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) override;
-  void target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+  void position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) override;
+  void position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) override;
+  void row_max(float* out, ConstTensorRef logits, int64_t N, int64_t V) override;
+  void row_sum_exp(float* out, ConstTensorRef logits, const float* max, int64_t N, int64_t V) override;
+  void target_logit(float* out, ConstTensorRef logits, const int32_t* labels, int64_t v0, int64_t N,
                     int64_t V) override;
-  void cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp, const int32_t* labels,
+  void cross_entropy_backward_inplace(TensorRef logits, const float* max, const float* sum_exp, const int32_t* labels,
                                       int64_t v0, float scale, int64_t N, int64_t V) override;
-  double cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) override;
-  double cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) override;
+  void cross_entropy_loss_sum(double* loss_sum, const float* max, const float* sum_exp, const float* target,
+                              int64_t N) override;
+  void cross_entropy_fused(TensorRef logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V,
+                           double* loss_sum) override;
+  double read_double(const double* device_value) override;
   void adamw_update(float* params, const float* grads, float* m, float* v, const uint8_t* decay, int64_t n,
                     const AdamWStep& step) override;
   double sum_squares(const float* x, int64_t n) override;
+  double sum_squares_spans(const float* base, const Span* spans, int64_t count) override;
   void scale(float* x, float factor, int64_t n) override;
   void matmul(float* c, const float* a, const float* b, int64_t M, int64_t N, int64_t K, bool trans_a,
               bool trans_b) override;

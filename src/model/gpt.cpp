@@ -1,5 +1,7 @@
 #include "model/gpt.h"
 
+#include <algorithm>
+
 #include "core/rng.h"
 
 namespace occ {
@@ -7,6 +9,12 @@ namespace occ {
 namespace {
 // Dropout sites, part of the mask key.
 enum Site : uint64_t { kEmbeddingDropout = 0, kAttentionDropout = 1, kAttentionOutDropout = 2, kMlpOutDropout = 3 };
+
+// The most logits one classifier chunk holds (64 Mi values: 128 MiB in bf16):
+// GPT-2's 50,304-word vocabulary then takes 1,280 tokens per chunk, enough
+// rows for the LM head's GEMMs to run at full speed, and a chunk never
+// approaches the [tokens, vocabulary] logits a whole micro-batch would need.
+constexpr int64_t kClassifierValues = int64_t(1) << 26;
 }  // namespace
 
 GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communicator& tp, uint64_t seed,
@@ -20,18 +28,25 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       params_layout_(cfg, layout),
       params_(options.device),
       grads_(options.device),
-      params_lp_(options.device),
-      branch_(options.device),
-      d_resid_(options.device),
-      d_ln_(options.device),
-      d_qkv_(options.device),
-      d_atty_(options.device),
-      d_fc_(options.device),
-      d_branch_(options.device),
+      storage_(ops_.storage_format(options.precision)),
+      params_lp_(options.device, storage_),
+      branch_(options.device, storage_),
+      d_resid_(options.device, storage_),
+      d_ln_(options.device, storage_),
+      d_qkv_(options.device, storage_),
+      d_atty_(options.device, storage_),
+      d_fc_(options.device, storage_),
+      d_branch_(options.device, storage_),
+      embedding_(options.device),
+      tp_sum_(options.device),
+      logits_(options.device, storage_),
+      ce_max_(options.device),
+      ce_sum_exp_(options.device),
       ce_target_(options.device),
-      recompute_layer_(options.device),
+      loss_sum_(options.device, 1),
+      recompute_layer_(options.device, storage_),
       recompute_saved_(options.device),
-      recompute_out_(options.device) {
+      recompute_out_(options.device, storage_) {
   cfg.validate(layout);
   chunk_layers_ = params_layout_.num_local_layers() / layout.vp_size;
   // The init is a pure function of (seed, tensor, global index), drawn on the host.
@@ -43,21 +58,35 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
 
 void GptStage::zero_grads() { grads_.zero(); }
 
-const float* GptStage::weights() {
+double GptStage::take_loss_sum() {
+  const double loss = ops_.read_double(loss_sum_.data());
+  loss_sum_.zero();
+  return loss;
+}
+
+ConstTensorRef GptStage::weights() {
   if (opt_.precision == Precision::Fp32) return params_.data();
   if (weights_stale_) {
     params_lp_.resize(params_.size());
-    ops_.copy(params_lp_.data(), params_.data(), int64_t(params_.size()));
-    lp(params_lp_.data(), int64_t(params_lp_.size()));
+    ops_.copy(params_lp_.ref(), params_.data(), int64_t(params_.size()));  // rounds into 16-bit storage
+    lp(params_lp_.ref(), int64_t(params_lp_.size()));                       // rounds fp32 storage
     weights_stale_ = false;
   }
-  return params_lp_.data();
+  return params_lp_.ref();
 }
 
-void GptStage::tp_allreduce(float* data, size_t count) {
-  if (tp_.size() == 1) return;
+void GptStage::tp_allreduce(TensorRef x, int64_t n) {
+  if (tp_.size() == 1 || n <= 0) return;
   ScopedPhase t(timers_, "tp_allreduce");
-  tp_.allreduce_sum(data, count, Traffic::TensorParallel);
+  if (x.is_fp32()) {
+    tp_.allreduce_sum(x.f32(), size_t(n), Traffic::TensorParallel);
+    lp(x, n);
+    return;
+  }
+  tp_sum_.resize(size_t(n));
+  ops_.copy(tp_sum_.data(), x, n);
+  tp_.allreduce_sum(tp_sum_.data(), size_t(n), Traffic::TensorParallel);
+  ops_.copy(x, tp_sum_.data(), n);  // rounded once, as lp rounds the fp32 sum
 }
 
 kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const {
@@ -70,6 +99,10 @@ kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
   return {B, T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
 }
 
+int64_t GptStage::classifier_rows(int64_t N, int64_t V) const {
+  return std::clamp<int64_t>(kClassifierValues / std::max<int64_t>(V, 1), 1, std::max<int64_t>(N, 1));
+}
+
 void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {
   const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
   const size_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
@@ -78,7 +111,7 @@ void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, 
   a.ln1_rstd.resize(N);
   a.qkv.resize(N * 3 * Cl);
   const kernels::Dropout attn_drop{0, training ? cfg_.attention_dropout : 0.0f, 0};
-  a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(B, T), attn_drop)) : 0);
+  a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(B, T), attn_drop, storage_)) : 0);
   a.atty.resize(N * Cl);
   a.residual1.resize(N * C);
   a.ln2.resize(N * C);
@@ -89,10 +122,11 @@ void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, 
 }
 
 void GptStage::allocate(StageActivations& acts, int B, int T, bool training, bool head) {
-  OCC_CHECK(acts.device == opt_.device, "internal: activations of device {} given to a stage on {}",
-            device_name(acts.device), device_name(opt_.device));
-  const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  while (acts.layers.size() < size_t(chunk_layers_)) acts.layers.emplace_back(opt_.device);
+  OCC_CHECK(acts.device == opt_.device && acts.storage == storage_,
+            "internal: activations of device {} ({}) given to a stage on {} ({})", device_name(acts.device),
+            precision_name(acts.storage), device_name(opt_.device), precision_name(storage_));
+  const size_t N = size_t(B) * T, C = cfg_.hidden_size;
+  while (acts.layers.size() < size_t(chunk_layers_)) acts.layers.emplace_back(opt_.device, storage_);
   const bool full = opt_.recompute == Recompute::Full;
   for (auto& a : acts.layers) {
     a.input.resize(N * C);
@@ -101,13 +135,10 @@ void GptStage::allocate(StageActivations& acts, int B, int T, bool training, boo
   if (full) allocate_layer(recompute_layer_, B, T, training, true);
   acts.output.resize(N * C);
   if (head) {  // only the slots the LM head runs in
-    const size_t Vl = size_t(cfg_.padded_vocab_size()) / tp;
     acts.lnf.resize(N * C);
     acts.lnf_mean.resize(N);
     acts.lnf_rstd.resize(N);
-    acts.logits.resize(N * Vl);
-    acts.ce_max.resize(N);
-    acts.ce_sum_exp.resize(N);
+    if (training) acts.dlnf.resize(N * C);
   }
 }
 
@@ -122,113 +153,153 @@ LayerActivations& GptStage::layer_work(StageActivations& acts, int l) {
   return opt_.recompute == Recompute::Full ? recompute_layer_ : acts.layers[size_t(l)];
 }
 
-double GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out,
-                         bool training, int chunk) {
+void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training,
+                       int chunk) {
   OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
   allocate(acts, mb.B, mb.T, training, layout_.holds_head(chunk));
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const float* P = weights();
+  const ConstTensorRef P = weights();
   const auto& pl = params_layout_;
-  float* x = chunk_layers_ > 0 ? acts.layers[0].input.data() : acts.output.data();
+  TensorRef x = chunk_layers_ > 0 ? acts.layers[0].input.ref() : acts.output.ref();
   const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
 
   if (layout_.holds_embedding(chunk)) {
+    // Summed in fp32 (vocab-parallel: each token's row is non-zero on one TP
+    // rank, so the all-reduce is exact), then stored rounded once.
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
-    ops_.embedding_forward(x, tokens, P + pl.word_embedding, v0, Vl, N, C);
-    tp_allreduce(x, size_t(N * C));
-    ops_.position_forward(x, P + pl.position_embedding, N, mb.T, C);
+    embedding_.resize(size_t(N * C));
+    float* e = embedding_.data();
+    ops_.embedding_forward(e, tokens, P + pl.word_embedding, v0, Vl, N, C);
+    if (tp_.size() > 1) {
+      ScopedPhase t(timers_, "tp_allreduce");
+      tp_.allreduce_sum(e, size_t(N * C), Traffic::TensorParallel);
+    }
+    ops_.position_forward(e, P + pl.position_embedding, N, mb.T, C);
     if (training)
       ops_.dropout_inplace(
-          x, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
-    lp(x, N * C);
+          e, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
+    ops_.copy(x, e, N * C);
   } else {
+    // A message from the previous stage: already of the format unless a lossy
+    // compressor decoded it, in which case it is rounded like any activation.
     ops_.copy(x, x_in, N * C);
   }
+  lp(x, N * C);
 
   for (int l = 0; l < chunk_layers_; ++l) {
-    float* out = l + 1 < chunk_layers_ ? acts.layers[size_t(l) + 1].input.data() : acts.output.data();
-    layer_forward(first_layer + l, acts.layers[size_t(l)].input.data(), layer_work(acts, l), out, mb, training);
+    TensorRef out = l + 1 < chunk_layers_ ? acts.layers[size_t(l) + 1].input.ref() : acts.output.ref();
+    layer_forward(first_layer + l, acts.layers[size_t(l)].input.ref(), layer_work(acts, l), out, mb, training);
   }
 
   if (!layout_.holds_head(chunk)) {
-    ops_.copy(x_out, acts.output.data(), N * C);
-    return 0.0;
+    ops_.copy(x_out, acts.output.ref(), N * C);
+    return;
   }
-  // Final LayerNorm, LM head against the (tied) word embedding, cross-entropy.
-  const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-  ops_.layernorm_forward(acts.lnf.data(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.data(),
+  ops_.layernorm_forward(acts.lnf.ref(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.ref(),
                          P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
-  lp(acts.lnf.data(), N * C);
-  float* logits = acts.logits.data();
-  ops_.linear_forward(logits, acts.lnf.data(), P + pl.head_weight, nullptr, N, C, Vl, opt_.precision);
-  lp(logits, N * Vl);  // the cross-entropy itself runs in fp32, as Megatron's
-  if (!mb.labels) return 0.0;
-  const int32_t* labels = upload_ids(acts.labels, mb.labels, N);
-  if (layout_.tp_size == 1) {
-    // d loss / d logits is computed here while each row is in cache.
-    const double loss = ops_.cross_entropy_fused(logits, labels, training ? mb.grad_scale : 0.0f, N, Vl);
-    if (training) lp(logits, N * Vl);
-    return loss;
-  }
-  float* mx = acts.ce_max.data();
-  float* se = acts.ce_sum_exp.data();
-  ce_target_.resize(size_t(N));
-  ops_.row_max(mx, logits, N, Vl);
-  {
-    ScopedPhase t(timers_, "tp_allreduce");
-    tp_.allreduce_max(mx, size_t(N), Traffic::TensorParallel);
-  }
-  ops_.row_sum_exp(se, logits, mx, N, Vl);
-  ops_.target_logit(ce_target_.data(), logits, labels, v0, N, Vl);
-  tp_allreduce(se, size_t(N));
-  tp_allreduce(ce_target_.data(), size_t(N));
-  return ops_.cross_entropy_loss_sum(mx, se, ce_target_.data(), N);
+  lp(acts.lnf.ref(), N * C);
+  classifier(acts, mb, training);
 }
 
-void GptStage::layer_forward(int local, const float* input, LayerActivations& a, float* out, const MicroBatch& mb,
-                             bool training) {
+void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool training) {
+  // LM head against the (tied) word embedding, then cross-entropy in fp32 from
+  // the logits as stored (Megatron's), chunk by chunk over the tokens. When
+  // training, each chunk's logits become d loss / d logits in place and go
+  // straight into the head's weight gradient and d loss / d lnf.
+  const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
+  const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
+  const ConstTensorRef P = weights();
+  const auto& pl = params_layout_;
+  training = training && mb.labels;
+  const int32_t* labels = mb.labels ? upload_ids(acts.labels, mb.labels, N) : nullptr;
+  if (mb.keep_logits) acts.logits.resize(size_t(N * Vl));
+  const int64_t rows = mb.keep_logits ? N : classifier_rows(N, Vl);
+  if (!mb.keep_logits) logits_.resize(size_t(rows * Vl));
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    const int64_t n = std::min(rows, N - r0);
+    const TensorRef logits = mb.keep_logits ? acts.logits.ref() : logits_.ref();
+    const ConstTensorRef lnf = acts.lnf.ref() + r0 * C;
+    ops_.linear_forward(logits, lnf, P + pl.head_weight, nullptr, n, C, Vl, opt_.precision);
+    lp(logits, n * Vl);
+    if (!labels) continue;
+    const int32_t* chunk_labels = labels + r0;
+    if (layout_.tp_size == 1) {
+      // d loss / d logits is computed here while each row is in cache.
+      ops_.cross_entropy_fused(logits, chunk_labels, training ? mb.grad_scale : 0.0f, n, Vl, loss_sum_.data());
+    } else {
+      ce_max_.resize(size_t(rows));
+      ce_sum_exp_.resize(size_t(rows));
+      ce_target_.resize(size_t(rows));
+      float* mx = ce_max_.data();
+      float* se = ce_sum_exp_.data();
+      float* target = ce_target_.data();
+      ops_.row_max(mx, logits, n, Vl);
+      {
+        ScopedPhase t(timers_, "tp_allreduce");
+        tp_.allreduce_max(mx, size_t(n), Traffic::TensorParallel);
+      }
+      ops_.row_sum_exp(se, logits, mx, n, Vl);
+      ops_.target_logit(target, logits, chunk_labels, v0, n, Vl);
+      {
+        ScopedPhase t(timers_, "tp_allreduce");
+        tp_.allreduce_sum(se, size_t(n), Traffic::TensorParallel);
+        tp_.allreduce_sum(target, size_t(n), Traffic::TensorParallel);
+      }
+      ops_.cross_entropy_loss_sum(loss_sum_.data(), mx, se, target, n);
+      if (training) ops_.cross_entropy_backward_inplace(logits, mx, se, chunk_labels, v0, mb.grad_scale, n, Vl);
+    }
+    if (!training) continue;
+    lp(logits, n * Vl);
+    const TensorRef dlnf = acts.dlnf.ref() + r0 * C;
+    ops_.linear_backward(dlnf, grads_.data() + pl.head_weight, nullptr, logits, lnf, P + pl.head_weight, n, C, Vl,
+                         false, opt_.precision);
+    lp(dlnf, n * C);
+  }
+}
+
+void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& a, TensorRef out,
+                             const MicroBatch& mb, bool training) {
   const LayerParams& w = params_layout_.layer(local);
-  const float* P = weights();
+  const ConstTensorRef P = weights();
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
   const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  const Precision p = opt_.precision;
   branch_.resize(size_t(N * C));
+  const TensorRef branch = branch_.ref();
 
   // Attention: LN -> column-parallel QKV -> causal attention -> row-parallel out-projection.
-  // Each tensor is rounded to the training precision as it is produced (lp: no-op in fp32).
-  ops_.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), input, P + w.ln1_w, P + w.ln1_b, N, C,
+  // Each tensor is rounded to the training precision as it is produced (lp: a
+  // no-op in fp32 and for 16-bit storage, whose kernels round as they store).
+  ops_.layernorm_forward(a.ln1.ref(), a.ln1_mean.data(), a.ln1_rstd.data(), input, P + w.ln1_w, P + w.ln1_b, N, C,
                          cfg_.layernorm_epsilon);
-  lp(a.ln1.data(), N * C);
-  ops_.linear_forward(a.qkv.data(), a.ln1.data(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl, opt_.precision);
-  lp(a.qkv.data(), N * 3 * Cl);
+  lp(a.ln1.ref(), N * C);
+  ops_.linear_forward(a.qkv.ref(), a.ln1.ref(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl, p);
+  lp(a.qkv.ref(), N * 3 * Cl);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
   float* saved = a.attn_saved.data();
   if (a.attn_saved.empty()) {  // selective recomputation: backward rebuilds it
-    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop)));
+    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop, storage_)));
     saved = recompute_saved_.data();
   }
-  ops_.attention_forward(a.atty.data(), saved, a.qkv.data(), shape, attn_drop);
-  lp(a.atty.data(), N * Cl);
-  ops_.linear_forward(branch_.data(), a.atty.data(), P + w.proj_w, nullptr, N, Cl, C, opt_.precision);
-  lp(branch_.data(), N * C);
-  tp_allreduce(branch_.data(), size_t(N * C));
-  ops_.bias_dropout_add_forward(a.residual1.data(), input, branch_.data(), P + w.proj_b,
-                                dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training), N, T, C);
-  lp(a.residual1.data(), N * C);
+  ops_.attention_forward(a.atty.ref(), saved, a.qkv.ref(), shape, attn_drop);
+  lp(a.atty.ref(), N * Cl);
+  ops_.linear_forward(branch, a.atty.ref(), P + w.proj_w, nullptr, N, Cl, C, p);
+  lp(branch, N * C);
+  tp_allreduce(branch, N * C);
+  // residual1 = input + dropout(branch + bias), and the MLP's LayerNorm of it, in one pass.
+  ops_.bias_dropout_add_layernorm_forward(a.residual1.ref(), a.ln2.ref(), a.ln2_mean.data(), a.ln2_rstd.data(), input,
+                                          branch, P + w.proj_b,
+                                          dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training),
+                                          P + w.ln2_w, P + w.ln2_b, N, T, C, cfg_.layernorm_epsilon, p);
 
-  // MLP: LN -> column-parallel h->4h -> GeLU -> row-parallel 4h->h.
-  ops_.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual1.data(), P + w.ln2_w,
-                         P + w.ln2_b, N, C, cfg_.layernorm_epsilon);
-  lp(a.ln2.data(), N * C);
-  ops_.linear_forward(a.fc.data(), a.ln2.data(), P + w.fc_w, P + w.fc_b, N, C, Fl, opt_.precision);
-  lp(a.fc.data(), N * Fl);
-  ops_.gelu_forward(a.fc_gelu.data(), a.fc.data(), N * Fl);
-  lp(a.fc_gelu.data(), N * Fl);
-  ops_.linear_forward(branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, nullptr, N, Fl, C, opt_.precision);
-  lp(branch_.data(), N * C);
-  tp_allreduce(branch_.data(), size_t(N * C));
-  ops_.bias_dropout_add_forward(out, a.residual1.data(), branch_.data(), P + w.fcproj_b,
+  // MLP: column-parallel h->4h with its GeLU -> row-parallel 4h->h.
+  ops_.linear_gelu_forward(a.fc.ref(), a.fc_gelu.ref(), a.ln2.ref(), P + w.fc_w, P + w.fc_b, N, C, Fl, p);
+  ops_.linear_forward(branch, a.fc_gelu.ref(), P + w.fcproj_w, nullptr, N, Fl, C, p);
+  lp(branch, N * C);
+  tp_allreduce(branch, N * C);
+  ops_.bias_dropout_add_forward(out, a.residual1.ref(), branch, P + w.fcproj_b,
                                 dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, training), N, T, C);
   lp(out, N * C);
 }
@@ -241,114 +312,107 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     if (grads_final) grads_final(offset);
   };
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const float* P = weights();
+  const ConstTensorRef P = weights();
   float* G = grads_.data();
   const auto& pl = params_layout_;
   d_resid_.resize(size_t(N * C));
   d_ln_.resize(size_t(N * C));
+  const TensorRef dresid = d_resid_.ref();
 
   if (layout_.holds_head(chunk)) {
-    const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-    float* dlogits = acts.logits.data();
-    if (layout_.tp_size > 1)
-      ops_.cross_entropy_backward_inplace(dlogits, acts.ce_max.data(), acts.ce_sum_exp.data(),
-                                          uploaded_ids(acts.labels, mb.labels), v0, mb.grad_scale, N, Vl);
-    if (layout_.tp_size > 1) lp(dlogits, N * Vl);
-    ops_.linear_backward(d_ln_.data(), G + pl.head_weight, nullptr, dlogits, acts.lnf.data(), P + pl.head_weight, N,
-                         C, Vl, false, opt_.precision);
-    lp(d_ln_.data(), N * C);
-    tp_allreduce(d_ln_.data(), size_t(N * C));
-    ops_.fill(d_resid_.data(), 0.0f, N * C);
-    ops_.layernorm_backward(d_resid_.data(), G + pl.final_ln_w, G + pl.final_ln_b, d_ln_.data(), acts.output.data(),
-                            P + pl.final_ln_w, acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
-    lp(d_resid_.data(), N * C);
+    // The head's gradients came with the loss in forward: d loss / d lnf is in acts.dlnf.
+    const TensorRef dlnf = acts.dlnf.ref();
+    tp_allreduce(dlnf, N * C);
+    ops_.fill(dresid, 0.0f, N * C);
+    ops_.layernorm_backward(dresid, G + pl.final_ln_w, G + pl.final_ln_b, dlnf, acts.output.ref(), P + pl.final_ln_w,
+                            acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
+    lp(dresid, N * C);
     report(pl.final_ln_w);
   } else {
-    ops_.copy(d_resid_.data(), dx_out, N * C);
+    ops_.copy(dresid, dx_out, N * C);  // rounded as forward rounds a received message
+    lp(dresid, N * C);
   }
 
   for (int l = chunk_layers_ - 1; l >= 0; --l) {
-    const float* input = acts.layers[size_t(l)].input.data();
+    const ConstTensorRef input = acts.layers[size_t(l)].input.ref();
     if (opt_.recompute == Recompute::Full) {
       // Rebuild the layer's activations from its input (same kernels, same dropout keys).
       recompute_out_.resize(size_t(N * C));
-      layer_forward(first_layer + l, input, recompute_layer_, recompute_out_.data(), mb, true);
+      layer_forward(first_layer + l, input, recompute_layer_, recompute_out_.ref(), mb, true);
     }
-    layer_backward(first_layer + l, input, layer_work(acts, l), d_resid_.data(), mb);
+    layer_backward(first_layer + l, input, layer_work(acts, l), dresid, mb);
     report(pl.layer(first_layer + l).ln1_w);
   }
 
   if (layout_.holds_embedding(chunk)) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     // The embedding's TP all-reduce has an identity backward: every rank already holds the full gradient.
-    ops_.dropout_inplace(d_resid_.data(),
+    ops_.dropout_inplace(dresid,
                          {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
                          N, mb.T, C);
-    ops_.position_backward(G + pl.position_embedding, d_resid_.data(), N, mb.T, C);
-    ops_.embedding_backward(G + pl.word_embedding, d_resid_.data(), uploaded_ids(acts.tokens, mb.inputs), v0, Vl,
-                            N, C);
+    lp(dresid, N * C);
+    ops_.position_backward(G + pl.position_embedding, dresid, N, mb.T, C);
+    ops_.embedding_backward(G + pl.word_embedding, dresid, uploaded_ids(acts.tokens, mb.inputs), v0, Vl, N, C);
     report(0);
   } else {
-    ops_.copy(dx_in, d_resid_.data(), N * C);
+    ops_.copy(dx_in, dresid, N * C);
   }
 }
 
-void GptStage::layer_backward(int local, const float* input, LayerActivations& a, float* dresid,
+void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations& a, TensorRef dresid,
                               const MicroBatch& mb) {
   const LayerParams& w = params_layout_.layer(local);
-  const float* P = weights();
+  const ConstTensorRef P = weights();
   float* G = grads_.data();
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
   const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  const Precision p = opt_.precision;
   d_branch_.resize(size_t(N * C));
   d_fc_.resize(size_t(N * Fl));
   d_atty_.resize(size_t(N * Cl));
   d_qkv_.resize(size_t(N * 3 * Cl));
+  const TensorRef d_branch = d_branch_.ref(), d_ln = d_ln_.ref();
 
   // MLP branch (dresid is the gradient of the layer output). Activation
   // gradients are rounded to the training precision as they are produced;
   // parameter gradients accumulate in fp32.
-  ops_.bias_dropout_add_backward(d_branch_.data(), G + w.fcproj_b, dresid,
+  ops_.bias_dropout_add_backward(d_branch, G + w.fcproj_b, dresid,
                                  dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, true), N, T, C);
-  lp(d_branch_.data(), N * C);
-  ops_.linear_backward(d_fc_.data(), G + w.fcproj_w, nullptr, d_branch_.data(), a.fc_gelu.data(), P + w.fcproj_w, N,
-                       Fl, C, false, opt_.precision);
-  lp(d_fc_.data(), N * Fl);
-  ops_.gelu_backward(d_fc_.data(), a.fc.data(), d_fc_.data(), N * Fl);
-  lp(d_fc_.data(), N * Fl);
-  ops_.linear_backward(d_ln_.data(), G + w.fc_w, G + w.fc_b, d_fc_.data(), a.ln2.data(), P + w.fc_w, N, C, Fl, false,
-                       opt_.precision);
-  lp(d_ln_.data(), N * C);
-  tp_allreduce(d_ln_.data(), size_t(N * C));
-  ops_.layernorm_backward(dresid, G + w.ln2_w, G + w.ln2_b, d_ln_.data(), a.residual1.data(), P + w.ln2_w,
-                          a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
-  lp(dresid, N * C);
+  lp(d_branch, N * C);
+  // Through the 4h->h projection and the GeLU in one step (fc's bias gradient with it).
+  ops_.linear_backward_gelu(d_fc_.ref(), G + w.fc_b, G + w.fcproj_w, d_branch, a.fc_gelu.ref(), a.fc.ref(),
+                            P + w.fcproj_w, N, Fl, C, p);
+  ops_.linear_backward(d_ln, G + w.fc_w, nullptr, d_fc_.ref(), a.ln2.ref(), P + w.fc_w, N, C, Fl, false, p);
+  lp(d_ln, N * C);
+  tp_allreduce(d_ln, N * C);
+  // LayerNorm 2's backward into dresid, then (the attention branch's
+  // bias-dropout-add) the gradient of its output projection, in one pass.
+  ops_.layernorm_dropout_backward(dresid, d_branch, G + w.proj_b, G + w.ln2_w, G + w.ln2_b, d_ln, a.residual1.ref(),
+                                  P + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(),
+                                  dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, C, p);
 
   // Attention branch (dresid is now the gradient of residual1).
-  ops_.bias_dropout_add_backward(d_branch_.data(), G + w.proj_b, dresid,
-                                 dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, C);
-  lp(d_branch_.data(), N * C);
-  ops_.linear_backward(d_atty_.data(), G + w.proj_w, nullptr, d_branch_.data(), a.atty.data(), P + w.proj_w, N, Cl,
-                       C, false, opt_.precision);
-  lp(d_atty_.data(), N * Cl);
+  ops_.linear_backward(d_atty_.ref(), G + w.proj_w, nullptr, d_branch, a.atty.ref(), P + w.proj_w, N, Cl, C, false,
+                       p);
+  lp(d_atty_.ref(), N * Cl);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
   const float* saved = a.attn_saved.data();
   if (a.attn_saved.empty()) {
     // Selective recomputation: rebuild attention's saved state from qkv; the
     // recomputed output equals a.atty and goes to a sink.
-    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop)));
+    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop, storage_)));
     recompute_out_.resize(size_t(N * Cl));
-    ops_.attention_forward(recompute_out_.data(), recompute_saved_.data(), a.qkv.data(), shape, attn_drop);
+    ops_.attention_forward(recompute_out_.ref(), recompute_saved_.data(), a.qkv.ref(), shape, attn_drop);
     saved = recompute_saved_.data();
   }
-  ops_.attention_backward(d_qkv_.data(), d_atty_.data(), a.qkv.data(), saved, shape, attn_drop);
-  lp(d_qkv_.data(), N * 3 * Cl);
-  ops_.linear_backward(d_ln_.data(), G + w.qkv_w, G + w.qkv_b, d_qkv_.data(), a.ln1.data(), P + w.qkv_w, N, C,
-                       3 * Cl, false, opt_.precision);
-  lp(d_ln_.data(), N * C);
-  tp_allreduce(d_ln_.data(), size_t(N * C));
-  ops_.layernorm_backward(dresid, G + w.ln1_w, G + w.ln1_b, d_ln_.data(), input, P + w.ln1_w, a.ln1_mean.data(),
+  ops_.attention_backward(d_qkv_.ref(), d_atty_.ref(), a.qkv.ref(), a.atty.ref(), saved, shape, attn_drop);
+  lp(d_qkv_.ref(), N * 3 * Cl);
+  ops_.linear_backward(d_ln, G + w.qkv_w, G + w.qkv_b, d_qkv_.ref(), a.ln1.ref(), P + w.qkv_w, N, C, 3 * Cl, false,
+                       p);
+  lp(d_ln, N * C);
+  tp_allreduce(d_ln, N * C);
+  ops_.layernorm_backward(dresid, G + w.ln1_w, G + w.ln1_b, d_ln, input, P + w.ln1_w, a.ln1_mean.data(),
                           a.ln1_rstd.data(), N, C);
   lp(dresid, N * C);
 }

@@ -2,7 +2,8 @@
 // One pipeline stage of a GPT, holding one tensor-parallel shard: the layers
 // of its stage, plus the embeddings on the first stage and the final
 // LayerNorm, LM head and loss on the last. Explicit forward and backward per
-// layer (llm.c style), fp32, activations [N = micro_batch * seq, features].
+// layer (llm.c style), activations [N = micro_batch * seq, features], fp32 or
+// (a GPU in --bf16 / --fp16) 16-bit.
 // Every tensor lives in DeviceBuffers of the stage's device and every kernel
 // runs through that device's Ops (kernels/ops.h): the same code trains on the
 // CPU and on a GPU.
@@ -13,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "core/buffer.h"
+#include "core/tensor_buffer.h"
 #include "core/timer.h"
 #include "kernels/ops.h"
 #include "model/config.h"
@@ -42,39 +44,53 @@ struct MicroBatch {
   int64_t sample_base = 0;  // position of its first sample in the global batch (dropout coordinates)
   int64_t iteration = 0;    // dropout key
   float grad_scale = 1.0f;  // d(total loss)/d(summed token loss): 1 / (tokens per micro-batch * micro-batches)
+  // Forward without training: keep this rank's whole [B*T, V/T] logits
+  // (StageActivations::logits) for `generate` and the reference checks. A
+  // training forward never materialises them (the classifier runs in chunks).
+  bool keep_logits = false;
 };
 
 using Buffer = DeviceBuffer<float>;
 
 // Activations one micro-batch keeps between its forward and its backward
-// (with full recomputation, only `input`; the rest lives in the stage's scratch).
+// (with full recomputation, only `input`; the rest lives in the stage's
+// scratch). Tensors are in the stage's storage format (Ops::storage_format);
+// softmax and LayerNorm statistics are fp32.
 struct LayerActivations {
-  explicit LayerActivations(Device d = Device::Cpu)
-      : input(d), ln1(d), ln1_mean(d), ln1_rstd(d), qkv(d), attn_saved(d), atty(d), residual1(d), ln2(d),
-        ln2_mean(d), ln2_rstd(d), fc(d), fc_gelu(d) {}
-  Buffer input;                    // [N, C] residual stream entering the layer
-  Buffer ln1, ln1_mean, ln1_rstd;  // [N, C], [N], [N]
-  Buffer qkv;                      // [N, 3C/T]
+  LayerActivations(Device d, Precision storage)
+      : input(d, storage), ln1(d, storage), ln1_mean(d), ln1_rstd(d), qkv(d, storage), attn_saved(d),
+        atty(d, storage), residual1(d, storage), ln2(d, storage), ln2_mean(d), ln2_rstd(d), fc(d, storage),
+        fc_gelu(d, storage) {}
+  TensorBuffer input;              // [N, C] residual stream entering the layer
+  TensorBuffer ln1;                // [N, C]
+  Buffer ln1_mean, ln1_rstd;       // [N]
+  TensorBuffer qkv;                // [N, 3C/T]
   Buffer attn_saved;               // what attention's backward needs (Ops::attention_saved_floats)
-  Buffer atty;                     // [N, C/T]
-  Buffer residual1;                // [N, C] after attention's bias-dropout-add
-  Buffer ln2, ln2_mean, ln2_rstd;
-  Buffer fc, fc_gelu;              // [N, 4C/T]
+  TensorBuffer atty;               // [N, C/T]
+  TensorBuffer residual1;          // [N, C] after attention's bias-dropout-add
+  TensorBuffer ln2;
+  Buffer ln2_mean, ln2_rstd;
+  TensorBuffer fc, fc_gelu;        // [N, 4C/T]: before and after the GeLU
 };
 
 struct StageActivations {
-  explicit StageActivations(Device d = Device::Cpu)
-      : device(d), tokens(d), labels(d), output(d), lnf(d), lnf_mean(d), lnf_rstd(d), logits(d), ce_max(d),
-        ce_sum_exp(d) {}
+  StageActivations(Device d, Precision storage)
+      : device(d), storage(storage), tokens(d), labels(d), output(d, storage), lnf(d, storage), lnf_mean(d),
+        lnf_rstd(d), dlnf(d, storage), logits(d, storage) {}
   Device device;
+  Precision storage;
   // The micro-batch's token ids and labels on the device, uploaded once by
   // forward for its backward (unused on the CPU, which reads the host arrays).
   DeviceBuffer<int32_t> tokens, labels;
   std::vector<LayerActivations> layers;
-  Buffer output;                    // [N, C] last layer's output
-  Buffer lnf, lnf_mean, lnf_rstd;   // last stage
-  Buffer logits;                    // [N, V/T] (becomes d loss / d logits in backward)
-  Buffer ce_max, ce_sum_exp;        // [N]
+  TensorBuffer output;              // [N, C] last layer's output
+  TensorBuffer lnf;                 // last stage: final LayerNorm [N, C]
+  Buffer lnf_mean, lnf_rstd;        // [N]
+  // Last stage, training: d loss / d lnf (this rank's part, before the TP
+  // all-reduce), computed by forward with the loss chunk by chunk, so that no
+  // more than one chunk of logits exists at a time.
+  TensorBuffer dlnf;
+  TensorBuffer logits;              // [N, V/T] with MicroBatch::keep_logits only
 };
 
 class GptStage {
@@ -98,8 +114,11 @@ class GptStage {
   Buffer& grads() { return grads_; }
   const Buffer& grads() const { return grads_; }
   void zero_grads();
+  // The format the step's tensors are stored in: fp32 on the CPU, the 16-bit
+  // format itself on a GPU in --bf16 / --fp16 (kernels/ops.h).
+  Precision storage() const { return storage_; }
   // Activations of one micro-batch, on this stage's device.
-  StageActivations make_activations() const { return StageActivations(opt_.device); }
+  StageActivations make_activations() const { return StageActivations(opt_.device, storage_); }
 
   // Forward of one micro-batch through model chunk `chunk` (interleaved
   // schedule; 0 otherwise). x_in: [N, C] from the previous virtual stage
@@ -107,10 +126,17 @@ class GptStage {
   // next (ignored where it ends with the head); both on the stage's device
   // (the pipeline exchange stages them through host memory for MPI, after
   // compressing them on the device).
-  // With the head, returns the summed token loss of the micro-batch.
+  // With the head and labels, adds the micro-batch's summed token loss to the
+  // stage's loss sum on the device (take_loss_sum() reads it), and when
+  // training computes the LM head's gradients too (its weight gradient into
+  // grads(), d loss / d lnf into acts.dlnf for backward), so that the logits
+  // of one chunk of tokens at a time exist, never all of them.
   // training=false disables dropout and skips what only backward needs.
-  double forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training,
-                 int chunk = 0);
+  void forward(StageActivations& acts, const MicroBatch& mb, const float* x_in, float* x_out, bool training,
+               int chunk = 0);
+  // The token losses summed by forward since the last call, and resets the sum:
+  // the one point where a step's loss reaches the host (it waits for the device).
+  double take_loss_sum();
   // Backward of a micro-batch whose forward filled `acts`. dx_out: gradient of
   // this stage's output (ignored on the last stage); dx_in: gradient of its
   // input, written for the previous stage (ignored on the first stage); both
@@ -123,8 +149,9 @@ class GptStage {
   void backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
                 const std::function<void(int64_t)>& grads_final = nullptr, int chunk = 0);
 
-  // Last stage after forward(training=false): logits of this rank's vocabulary shard (device memory).
-  const float* logits(const StageActivations& acts) const { return acts.logits.data(); }
+  // Last stage after forward with MicroBatch::keep_logits: this rank's logits
+  // [B*T, V/T] as fp32 host values.
+  std::vector<float> logits_to_host(const StageActivations& acts) const { return acts.logits.to_host_f32(); }
 
   PhaseTimers& timers() { return timers_; }
 
@@ -142,16 +169,26 @@ class GptStage {
   // The working activations of the chunk's layer l: its own, or the shared
   // scratch under full recomputation.
   LayerActivations& layer_work(StageActivations& acts, int l);
-  void layer_forward(int local, const float* input, LayerActivations& a, float* out, const MicroBatch& mb,
+  void layer_forward(int local, ConstTensorRef input, LayerActivations& a, TensorRef out, const MicroBatch& mb,
                      bool training);
   // dresid: [N, C] gradient of the layer's output in, of its input out.
-  void layer_backward(int local, const float* input, LayerActivations& a, float* dresid, const MicroBatch& mb);
-  void tp_allreduce(float* data, size_t count);
-  // The weights the step computes with: the master weights, or their copy
-  // rounded to the training precision (refreshed when stale).
-  const float* weights();
-  // Rounds an activation (or activation gradient) to the training precision.
-  void lp(float* x, int64_t n) { ops_.round_to_precision(x, n, opt_.precision); }
+  void layer_backward(int local, ConstTensorRef input, LayerActivations& a, TensorRef dresid, const MicroBatch& mb);
+  // The LM head and the loss over the final LayerNorm's output, chunk by chunk (forward's last part).
+  void classifier(StageActivations& acts, const MicroBatch& mb, bool training);
+  // A TP all-reduce of an activation (or activation gradient) the ranks hold
+  // partial sums of: summed in fp32 (16-bit tensors through an fp32 copy), the
+  // sum rounded to the training precision.
+  void tp_allreduce(TensorRef x, int64_t n);
+  // The weights the step computes with: the master weights, or their copy in
+  // the training precision (refreshed when stale), in the storage format.
+  ConstTensorRef weights();
+  // Rounds an fp32-stored tensor to the training precision (a 16-bit tensor
+  // was rounded by the kernel that wrote it: nothing to do).
+  void lp(TensorRef x, int64_t n) {
+    if (x.is_fp32()) ops_.round_to_precision(x.f32(), n, opt_.precision);
+  }
+  // Rows of one classifier chunk: at most kClassifierValues logits at a time.
+  int64_t classifier_rows(int64_t N, int64_t V) const;
 
   GptConfig cfg_;
   ParallelLayout layout_;
@@ -162,16 +199,22 @@ class GptStage {
   int chunk_layers_ = 0;  // transformer layers per model chunk
   ParamLayout params_layout_;
   Buffer params_, grads_;
-  Buffer params_lp_;  // reduced-precision copy of params_ (bf16/fp16 only)
+  Precision storage_ = Precision::Fp32;
+  TensorBuffer params_lp_;  // the weights in the training precision (bf16/fp16 only), storage format
   bool weights_stale_ = true;
   // Scratch shared by all micro-batches (one forward or backward runs at a time).
-  Buffer branch_;  // forward scratch [N, C]
-  Buffer d_resid_, d_ln_, d_qkv_, d_atty_, d_fc_, d_branch_;
-  Buffer ce_target_;
+  TensorBuffer branch_;  // forward scratch [N, C]
+  TensorBuffer d_resid_, d_ln_, d_qkv_, d_atty_, d_fc_, d_branch_;
+  Buffer embedding_;     // [N, C] the embedding's sum in fp32 (its TP all-reduce is exact)
+  Buffer tp_sum_;        // fp32 copy of a 16-bit tensor during its TP all-reduce
+  TensorBuffer logits_;  // one classifier chunk [rows, V/T]
+  Buffer ce_max_, ce_sum_exp_, ce_target_;  // [rows]
+  DeviceBuffer<double> loss_sum_;           // [1] summed token losses on the device
   // Recomputation: the layer activations rebuilt in backward (full), the
   // attention state rebuilt (selective), and a sink for recomputed outputs.
   LayerActivations recompute_layer_;
-  Buffer recompute_saved_, recompute_out_;
+  Buffer recompute_saved_;
+  TensorBuffer recompute_out_;
   PhaseTimers timers_;
 };
 

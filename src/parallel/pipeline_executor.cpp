@@ -27,7 +27,7 @@ bool PipelineExecutor::compresses(bool after_last_forward) const {
   return compression_.compresses && compression_.compresses(after_last_forward);
 }
 
-double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
+void PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
   // No GPU free while this rank's sends may be queued on NCCL links (core/device.h).
   std::optional<DeferredDeviceFrees> no_frees_until_sends_have_gone;
   if (exchange_.sends_from_device()) no_frees_until_sends_have_gone.emplace();
@@ -47,7 +47,6 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
   std::vector<int> free_slots(size_t(max_in_flight(program)));
   for (size_t i = 0; i < free_slots.size(); ++i) free_slots[i] = int(free_slots.size() - 1 - i);
   std::vector<int> slot_of(size_t(V) * size_t(M), -1);
-  double loss_sum = 0.0;
 
   // Times a compute scope excluding the TP collectives inside it.
   auto compute = [&](const char* phase, const std::string& event, auto&& body) {
@@ -73,7 +72,7 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
       }
       if (t.has_recv) exchange_.recv_forward(x_in_.data(), count, j, c, forward_.recv);
       float* out = t.has_send ? exchange_.send_buffer(count) : nullptr;  // (the head's forward writes no y)
-      compute("forward", "F" + name, [&] { loss_sum += steps.forward(j, slot, c, x_in_.data(), out); });
+      compute("forward", "F" + name, [&] { steps.forward(j, slot, c, x_in_.data(), out); });
       if (t.has_send) exchange_.send_forward(out, count, j, c, forward_.send);
     } else {
       const int slot = slot_of[message(c, j)];
@@ -97,7 +96,6 @@ double PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) 
     }
   }
   exchange_.wait_sends();
-  return loss_sum;
 }
 
 }  // namespace occ

@@ -27,10 +27,12 @@ struct MicroBatchSteps {
   std::function<void(int mb, int slot, int chunk)> load;
   // x: activations received from the previous virtual stage (unused where the
   // chunk starts with the embedding); y: activations for the next one (unused
-  // where it ends with the head); both on the exchange's device. Returns the
-  // summed token loss (head; 0 elsewhere). Forward and backward return once
-  // their work has run (not only been queued), so compute timers are true.
-  std::function<double(int mb, int slot, int chunk, const float* x, float* y)> forward;
+  // where it ends with the head); both on the exchange's device. The loss is
+  // the stage's business (it stays on the device until the iteration's end).
+  // Forward and backward may return with their work still queued on a GPU:
+  // the compute timers then hold the time to queue it, and the wait shows in
+  // the next phase that needs its results (a staged send, the iteration's end).
+  std::function<void(int mb, int slot, int chunk, const float* x, float* y)> forward;
   // dy: gradient received from the next virtual stage (unused with the head);
   // dx: gradient to send back (unused with the embedding). last: the chunk's
   // final backward of the iteration, from which on its gradients become final.
@@ -68,8 +70,8 @@ class PipelineExecutor {
   // M) for plain 1F1B): the number of activation slots MicroBatchSteps uses.
   int slots(int M) const;
   // Runs the program over M micro-batches whose messages are `count` floats;
-  // returns once every send has completed. Returns the summed loss.
-  double run(int M, size_t count, const MicroBatchSteps& steps);
+  // returns once every send has completed.
+  void run(int M, size_t count, const MicroBatchSteps& steps);
 
  private:
   bool compresses(bool after_last_forward) const;

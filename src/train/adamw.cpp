@@ -33,19 +33,21 @@ void AdamW::update(float* params, const float* grads, float lr, int64_t step) {
 
 double local_grad_sq_norm(kernels::Ops& ops, const ParamLayout& layout, const float* grads,
                           const std::vector<BufferSpan>* spans) {
-  double total = 0.0;
+  // Every counted tensor (or its part inside each owned span), summed in one
+  // pass on the device: one reduction and one wait per iteration.
+  std::vector<kernels::Span> parts;
   for (const auto& t : layout.tensors()) {
     if (!t.counts_in_norm) continue;
     if (!spans) {
-      total += ops.sum_squares(grads + t.offset, t.numel);
+      parts.push_back({t.offset, t.numel});
       continue;
     }
     for (const BufferSpan& s : *spans) {  // the tensor's part inside each span
       const int64_t lo = std::max(t.offset, s.offset), hi = std::min(t.offset + t.numel, s.offset + s.numel);
-      if (lo < hi) total += ops.sum_squares(grads + lo, hi - lo);
+      if (lo < hi) parts.push_back({lo, hi - lo});
     }
   }
-  return total;
+  return ops.sum_squares_spans(grads, parts.data(), int64_t(parts.size()));
 }
 
 float clip_grads(kernels::Ops& ops, float* grads, int64_t n, double global_norm, float clip) {

@@ -140,7 +140,7 @@ MicroBatch Trainer::micro_batch(int slot, int64_t sample_base, float grad_scale)
 
 // One iteration of 1F1B (plain or interleaved) on this rank: the executor
 // walks the schedule and moves the messages; these steps are the model's part of it.
-double Trainer::run_schedule(int M) {
+void Trainer::run_schedule(int M) {
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const int pool = executor_->slots(M);
   while (acts_.size() < size_t(pool)) acts_.push_back(stage_->make_activations());
@@ -158,24 +158,25 @@ double Trainer::run_schedule(int M) {
     if (layout_.holds_embedding(chunk) || layout_.holds_head(chunk))
       read_micro_batch(*train_data_, consumed_samples_ + base(j), slot);
   };
-  // Each waits for its kernels, so the executor's compute timers hold them.
+  // On a GPU the steps only queue their kernels: no host synchronisation
+  // between micro-batches. With --trace they wait for them, so that the
+  // timeline's compute extents are true.
+  const bool wait = !opt_.trace_path.empty();
   steps.forward = [&](int j, int slot, int chunk, const float* x, float* y) {
-    const double loss =
-        stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true, chunk);
-    stage_->ops().synchronize();
-    return loss;
+    stage_->forward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), x, y, true, chunk);
+    if (wait) stage_->ops().synchronize();
   };
   steps.backward = [&](int j, int slot, int chunk, const float* dy, float* dx, bool last) {
     stage_->backward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), dy, dx, last ? on_final : nullptr,
                      chunk);
-    stage_->ops().synchronize();
+    if (wait) stage_->ops().synchronize();
   };
   // LEP's probe watches the link of the model's last chunk (the paper's last stage).
   if (opt_.check_lep && layout_.last_stage())
     steps.before_compressed_send = [&](int, int slot, int chunk, const float* dx) {
       if (layout_.holds_head(chunk)) check_lep(slot, chunk, dx);
     };
-  return executor_->run(M, size_t(mbs) * T * size_t(opt_.model.hidden_size), steps);
+  executor_->run(M, size_t(mbs) * T * size_t(opt_.model.hidden_size), steps);
 }
 
 IterationStats Trainer::train_step() {
@@ -187,7 +188,7 @@ IterationStats Trainer::train_step() {
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
-  const double loss_sum = run_schedule(int(M));
+  run_schedule(int(M));
   grad_sync_->finish();
   const ParamLayout& pl = stage_->param_layout();
   auto& grads = stage_->grads();
@@ -214,6 +215,8 @@ IterationStats Trainer::train_step() {
     s.grad_norm = std::sqrt(sq);
   }
   // Loss of the global batch: the last stage's sums (one TP rank each), over DP.
+  // Read after the norm, whose reduction already waited for the device.
+  const double loss_sum = stage_->take_loss_sum();
   double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
   topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
   s.loss = loss / double(int64_t(opt_.global_batch_size) * T);
@@ -255,10 +258,9 @@ void Trainer::check_lep(int slot, int chunk, const float* grad) {
   const DeviceBuffer<float>& residual = *cb_links_.send[size_t(chunk)]->residual();
   const size_t n = residual.size(), off = n * size_t(layout_.tp_rank);
   const StageActivations& a = acts_[size_t(slot)];
-  const float* x = a.layers.empty() ? a.output.data() : a.layers[0].input.data();
-  lep_input_.resize(n);
+  const ConstTensorRef x = a.layers.empty() ? a.output.ref() : a.layers[0].input.ref();
+  lep_input_ = TensorBuffer::values_to_host(x + int64_t(off), n, opt_.device);
   lep_grad_.resize(n);
-  device_copy(lep_input_.data(), Device::Cpu, x + off, opt_.device, n * sizeof(float));
   device_copy(lep_grad_.data(), Device::Cpu, grad + off, opt_.device, n * sizeof(float));
   lep_probe_.observe(residual.to_host(), lep_input_.data(), lep_grad_.data(), stage_->timers());
 }
@@ -272,7 +274,6 @@ double Trainer::evaluate() {
   tokens_.resize(std::max<size_t>(tokens_.slots(), 1));
   DeviceBuffer<float> x_in(opt_.device, NC), out(opt_.device, NC);
   StageActivations acts = stage_->make_activations();
-  double loss_sum = 0.0;
   // The same first eval_iters global batches every time, so points on the curve compare.
   // Activations travel compressed as in training (--activation-comp-method): the
   // validation loss is the one of the pipeline as it runs.
@@ -282,13 +283,14 @@ double Trainer::evaluate() {
     read_micro_batch(*valid_data_, base, 0);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
       if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
-      loss_sum += stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
+      stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
       if (!layout_.holds_head(chunk)) {
         exchange_->send_forward(out.data(), NC, int(j), chunk, act_send_.get());
         exchange_->wait_sends();  // `out` is reused by the next chunk or micro-batch
       }
     }
   }
+  const double loss_sum = stage_->take_loss_sum();
   double loss = layout_.last_stage() && layout_.tp_rank == 0 ? loss_sum : 0.0;
   topo_->world->allreduce_sum(&loss, 1, Traffic::Other);
   return loss / double(total * T);

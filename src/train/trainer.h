@@ -49,7 +49,7 @@ class Trainer {
 
  private:
   IterationStats train_step();
-  double run_schedule(int M);
+  void run_schedule(int M);
   void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void check_lep(int slot, int chunk, const float* grad);

@@ -93,6 +93,16 @@ inline void expect_same_zeros(const std::vector<float>& gpu, const std::vector<f
   }
 }
 
+// What a loss op adds into a device double starting from 0.5 (so that "+=" is
+// checked too), minus 0.5, read back on the host.
+template <class F>
+double loss_sum(Ops& ops, F&& op) {
+  DeviceBuffer<double> sum(ops.device());
+  sum.assign_from_host({0.5});
+  op(sum.data());
+  return ops.read_double(sum.data()) - 0.5;
+}
+
 inline Dropout make_dropout(float p, uint64_t key = 0x5EED, int64_t sample_base = 5) {
   Dropout d;
   d.key = key;

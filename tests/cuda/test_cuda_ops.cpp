@@ -231,8 +231,8 @@ void check_attention(CudaAttention impl) {
                             std::vector<float>(saved_cpu.begin() + probs, saved_cpu.end()), "dropped probs" + tag,
                             /*require_zeros=*/k.T > 1);
       }
-      cpu_ops().attention_backward(dqkv.c(), dout.c(), qkv.c(), saved_cpu.data(), s, d);
-      gpu->attention_backward(dqkv.g(), dout.g(), qkv.g(), saved_gpu.data(), s, d);
+      cpu_ops().attention_backward(dqkv.c(), dout.c(), qkv.c(), nullptr, saved_cpu.data(), s, d);
+      gpu->attention_backward(dqkv.g(), dout.g(), qkv.g(), nullptr, saved_gpu.data(), s, d);
       expect_close(dqkv, 1e-4, "attention dqkv" + tag);
     }
   }
@@ -287,8 +287,8 @@ TEST_F(CudaOpsTest, VocabParallelCrossEntropy) {
   cpu().target_logit(target.c(), logits.c(), labels.c(), v0, N, V);
   gpu().target_logit(target.g(), logits.g(), labels.g(), v0, N, V);
   expect_close(target, 1e-4, "target_logit");
-  const double loss_cpu = cpu().cross_entropy_loss_sum(mx.c(), sum.c(), target.c(), N);
-  const double loss_gpu = gpu().cross_entropy_loss_sum(mx.g(), sum.g(), target.g(), N);
+  const double loss_cpu = loss_sum(cpu(), [&](double* l) { cpu().cross_entropy_loss_sum(l, mx.c(), sum.c(), target.c(), N); });
+  const double loss_gpu = loss_sum(gpu(), [&](double* l) { gpu().cross_entropy_loss_sum(l, mx.g(), sum.g(), target.g(), N); });
   EXPECT_NEAR(loss_gpu, loss_cpu, 1e-4 * std::fabs(loss_cpu)) << "cross_entropy_loss_sum";
   cpu().cross_entropy_backward_inplace(logits.c(), mx.c(), sum.c(), labels.c(), v0, 0.25f, N, V);
   gpu().cross_entropy_backward_inplace(logits.g(), mx.g(), sum.g(), labels.g(), v0, 0.25f, N, V);
@@ -300,8 +300,10 @@ TEST_F(CudaOpsTest, FusedCrossEntropy) {
     for (float grad_scale : {0.0f, 0.125f}) {
       ITwin labels(random_ints(N, 110, 0, int32_t(V)));
       FTwin logits(random_values(N * V, 111, -8.0f, 8.0f));
-      const double loss_cpu = cpu().cross_entropy_fused(logits.c(), labels.c(), grad_scale, N, V);
-      const double loss_gpu = gpu().cross_entropy_fused(logits.g(), labels.g(), grad_scale, N, V);
+      const double loss_cpu = loss_sum(
+          cpu(), [&](double* l) { cpu().cross_entropy_fused(logits.c(), labels.c(), grad_scale, N, V, l); });
+      const double loss_gpu = loss_sum(
+          gpu(), [&](double* l) { gpu().cross_entropy_fused(logits.g(), labels.g(), grad_scale, N, V, l); });
       const std::string tag = " N=" + std::to_string(N) + " V=" + std::to_string(V) + " scale=" +
                               std::to_string(grad_scale);
       EXPECT_NEAR(loss_gpu, loss_cpu, 1e-4 * std::max(std::fabs(loss_cpu), 1e-3)) << "loss" << tag;

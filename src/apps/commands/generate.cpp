@@ -58,15 +58,17 @@ int generate(int argc, char** argv) {
   std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty()) ids.push_back(tok.eod_id());
   const int V = model.vocab_size, Vp = model.padded_vocab_size();
-  StageActivations acts;
+  StageActivations acts = stage.make_activations();
   std::vector<float> probs(static_cast<size_t>(V));
   std::vector<int> order(static_cast<size_t>(V));
   for (int step = 0; step < max_new_tokens; ++step) {
     const size_t ctx = std::min(ids.size(), size_t(model.seq_length));
     std::vector<int32_t> window(ids.end() - ptrdiff_t(ctx), ids.end());
     MicroBatch mb{window.data(), nullptr, 1, int(ctx), 0, 0, 0.0f};
+    mb.keep_logits = true;
     stage.forward(acts, mb, nullptr, nullptr, false);
-    const float* logits = stage.logits(acts) + (ctx - 1) * size_t(Vp);  // padded entries never sampled
+    const std::vector<float> all_logits = stage.logits_to_host(acts);
+    const float* logits = all_logits.data() + (ctx - 1) * size_t(Vp);  // padded entries never sampled
     int next = 0;
     if (temperature == 0.0f) {
       next = int(std::max_element(logits, logits + V) - logits);

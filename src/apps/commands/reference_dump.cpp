@@ -77,13 +77,16 @@ int reference_dump(int argc, char** argv) {
     w.add_i32("batch." + std::to_string(step), batch.data(), {B, T + 1});
     MicroBatch mb{inputs.data(), labels.data(), B, T, 0, step, 1.0f / float(B * T)};
     if (step == 0) {
-      const double loss = stage.forward(acts, mb, nullptr, nullptr, false);
-      w.add_f32("logits", acts.logits.to_host().data(), {B, T, V});
-      const float l = float(loss / double(B * T));
+      MicroBatch eval = mb;
+      eval.keep_logits = true;
+      stage.forward(acts, eval, nullptr, nullptr, false);
+      w.add_f32("logits", stage.logits_to_host(acts).data(), {B, T, V});
+      const float l = float(stage.take_loss_sum() / double(B * T));
       w.add_f32("loss", &l, {1});
     }
     stage.zero_grads();
-    losses.push_back(float(stage.forward(acts, mb, nullptr, nullptr, true) / double(B * T)));
+    stage.forward(acts, mb, nullptr, nullptr, true);
+    losses.push_back(float(stage.take_loss_sum() / double(B * T)));
     stage.backward(acts, mb, nullptr, nullptr);
     if (step == 0) {
       const std::vector<float> grads = stage.grads().to_host();

@@ -124,28 +124,59 @@ bool CudaOps::use_fused_attention(const AttentionShape& s) const {
   return attention_ == CudaAttention::Fused && (s.D == 32 || s.D == 64 || s.D == 128);
 }
 
-int64_t CudaOps::attention_saved_floats(const AttentionShape& s, const Dropout& d) const {
+int64_t CudaOps::attention_saved_floats(const AttentionShape& s, const Dropout& d, Precision /*storage*/) const {
   // Fused: log-sum-exp per row [B, H, T], then the output [B*T, H*D] (backward needs rowsum(dout * out)).
   if (use_fused_attention(s)) return s.B * s.H * s.T + s.B * s.T * s.H * s.D;
   return s.B * s.H * s.T * s.T * (d.active() ? 2 : 1);
 }
 
-void CudaOps::attention_forward(float* out, float* saved, const float* qkv, const AttentionShape& s,
-                                const Dropout& d) {
-  if (s.B <= 0 || s.T <= 0 || s.H <= 0 || s.D <= 0) return;
-  if (use_fused_attention(s))
-    attention_forward_fused(out, saved, qkv, s, d);
-  else
-    attention_forward_gemm(out, saved, qkv, s, d);
+std::string CudaOps::attention_description(Precision p) const {
+  const char* fp32 = attention_ == CudaAttention::Fused ? "fused flash-style kernels, fp32 on CUDA cores"
+                                                        : "batched fp32 GEMMs, probabilities kept for backward";
+  if (p == Precision::Fp32) return fp32;
+  return std::string(fp32) + " (16-bit tensors widened to fp32 around it)";
 }
 
-void CudaOps::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
-                                 const AttentionShape& s, const Dropout& d) {
+void CudaOps::attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
+                                const Dropout& d) {
   if (s.B <= 0 || s.T <= 0 || s.H <= 0 || s.D <= 0) return;
+  const int64_t N = s.B * s.T, HD = s.H * s.D;
+  float* out32 = out.is_fp32() ? out.f32() : nullptr;
+  const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;
+  if (!qkv.is_fp32()) {
+    // The fp32 kernels on widened copies; the output is rounded once when narrowed.
+    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * 4 * HD)));
+    copy(TensorRef(wide, Precision::Fp32), qkv, N * 3 * HD);
+    qkv32 = wide;
+    out32 = wide + N * 3 * HD;
+  }
   if (use_fused_attention(s))
-    attention_backward_fused(dqkv, dout, qkv, saved, s, d);
+    attention_forward_fused(out32, saved, qkv32, s, d);
   else
-    attention_backward_gemm(dqkv, dout, qkv, saved, s, d);
+    attention_forward_gemm(out32, saved, qkv32, s, d);
+  if (!out.is_fp32()) copy(out, ConstTensorRef(out32, Precision::Fp32), N * HD);
+}
+
+void CudaOps::attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef /*out*/,
+                                 const float* saved, const AttentionShape& s, const Dropout& d) {
+  if (s.B <= 0 || s.T <= 0 || s.H <= 0 || s.D <= 0) return;
+  const int64_t N = s.B * s.T, HD = s.H * s.D;
+  float* dqkv32 = dqkv.is_fp32() ? dqkv.f32() : nullptr;
+  const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;
+  const float* dout32 = dout.is_fp32() ? dout.f32() : nullptr;
+  if (!qkv.is_fp32()) {
+    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * 7 * HD)));
+    copy(TensorRef(wide, Precision::Fp32), qkv, N * 3 * HD);
+    copy(TensorRef(wide + N * 3 * HD, Precision::Fp32), dout, N * HD);
+    qkv32 = wide;
+    dout32 = wide + N * 3 * HD;
+    dqkv32 = wide + N * 4 * HD;
+  }
+  if (use_fused_attention(s))
+    attention_backward_fused(dqkv32, dout32, qkv32, saved, s, d);
+  else
+    attention_backward_gemm(dqkv32, dout32, qkv32, saved, s, d);
+  if (!dqkv.is_fp32()) copy(dqkv, ConstTensorRef(dqkv32, Precision::Fp32), N * 3 * HD);
 }
 
 void CudaOps::attention_forward_gemm(float* out, float* saved, const float* qkv, const AttentionShape& s,

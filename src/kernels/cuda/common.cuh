@@ -4,9 +4,12 @@
 // same Philox function and indexing as the CPU kernels so that the masks are
 // bit-identical (see kernels/elementwise.cpp dropout_row and
 // kernels/attention.cpp attention_dropout_row).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/rng.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -68,6 +71,53 @@ __device__ T block_reduce(T v, Op op, T identity) {
   }
   __syncthreads();
   return partial[0];
+}
+
+// ---- storage formats ------------------------------------------------------------
+// A tensor's values are float, __nv_bfloat16 or __half (core/tensor_ref.h). Kernels
+// are templates over the storage type S; they compute in fp32, widen on load
+// (exact) and round once on store (nearest, ties to even: core/precision.h).
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+template <class S>
+__device__ __forceinline__ S narrow(float x);
+template <>
+__device__ __forceinline__ float narrow<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half narrow<__half>(float x) { return __float2half_rn(x); }
+
+// Calls f(S{}) with S the C++ type of `format` (host side: picks the kernel instantiation).
+template <class F>
+decltype(auto) with_storage(Precision format, F&& f) {
+  switch (format) {
+    case Precision::Bf16: return f(__nv_bfloat16{});
+    case Precision::Fp16: return f(__half{});
+    default: return f(float{});
+  }
+}
+// The typed pointer behind a reference of storage type S.
+template <class S>
+S* typed(TensorRef t) {
+  return static_cast<S*>(t.data());
+}
+template <class S>
+const S* typed(ConstTensorRef t) {
+  return static_cast<const S*>(t.data());
+}
+// ---- GeLU (tanh approximation, kernels/elementwise.cpp's formula; tanhf agrees with its fast tanh to ~1e-7) ----
+__device__ __forceinline__ float gelu_value(float x) {
+  constexpr float k = 0.7978845608028654f, c = 0.044715f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + c * x * x * x)));
+}
+// d gelu / dx
+__device__ __forceinline__ float gelu_slope(float x) {
+  constexpr float k = 0.7978845608028654f, c = 0.044715f;
+  const float t = tanhf(k * (x + c * x * x * x));
+  const float dt = (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * dt;
 }
 
 // ---- dropout ----------------------------------------------------------------------

@@ -76,22 +76,22 @@ __global__ void cross_entropy_fused_kernel(float* logits, const int32_t* labels,
   }
 }
 
-// One block: total = sum of N per-row values, in a fixed order.
+// One block: *total += the sum of N per-row values, in a fixed order.
 __global__ void sum_rows_kernel(double* total, const double* rows, int64_t N) {
   double acc = 0.0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) acc += rows[n];
   acc = block_reduce(acc, SumOp{}, 0.0);
-  if (threadIdx.x == 0) *total = acc;
+  if (threadIdx.x == 0) *total += acc;
 }
 
-// One block: total = sum_n log(sum_exp[n]) + max[n] - target[n] (each term in
+// One block: *total += sum_n log(sum_exp[n]) + max[n] - target[n] (each term in
 // float, as on the CPU, then accumulated in double).
 __global__ void loss_sum_kernel(double* total, const float* max, const float* sum_exp, const float* target,
                                 int64_t N) {
   double acc = 0.0;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) acc += double(logf(sum_exp[n]) + max[n] - target[n]);
   acc = block_reduce(acc, SumOp{}, 0.0);
-  if (threadIdx.x == 0) *total = acc;
+  if (threadIdx.x == 0) *total += acc;
 }
 
 unsigned rows_grid(int64_t N) {
@@ -101,50 +101,48 @@ unsigned rows_grid(int64_t N) {
 
 }  // namespace
 
-void CudaOps::row_max(float* out, const float* logits, int64_t N, int64_t V) {
+void CudaOps::row_max(float* out, ConstTensorRef logits, int64_t N, int64_t V) {
   if (N <= 0) return;
-  row_max_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(out, logits, V);
+  row_max_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(out, logits.f32(), V);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::row_sum_exp(float* out, const float* logits, const float* max, int64_t N, int64_t V) {
+void CudaOps::row_sum_exp(float* out, ConstTensorRef logits, const float* max, int64_t N, int64_t V) {
   if (N <= 0) return;
-  row_sum_exp_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(out, logits, max, V);
+  row_sum_exp_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(out, logits.f32(), max, V);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::target_logit(float* out, const float* logits, const int32_t* labels, int64_t v0, int64_t N,
+void CudaOps::target_logit(float* out, ConstTensorRef logits, const int32_t* labels, int64_t v0, int64_t N,
                            int64_t V) {
   if (N <= 0) return;
-  target_logit_kernel<<<grid_for(N), kBlock, 0, stream_>>>(out, logits, labels, v0, N, V);
+  target_logit_kernel<<<grid_for(N), kBlock, 0, stream_>>>(out, logits.f32(), labels, v0, N, V);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::cross_entropy_backward_inplace(float* logits, const float* max, const float* sum_exp,
+void CudaOps::cross_entropy_backward_inplace(TensorRef logits, const float* max, const float* sum_exp,
                                              const int32_t* labels, int64_t v0, float scale, int64_t N, int64_t V) {
   if (N <= 0 || V <= 0) return;
-  cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(logits, max, sum_exp, labels, v0, scale, V);
+  cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(logits.f32(), max, sum_exp, labels, v0, scale,
+                                                                       V);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-double CudaOps::cross_entropy_loss_sum(const float* max, const float* sum_exp, const float* target, int64_t N) {
-  if (N <= 0) return 0.0;
-  double* total = static_cast<double*>(scratch(sizeof(double)));
-  loss_sum_kernel<<<1, kSumThreads, 0, stream_>>>(total, max, sum_exp, target, N);
+void CudaOps::cross_entropy_loss_sum(double* loss_sum, const float* max, const float* sum_exp, const float* target,
+                                     int64_t N) {
+  if (N <= 0) return;
+  loss_sum_kernel<<<1, kSumThreads, 0, stream_>>>(loss_sum, max, sum_exp, target, N);
   OCC_CUDA_CHECK_LAUNCH();
-  return fetch_double(total);
 }
 
-double CudaOps::cross_entropy_fused(float* logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V) {
-  if (N <= 0) return 0.0;
-  // scratch: [total | row losses]
-  double* total = static_cast<double*>(scratch(sizeof(double) * size_t(N + 1)));
-  double* row_loss = total + 1;
-  cross_entropy_fused_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(logits, labels, grad_scale, row_loss, V);
+void CudaOps::cross_entropy_fused(TensorRef logits, const int32_t* labels, float grad_scale, int64_t N, int64_t V,
+                                  double* loss_sum) {
+  if (N <= 0) return;
+  double* row_loss = static_cast<double*>(scratch(sizeof(double) * size_t(N)));
+  cross_entropy_fused_kernel<<<rows_grid(N), kBlock, 0, stream_>>>(logits.f32(), labels, grad_scale, row_loss, V);
   OCC_CUDA_CHECK_LAUNCH();
-  sum_rows_kernel<<<1, kSumThreads, 0, stream_>>>(total, row_loss, N);
+  sum_rows_kernel<<<1, kSumThreads, 0, stream_>>>(loss_sum, row_loss, N);
   OCC_CUDA_CHECK_LAUNCH();
-  return fetch_double(total);
 }
 
 }  // namespace occ::kernels::cuda

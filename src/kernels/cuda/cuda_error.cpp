@@ -1,6 +1,7 @@
 // Host half of the CUDA backend's error reporting. Built by the C++ compiler
 // (core/error.h includes {fmt}, whose headers nvcc cannot compile), so the .cu
 // files throw the project's occ::Error through these two functions.
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -16,5 +17,16 @@ void throw_cuda_error(const char* call, const char* detail, const char* file, in
 }
 
 void throw_error(const std::string& message) { throw Error(message); }
+
+}  // namespace occ::kernels::cuda
+
+namespace occ::kernels::cuda {
+
+void require_format(Precision format, std::initializer_list<ConstTensorRef> tensors, const char* op) {
+  for (const ConstTensorRef& t : tensors)
+    if (t && t.format() != format)
+      fail("internal: CUDA {}: a {} tensor among {} ones (one call takes one storage format)", op,
+           precision_name(t.format()), precision_name(format));
+}
 
 }  // namespace occ::kernels::cuda

@@ -18,8 +18,16 @@ namespace {
 // cuBLAS never allocates inside a call.
 constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 
-__global__ void fill_kernel(float* dst, float value, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = value;
+template <class S>
+__global__ void fill_kernel(S* dst, float value, int64_t n) {
+  const S v = narrow<S>(value);
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = v;
+}
+
+// dst = src converted (widening is exact; narrowing rounds to nearest, ties to even).
+template <class D, class S>
+__global__ void convert_kernel(D* dst, const S* src, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = narrow<D>(widen(src[i]));
 }
 
 // The same rounding functions as the CPU backend (core/precision.h).
@@ -59,6 +67,10 @@ CudaOps::~CudaOps() {
   if (blas_workspace_) cudaFree(blas_workspace_);
   if (scratch_) cudaFree(scratch_);
   if (operands_) cudaFree(operands_);
+  for (TokenSlot& slot : token_slots_) {
+    if (slot.event) cudaEventDestroy(slot.event);
+    if (slot.host) cudaFreeHost(slot.host);
+  }
 }
 
 void CudaOps::synchronize() { OCC_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
@@ -128,21 +140,36 @@ void CudaOps::gemm_16bit(Precision format, bool trans_a, bool trans_b, int64_t m
                                 as_int(ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-double CudaOps::fetch_double(const double* device_value) {
+double CudaOps::read_double(const double* device_value) {
   double host = 0.0;
   // cudaMemcpy on the legacy stream waits for the kernels queued before it.
   OCC_CUDA_CHECK(cudaMemcpy(&host, device_value, sizeof(double), cudaMemcpyDeviceToHost));
   return host;
 }
 
-void CudaOps::copy(float* dst, const float* src, int64_t n) {
-  if (n <= 0 || dst == src) return;
-  OCC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * size_t(n), cudaMemcpyDeviceToDevice, stream_));
+void CudaOps::copy(TensorRef dst, ConstTensorRef src, int64_t n) {
+  if (n <= 0 || dst.data() == src.data()) return;
+  if (dst.format() == src.format()) {
+    OCC_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), element_bytes(src.format()) * size_t(n),
+                                   cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  with_storage(dst.format(), [&](auto d) {
+    using D = decltype(d);
+    with_storage(src.format(), [&](auto s) {
+      using S = decltype(s);
+      convert_kernel<<<grid_for(n), kBlock, 0, stream_>>>(typed<D>(dst), typed<S>(src), n);
+    });
+  });
+  OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::fill(float* dst, float value, int64_t n) {
+void CudaOps::fill(TensorRef dst, float value, int64_t n) {
   if (n <= 0) return;
-  fill_kernel<<<grid_for(n), kBlock, 0, stream_>>>(dst, value, n);
+  with_storage(dst.format(), [&](auto d) {
+    using D = decltype(d);
+    fill_kernel<<<grid_for(n), kBlock, 0, stream_>>>(typed<D>(dst), value, n);
+  });
   OCC_CUDA_CHECK_LAUNCH();
 }
 
@@ -154,8 +181,22 @@ void CudaOps::round_to_precision(float* x, int64_t n, Precision p) {
 
 void CudaOps::upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) {
   if (n <= 0) return;
-  // Synchronous with respect to the host buffer, which the caller may reuse at once.
-  OCC_CUDA_CHECK(cudaMemcpy(dst, host_src, sizeof(int32_t) * size_t(n), cudaMemcpyHostToDevice));
+  // Through a page-locked slot, asynchronously: the step never waits for the
+  // device here. A slot is reused once its previous copy has completed (its
+  // event), which by then it long has: the ring holds several micro-batches.
+  TokenSlot& slot = token_slots_[next_token_slot_];
+  next_token_slot_ = (next_token_slot_ + 1) % kTokenSlots;
+  if (slot.event) OCC_CUDA_CHECK(cudaEventSynchronize(slot.event));
+  if (slot.capacity < n) {
+    if (slot.host) OCC_CUDA_CHECK(cudaFreeHost(slot.host));
+    slot.host = nullptr;
+    OCC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&slot.host), sizeof(int32_t) * size_t(n)));
+    slot.capacity = n;
+  }
+  if (!slot.event) OCC_CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
+  std::memcpy(slot.host, host_src, sizeof(int32_t) * size_t(n));
+  OCC_CUDA_CHECK(cudaMemcpyAsync(dst, slot.host, sizeof(int32_t) * size_t(n), cudaMemcpyHostToDevice, stream_));
+  OCC_CUDA_CHECK(cudaEventRecord(slot.event, stream_));
 }
 
 }  // namespace cuda

@@ -10,23 +10,12 @@ namespace occ::kernels::cuda {
 
 namespace {
 
-constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluC = 0.044715f;
-
 __global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanhf(kGeluK * (x + kGeluC * x * x * x)));
-  }
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = gelu_value(inp[i]);
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = inp[i];
-    const float t = tanhf(kGeluK * (x + kGeluC * x * x * x));
-    const float dt = (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * x * x);
-    dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * dt);
-  }
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dinp[i] = dout[i] * gelu_slope(inp[i]);
 }
 
 // Calls f(i, c, multiplier) for every element i of [N, C] (c = i % C), with its
@@ -84,42 +73,43 @@ struct ScaleInto {  // dst = src * m (dst may be src)
 
 }  // namespace
 
-void CudaOps::gelu_forward(float* out, const float* inp, int64_t n) {
+void CudaOps::gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) {
   if (n <= 0) return;
-  gelu_forward_kernel<<<grid_for(n), kBlock, 0, stream_>>>(out, inp, n);
+  gelu_forward_kernel<<<grid_for(n), kBlock, 0, stream_>>>(out.f32(), inp.f32(), n);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+void CudaOps::gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) {
   if (n <= 0) return;
-  gelu_backward_kernel<<<grid_for(n), kBlock, 0, stream_>>>(dinp, inp, dout, n);
+  gelu_backward_kernel<<<grid_for(n), kBlock, 0, stream_>>>(dinp.f32(), inp.f32(), dout.f32(), n);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
+void CudaOps::bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
                                        const Dropout& d, int64_t N, int64_t T, int64_t C) {
   if (N <= 0 || C <= 0) return;
   if (d.active()) {
-    launch_dropout_map(stream_, BiasDropoutAdd{out, residual, x, bias}, d, N, T, C);
+    launch_dropout_map(stream_, BiasDropoutAdd{out.f32(), residual.f32(), x.f32(), bias.f32()}, d, N, T, C);
   } else {
-    map_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(BiasAdd{out, residual, x, bias}, N * C, C);
+    map_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(BiasAdd{out.f32(), residual.f32(), x.f32(), bias.f32()},
+                                                         N * C, C);
     OCC_CUDA_CHECK_LAUNCH();
   }
 }
 
-void CudaOps::bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N,
+void CudaOps::bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
                                         int64_t T, int64_t C) {
   if (N <= 0 || C <= 0) return;
   if (d.active())
-    launch_dropout_map(stream_, ScaleInto{dx, dout}, d, N, T, C);
+    launch_dropout_map(stream_, ScaleInto{dx.f32(), dout.f32()}, d, N, T, C);
   else
     copy(dx, dout, N * C);
-  if (dbias) column_sums_add<1>(*this, ColumnOutputs<1>{{dbias}}, DenseRows{dx, C}, N, C);
+  if (dbias) column_sums_add<1>(*this, ColumnOutputs<1>{{dbias}}, DenseRows{dx.f32(), C}, N, C);
 }
 
-void CudaOps::dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C) {
+void CudaOps::dropout_inplace(TensorRef x, const Dropout& d, int64_t N, int64_t T, int64_t C) {
   if (!d.active() || N <= 0 || C <= 0) return;
-  launch_dropout_map(stream_, ScaleInto{x, x}, d, N, T, C);
+  launch_dropout_map(stream_, ScaleInto{x.f32(), x.f32()}, d, N, T, C);
 }
 
 }  // namespace occ::kernels::cuda

@@ -111,14 +111,14 @@ __global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t
 
 }  // namespace
 
-void CudaOps::embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+void CudaOps::embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V,
                                 int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  embedding_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out, tokens, wte, v0, V, N, C);
+  embedding_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out.f32(), tokens, wte.f32(), v0, V, N, C);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t v0, int64_t V,
+void CudaOps::embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V,
                                  int64_t N, int64_t C) {
   if (N <= 0 || C <= 0 || V <= 0) return;
   if (N >= (int64_t(1) << 32) || V >= (int64_t(1) << 31))
@@ -145,19 +145,19 @@ void CudaOps::embedding_backward(float* dwte, const float* dout, const int32_t* 
   }
 
   const unsigned blocks = unsigned(N < 65535 ? N : 65535);
-  embedding_accumulate_kernel<<<blocks, 128, 0, stream_>>>(dwte, dout, keys, N, V, C);
+  embedding_accumulate_kernel<<<blocks, 128, 0, stream_>>>(dwte, dout.f32(), keys, N, V, C);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::position_forward(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) {
+void CudaOps::position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  position_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out, wpe, N, T, C);
+  position_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out.f32(), wpe.f32(), N, T, C);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::position_backward(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) {
+void CudaOps::position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) {
   if (N <= 0 || C <= 0 || T <= 0) return;
-  position_backward_kernel<<<grid_for(T * C), kBlock, 0, stream_>>>(dwpe, dout, N, T, C);
+  position_backward_kernel<<<grid_for(T * C), kBlock, 0, stream_>>>(dwpe, dout.f32(), N, T, C);
   OCC_CUDA_CHECK_LAUNCH();
 }
 

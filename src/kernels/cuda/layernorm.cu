@@ -69,24 +69,48 @@ struct LayerNormParamGrads {
 
 }  // namespace
 
-void CudaOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                const float* b, int64_t N, int64_t C, float eps) {
+void CudaOps::layernorm_forward(TensorRef out, float* mean, float* rstd, ConstTensorRef inp, ConstTensorRef w,
+                                ConstTensorRef b, int64_t N, int64_t C, float eps) {
   if (N <= 0) return;
   const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
-  layernorm_forward_kernel<<<unsigned(blocks), kBlock, 0, stream_>>>(out, mean, rstd, inp, w, b, N, C, eps);
+  layernorm_forward_kernel<<<unsigned(blocks), kBlock, 0, stream_>>>(out.f32(), mean, rstd, inp.f32(), w.f32(),
+                                                                      b.f32(), N, C, eps);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-void CudaOps::layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                                 const float* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
+void CudaOps::layernorm_backward(TensorRef dinp, float* dw, float* db, ConstTensorRef dout, ConstTensorRef inp,
+                                 ConstTensorRef w, const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (N <= 0) return;
   if (dinp) {
     const int64_t blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
-    layernorm_backward_input_kernel<<<unsigned(blocks), kBlock, 0, stream_>>>(dinp, dout, inp, w, mean, rstd, N, C);
+    layernorm_backward_input_kernel<<<unsigned(blocks), kBlock, 0, stream_>>>(dinp.f32(), dout.f32(), inp.f32(),
+                                                                              w.f32(), mean, rstd, N, C);
     OCC_CUDA_CHECK_LAUNCH();
   }
   if (dw || db)
-    column_sums_add<2>(*this, ColumnOutputs<2>{{dw, db}}, LayerNormParamGrads{dout, inp, mean, rstd, C}, N, C);
+    column_sums_add<2>(*this, ColumnOutputs<2>{{dw, db}},
+                       LayerNormParamGrads{dout.f32(), inp.f32(), mean, rstd, C}, N, C);
+}
+
+// The fused pairs, as their separate kernels with the rounding between them.
+void CudaOps::bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
+                                                 ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                                 const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N,
+                                                 int64_t T, int64_t C, float eps, Precision p) {
+  bias_dropout_add_forward(residual_out, residual, x, bias, d, N, T, C);
+  round_to_precision(residual_out.f32(), N * C, p);
+  layernorm_forward(ln_out, mean, rstd, residual_out, w, b, N, C, eps);
+  round_to_precision(ln_out.f32(), N * C, p);
+}
+
+void CudaOps::layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, float* db,
+                                         ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w, const float* mean,
+                                         const float* rstd, const Dropout& d, int64_t N, int64_t T, int64_t C,
+                                         Precision p) {
+  layernorm_backward(dresid, dw, db, dout, inp, w, mean, rstd, N, C);
+  round_to_precision(dresid.f32(), N * C, p);
+  bias_dropout_add_backward(dx, dbias, dresid, d, N, T, C);
+  round_to_precision(dx.f32(), N * C, p);
 }
 
 }  // namespace occ::kernels::cuda

@@ -62,7 +62,14 @@ double CudaOps::sum_squares(const float* x, int64_t n) {
   OCC_CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<1, kBlock, 0, stream_>>>(total, partial, kSquareBlocks);
   OCC_CUDA_CHECK_LAUNCH();
-  return fetch_double(total);
+  return read_double(total);
+}
+
+double CudaOps::sum_squares_spans(const float* base, const Span* spans, int64_t count) {
+  // Placeholder until the one-pass kernel: the spans' sums in order.
+  double s = 0.0;
+  for (int64_t i = 0; i < count; ++i) s += sum_squares(base + spans[i].offset, spans[i].numel);
+  return s;
 }
 
 void CudaOps::scale(float* x, float factor, int64_t n) {
