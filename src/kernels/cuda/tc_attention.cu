@@ -206,6 +206,7 @@ template <class Elem, int D>
 void launch_forward(void* out, float* lse, const void* qkv, const TcArgs& a, int64_t B, cudaStream_t stream) {
   constexpr tc::ForwardShape shape = tc::forward_shape(D);
   using F = ForwardTile<Elem, D, shape.warps, shape.m_tiles, shape.block_n>;
+  static_assert(kMaxT / F::kBlockM <= 65535, "query blocks must fit gridDim.y");
   static std::atomic<uint64_t> configured{0};
   allow_dynamic_smem(tc_forward_kernel<Elem, F>, F::kSmemBytes, configured);
   const dim3 grid(unsigned(B * a.H), unsigned((a.T + F::kBlockM - 1) / F::kBlockM));
@@ -218,7 +219,7 @@ void launch_forward(void* out, float* lse, const void* qkv, const TcArgs& a, int
 }  // namespace tc_impl
 
 bool tc_attention_supported(const AttentionShape& s) {
-  return (s.D == 64 || s.D == 128) && s.T >= 1 && s.T <= (int64_t(1) << 22) && s.B >= 1 && s.H >= 1 &&
+  return (s.D == 64 || s.D == 128) && s.T >= 1 && s.T <= tc_impl::kMaxT && s.B >= 1 && s.H >= 1 &&
          s.B * s.H < (int64_t(1) << 31) && s.B * s.H * s.T < (int64_t(1) << 31) && s.head0 >= 0;
 }
 

@@ -33,8 +33,9 @@
 //   overwritten (Delta = rowsum(dout o out) in fp32, [B, H, T]).
 // Stream: every launch goes to `stream`, in order; nothing synchronises the host.
 //   Backward is three launches (Delta, dK/dV, dQ) that depend only on stream order.
-// Shapes: tc_attention_supported(s): D in {64, 128}, T >= 1, B, H >= 1 (grid
-//   limits: T <= 2^22, B*H < 2^31). Other shapes throw; keep the fp32 kernels for them.
+// Shapes: tc_attention_supported(s): D in {64, 128}, T >= 1, B, H >= 1, head0 >= 0
+//   (grid limits: T <= 2^22, B*H*T < 2^31). Other shapes throw; keep the fp32
+//   kernels for them (e.g. D = 32).
 // Determinism: no atomics; every output element is summed by one thread in a
 //   fixed order, so a call repeats bit for bit on the same GPU model.
 // Dropout: d.p in [0, 1) (else throws); masks are regenerated from Philox in

@@ -280,6 +280,7 @@ void launch_backward(void* dqkv, const void* dout, const void* qkv, const void* 
 
   constexpr tc::DkvShape kv = tc::dkv_shape(D);
   using Fkv = DkvTile<Elem, D, kv.warps, kv.block_m>;
+  static_assert(kMaxT / Fkv::kBlockN <= 65535, "key blocks must fit gridDim.y");
   static std::atomic<uint64_t> kv_configured{0};
   allow_dynamic_smem(tc_dkv_kernel<Elem, Fkv>, Fkv::kSmemBytes, kv_configured);
   const dim3 kv_grid(unsigned(B * a.H), unsigned((a.T + Fkv::kBlockN - 1) / Fkv::kBlockN));
@@ -288,6 +289,7 @@ void launch_backward(void* dqkv, const void* dout, const void* qkv, const void* 
 
   constexpr tc::DqShape q = tc::dq_shape(D);
   using Fq = DqTile<Elem, D, q.warps, q.block_n>;
+  static_assert(kMaxT / Fq::kBlockM <= 65535, "query blocks must fit gridDim.y");
   static std::atomic<uint64_t> q_configured{0};
   allow_dynamic_smem(tc_dq_kernel<Elem, Fq>, Fq::kSmemBytes, q_configured);
   const dim3 q_grid(unsigned(B * a.H), unsigned((a.T + Fq::kBlockM - 1) / Fq::kBlockM));

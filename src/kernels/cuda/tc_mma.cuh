@@ -27,6 +27,8 @@
 namespace occ::kernels::cuda::tc_impl {
 
 constexpr float kLog2e = 1.4426950408889634f;
+// Longest sequence tc_attention_supported() takes: the blocks of T fit gridDim.y.
+constexpr int64_t kMaxT = int64_t(1) << 22;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // Shared-memory row stride (elements) of a tile with D columns.
