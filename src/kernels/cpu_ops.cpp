@@ -4,6 +4,9 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#if defined(OCC_WITH_CUDA)
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace occ::kernels {
 
@@ -222,6 +225,18 @@ class CpuOps final : public Ops {
 Ops& cpu_ops() {
   static CpuOps ops;
   return ops;
+}
+
+void select_attention_backend(Device d, const std::string& name) {
+  if (d == Device::Cpu) {
+    if (name != "auto") fail("--attention-backend {} chooses among the GPU's attention kernels; the CPU has one", name);
+    return;
+  }
+#if defined(OCC_WITH_CUDA)
+  select_cuda_attention(parse_cuda_attention(name));
+#else
+  fail("--device cuda: this binary was built without the CUDA backend; use --device cpu");
+#endif
 }
 
 Ops& ops_for(Device d) {

@@ -193,6 +193,9 @@ class Ops {
 
 // The reference backend.
 Ops& cpu_ops();
+// Chooses the attention kernels of device d's backend (--attention-backend:
+// auto | flash | fused | gemm; kernels/cuda/cuda_ops.h). The CPU has one: auto.
+void select_attention_backend(Device d, const std::string& name);
 // The backend of `d`; throws occ::Error when `d` is not available in this build.
 Ops& ops_for(Device d);
 

@@ -85,6 +85,7 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
             recompute_granularity);
   OCC_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other; pick one");
+  validate_attention_backend();
   // A skipped (overflowing) fp16 iteration has already fed inf to the compressors'
   // state: PowerSGD's warm start and the LEP / error-feedback residuals would stay
   // non-finite for the rest of the run.
@@ -125,6 +126,24 @@ void TrainOptions::validate_interleaving(const ParallelLayout& layout) const {
             M, P, P);
 }
 
+void TrainOptions::validate_attention_backend() const {
+  const std::string& a = attention_backend;
+  OCC_CHECK(a == "auto" || a == "flash" || a == "fused" || a == "gemm",
+            "--attention-backend {} is not known; use auto, flash (tensor cores, with --bf16 or --fp16), fused or "
+            "gemm (the fp32 kernels)",
+            a);
+  OCC_CHECK(a == "auto" || device == Device::Cuda,
+            "--attention-backend {} chooses among the GPU's attention kernels; the CPU has one, so drop it with "
+            "--device cpu",
+            a);
+  OCC_CHECK(a != "flash" || precision() != Precision::Fp32,
+            "--attention-backend flash runs on 16-bit q, k and v; add --bf16 or --fp16, or use fused for fp32");
+  OCC_CHECK(a != "flash" || model.head_dim() == 64 || model.head_dim() == 128,
+            "--attention-backend flash supports head dimensions 64 and 128, not {} (--hidden-size / "
+            "--num-attention-heads); use auto, which runs the fused fp32 kernels for other sizes",
+            model.head_dim());
+}
+
 void TrainOptions::resolve_device() { device = device_name.empty() ? default_device() : parse_device(device_name); }
 
 Recompute TrainOptions::recompute() const {
@@ -144,6 +163,7 @@ nlohmann::json TrainOptions::math_json() const {
   j["recompute_activations"] = recompute_activations;
   j["recompute_granularity"] = recompute_granularity;
   j["device"] = device_name;
+  j["attention_backend"] = attention_backend;
   j["lr_warmup_iters"] = lr_warmup_iters;
   j["lr_decay_iters"] = lr_decay_iters;
   j["adam_beta1"] = adam.beta1;

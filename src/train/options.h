@@ -56,12 +56,15 @@ struct TrainOptions {
   bool recompute_activations = false;       // --recompute-activations (Megatron: selective)
   std::string recompute_granularity;        // --recompute-granularity selective|full ("" = none)
   bool bf16 = false, fp16 = false;          // --bf16 / --fp16 (Megatron's mixed precision)
+  std::string attention_backend = "auto";   // --attention-backend auto|flash|fused|gemm (the GPU's kernels)
   LossScaleConfig loss_scale;               // --fp16's loss scaling
   Precision precision() const { return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32; }
   // What backward recomputes (from the two flags above, as Megatron reads them).
   Recompute recompute() const;
   // Sets `device` from --device (or the default); throws on an unknown name.
   void resolve_device();
+  // --attention-backend against the device, the precision and the head size.
+  void validate_attention_backend() const;
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
   bool use_distributed_optimizer = false;  // ZeRO-1: Adam state sharded over DP (parallel/optimizer_shards.h)

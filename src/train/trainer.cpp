@@ -58,6 +58,7 @@ void Trainer::connect(double comm_timeout_s) {
   comm_ = std::make_unique<JobComm>(opt_, *topo_, world_size_, comm_timeout_s);
   Communicator& tp = comm_->tp();
   const bool staged = comm_->staged();
+  kernels::select_attention_backend(opt_.device, opt_.attention_backend);
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
@@ -324,8 +325,9 @@ void Trainer::log_iteration(const IterationStats& s) {
 
 void Trainer::run() {
   if (is_logger())
-    std::printf("device: %s; precision: %s; recompute: %s\n", describe_device(opt_.device).c_str(),
-                precision_name(opt_.precision()), recompute_name(opt_.recompute()));
+    std::printf("device: %s; precision: %s; recompute: %s\nattention: %s\n", describe_device(opt_.device).c_str(),
+                precision_name(opt_.precision()), recompute_name(opt_.recompute()),
+                stage_->ops().attention_description(opt_.precision()).c_str());
   if (is_logger())
     std::printf("model: %lld parameters (%d layers, hidden %d, %d heads, seq %d, vocab %d padded to %d); "
                 "TP %d x PP %d x DP %d; %lld micro-batches of %d per iteration\n",

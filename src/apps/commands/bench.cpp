@@ -136,6 +136,7 @@ int bench(int argc, char** argv) {
   app.add_option("--json", json_path, "also write every number to this JSON file");
   app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
   app.add_flag("--bf16", opt.bf16, "train in bf16 (see train --bf16)");
+  add_attention_backend_flag(app, opt);
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
 
@@ -186,6 +187,7 @@ int bench(int argc, char** argv) {
     timed_ops->set_enabled(false);
     stage_options.ops = timed_ops.get();
   }
+  kernels::select_attention_backend(opt.device, opt.attention_backend);
   GptStage stage(m, layout, self, opt.seed, stage_options);
   AdamW adam(stage.param_layout(), opt.adam, stage.ops());
   const int64_t nparams = stage.param_layout().total();
@@ -236,8 +238,9 @@ int bench(int argc, char** argv) {
               "%lld parameters, dropout %g/%g\n",
               preset.c_str(), L, m.num_attention_heads, C, T, B, m.vocab_size, V, (long long)nparams,
               m.hidden_dropout, m.attention_dropout);
-  std::printf("bench: device %s, precision %s, recompute %s\n", describe_device(opt.device).c_str(),
-              precision_name(opt.precision()), recompute_name(opt.recompute()));
+  std::printf("bench: device %s, precision %s, recompute %s\nbench: attention %s\n",
+              describe_device(opt.device).c_str(), precision_name(opt.precision()), recompute_name(opt.recompute()),
+              stage.ops().attention_description(opt.precision()).c_str());
   std::printf("bench: %d OpenMP threads, OpenBLAS core %s; %d warm-up steps, %d repeats of %d steps\n", threads,
               openblas_get_corename(), warmup, repeats, steps);
   std::fflush(stdout);

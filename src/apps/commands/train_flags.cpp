@@ -41,6 +41,15 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed of init, dropout and data order")->capture_default_str();
 }
 
+void add_attention_backend_flag(CLI::App& app, TrainOptions& o) {
+  app.add_option("--attention-backend", o.attention_backend,
+                 "the GPU's attention kernels: auto (flash in a --bf16/--fp16 step where the head size allows, else "
+                 "fused), flash (tensor cores: bf16/fp16 q/k/v, head dims 64 and 128, dropout masks drawn in the "
+                 "kernel, identical to the CPU's), fused (fp32 flash-style kernels on CUDA cores: the twin), gemm "
+                 "(batched fp32 GEMMs keeping the probabilities)")
+      ->capture_default_str();
+}
+
 void add_train_flags(CLI::App& app, TrainOptions& o) {
   add_model_flags(app, o.model);
   add_optimizer_flags(app, o);
@@ -78,6 +87,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "bf16 weights, activations and activation gradients in the step; fp32 master weights, gradient "
                "accumulation and optimizer (Megatron's --bf16)");
   app.add_flag("--fp16", o.fp16, "as --bf16 in fp16, with loss scaling (dynamic unless --loss-scale)");
+  add_attention_backend_flag(app, o);
   app.add_option("--loss-scale", o.loss_scale.loss_scale, "--fp16: a static loss scale (default: dynamic)");
   app.add_option("--initial-loss-scale", o.loss_scale.initial_loss_scale, "--fp16: dynamic scaling's first scale")
       ->capture_default_str();

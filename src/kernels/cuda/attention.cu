@@ -1,5 +1,6 @@
 // Causal self-attention, batched-GEMM version (the twin of the fused kernels in
-// flash_attention.cu) and the dispatch between the two.
+// flash_attention.cu), and the dispatch between the tensor-core kernels of a
+// 16-bit step (tc_attention.h), the fp32 fused kernels and these.
 //
 // Same algorithm and saved layout as the CPU backend (kernels/attention.cpp,
 // cpu_ops.cpp): saved = probs [B, H, T, T] (softmax, zero above the diagonal),
@@ -13,6 +14,7 @@
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/tc_attention.h"
 
 namespace occ::kernels::cuda {
 
@@ -120,26 +122,44 @@ unsigned row_blocks(int64_t rows) { return unsigned((rows + kWarpsPerBlock - 1) 
 
 }  // namespace
 
-bool CudaOps::use_fused_attention(const AttentionShape& s) const {
-  return attention_ == CudaAttention::Fused && (s.D == 32 || s.D == 64 || s.D == 128);
+bool CudaOps::use_flash_attention(const AttentionShape& s, Precision storage) const {
+  return storage != Precision::Fp32 && (attention_ == CudaAttention::Auto || attention_ == CudaAttention::Flash) &&
+         tc_attention_supported(s);
 }
 
-int64_t CudaOps::attention_saved_floats(const AttentionShape& s, const Dropout& d, Precision /*storage*/) const {
+bool CudaOps::use_fused_attention(const AttentionShape& s) const {
+  return attention_ != CudaAttention::BatchedGemm && (s.D == 32 || s.D == 64 || s.D == 128);
+}
+
+int64_t CudaOps::attention_saved_floats(const AttentionShape& s, const Dropout& d, Precision storage) const {
+  // Flash: log-sum-exp per row [B, H, T] (backward reads the output itself).
+  if (use_flash_attention(s, storage)) return tc_attention_stats_floats(s);
   // Fused: log-sum-exp per row [B, H, T], then the output [B*T, H*D] (backward needs rowsum(dout * out)).
   if (use_fused_attention(s)) return s.B * s.H * s.T + s.B * s.T * s.H * s.D;
   return s.B * s.H * s.T * s.T * (d.active() ? 2 : 1);
 }
 
 std::string CudaOps::attention_description(Precision p) const {
-  const char* fp32 = attention_ == CudaAttention::Fused ? "fused flash-style kernels, fp32 on CUDA cores"
-                                                        : "batched fp32 GEMMs, probabilities kept for backward";
+  const bool fused = attention_ != CudaAttention::BatchedGemm;
+  const char* fp32 = fused ? "fused flash-style kernels, fp32 on CUDA cores (head dims 32, 64, 128; others: "
+                             "batched fp32 GEMMs)"
+                           : "batched fp32 GEMMs, probabilities kept for backward";
   if (p == Precision::Fp32) return fp32;
+  if (attention_ == CudaAttention::Auto || attention_ == CudaAttention::Flash)
+    return std::string("tensor-core flash kernels in ") + precision_name(p) +
+           " with fp32 softmax statistics and in-kernel Philox dropout (head dims 64, 128; others: " + fp32 +
+           ", on fp32 copies)";
   return std::string(fp32) + " (16-bit tensors widened to fp32 around it)";
 }
 
 void CudaOps::attention_forward(TensorRef out, float* saved, ConstTensorRef qkv, const AttentionShape& s,
                                 const Dropout& d) {
   if (s.B <= 0 || s.T <= 0 || s.H <= 0 || s.D <= 0) return;
+  if (use_flash_attention(s, qkv.format())) {
+    require_format(qkv.format(), {out}, "attention_forward");
+    tc_attention_forward(out.data(), saved, qkv.data(), s, d, qkv.format(), stream_);
+    return;
+  }
   const int64_t N = s.B * s.T, HD = s.H * s.D;
   float* out32 = out.is_fp32() ? out.f32() : nullptr;
   const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;
@@ -157,9 +177,16 @@ void CudaOps::attention_forward(TensorRef out, float* saved, ConstTensorRef qkv,
   if (!out.is_fp32()) copy(out, ConstTensorRef(out32, Precision::Fp32), N * HD);
 }
 
-void CudaOps::attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef /*out*/,
+void CudaOps::attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
                                  const float* saved, const AttentionShape& s, const Dropout& d) {
   if (s.B <= 0 || s.T <= 0 || s.H <= 0 || s.D <= 0) return;
+  if (use_flash_attention(s, qkv.format())) {
+    require_format(qkv.format(), {dqkv, dout, out}, "attention_backward");
+    void* delta = scratch(tc_attention_backward_scratch_bytes(s));
+    tc_attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), saved, delta, s, d, qkv.format(),
+                          stream_);
+    return;
+  }
   const int64_t N = s.B * s.T, HD = s.H * s.D;
   float* dqkv32 = dqkv.is_fp32() ? dqkv.f32() : nullptr;
   const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;

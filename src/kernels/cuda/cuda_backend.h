@@ -15,9 +15,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/lt_matmul.h"
 
 namespace occ::kernels::cuda {
 
@@ -49,6 +51,7 @@ void require_format(Precision format, std::initializer_list<ConstTensorRef> tens
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(CudaAttention attention);
+  void set_attention(CudaAttention attention) { attention_ = attention; }
   ~CudaOps() override;
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -151,17 +154,17 @@ class CudaOps final : public Ops {
   // leading dimensions in elements), fp32 C and fp32 accumulation: tensor cores.
   void gemm_16bit(Precision format, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const void* A, int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc);
-  // One GEMM of references (16-bit or fp32 A, B and C, each its own format),
-  // fp32 accumulation, alpha 1: the column-major C = op(A) op(B) + beta C.
-  void gemm_ex(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, ConstTensorRef A, int64_t lda,
-               ConstTensorRef B, int64_t ldb, float beta, TensorRef C, int64_t ldc);
+  // The cuBLASLt GEMMs of 16-bit tensors (created, and cuBLASLt loaded, on first use).
+  LtMatmul& lt();
   // Device memory of at least `bytes` (256-byte aligned) for 16-bit copies of
   // GEMM operands, separate from scratch() so that an op may use both; valid
   // until the next call. Grows, never shrinks.
   void* operand_buffer(size_t bytes);
 
  private:
-  // Whether this shape runs the fused attention kernels (else the batched GEMMs).
+  // Whether this shape and storage run the tensor-core kernels, and else
+  // whether the fp32 fused attention kernels (else the batched GEMMs).
+  bool use_flash_attention(const AttentionShape& s, Precision storage) const;
   bool use_fused_attention(const AttentionShape& s) const;
   void attention_forward_gemm(float* out, float* saved, const float* qkv, const AttentionShape& s, const Dropout& d);
   void attention_backward_gemm(float* dqkv, const float* dout, const float* qkv, const float* saved,
@@ -173,6 +176,7 @@ class CudaOps final : public Ops {
   CudaAttention attention_;
   cudaStream_t stream_ = nullptr;  // legacy default stream
   cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<LtMatmul> lt_;
   void* blas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;

@@ -201,22 +201,33 @@ void CudaOps::upload_tokens(int32_t* dst, const int32_t* host_src, int64_t n) {
 
 }  // namespace cuda
 
+CudaAttention parse_cuda_attention(const std::string& name) {
+  if (name == "auto") return CudaAttention::Auto;
+  if (name == "flash") return CudaAttention::Flash;
+  if (name == "fused") return CudaAttention::Fused;
+  if (name == "gemm") return CudaAttention::BatchedGemm;
+  cuda::throw_error("'" + name + "' is not an attention implementation; use auto (the default), flash, fused or gemm");
+}
+
 CudaAttention default_cuda_attention() {
   const char* env = std::getenv("OCC_CUDA_ATTENTION");
-  if (!env || !*env || !std::strcmp(env, "fused")) return CudaAttention::Fused;
-  if (!std::strcmp(env, "gemm")) return CudaAttention::BatchedGemm;
-  cuda::throw_error(std::string("OCC_CUDA_ATTENTION=") + env +
-                    " is not an attention implementation; use fused (the default) or gemm");
+  return env && *env ? parse_cuda_attention(env) : CudaAttention::Auto;
 }
 
 std::unique_ptr<Ops> make_cuda_ops(CudaAttention attention) { return std::make_unique<cuda::CudaOps>(attention); }
 
-Ops& cuda_ops() {
+namespace {
+cuda::CudaOps& the_cuda_ops() {
   // Created on first use (after the process picked its GPU) and deliberately
   // never destroyed: tearing cuBLAS down during static destruction can race
   // the CUDA runtime's own shutdown.
   static cuda::CudaOps* ops = new cuda::CudaOps(default_cuda_attention());
   return *ops;
 }
+}  // namespace
+
+Ops& cuda_ops() { return the_cuda_ops(); }
+
+void select_cuda_attention(CudaAttention a) { the_cuda_ops().set_attention(a); }
 
 }  // namespace occ::kernels

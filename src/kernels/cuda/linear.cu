@@ -2,13 +2,18 @@
 // [OC, C]; cuBLAS is column-major, and a row-major X is the column-major X^T,
 // so each product X = A B below is issued as X^T = B^T A^T.
 //
-// fp32 operands multiply in fp32 (no TF32: the reference numerics). Operands
-// that hold bf16 or fp16 values (ops.h) are copied to that format, exactly, and
-// multiply on the tensor cores with fp32 accumulation: the same products, summed
-// in another order, at a fraction of the time.
+// Three cases:
+//  - 16-bit tensors (a --bf16 / --fp16 step on the GPU): cuBLASLt (lt_matmul.h)
+//    multiplies them where they lie on the tensor cores with fp32 accumulation,
+//    with the bias, its gradient and the MLP's GeLU in its epilogues, each
+//    result rounded once into its 16-bit tensor;
+//  - fp32 tensors holding bf16 / fp16 values (`operands`, ops.h): copied to that
+//    format, exactly, and multiplied on the tensor cores with fp32 accumulation;
+//  - fp32: multiplied in fp32 (no TF32: the reference numerics).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/lt_matmul.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace occ::kernels::cuda {
@@ -65,26 +70,17 @@ bool sixteen_bit(Precision p) { return p == Precision::Bf16 || p == Precision::F
 
 namespace {
 
-// out[n, o] = bias[o] in out's storage, so that the GEMM adds onto it (beta = 1).
-template <class S, class B>
-__global__ void broadcast_bias_kernel(S* out, const B* bias, int64_t N, int64_t OC) {
-  for (int64_t i = global_thread(); i < N * OC; i += grid_threads()) out[i] = narrow<S>(widen(bias[i % OC]));
-}
-
-// pre = y, out = gelu(y), each rounded once to S (GeLU of the unrounded fp32 y).
-template <class S>
-__global__ void gelu_split_kernel(S* pre, S* out, const float* y, int64_t n) {
+// pre = y, out = gelu(y) (GeLU of the unrounded y; the caller rounds both).
+__global__ void gelu_split_kernel(float* pre, float* out, const float* y, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float x = y[i];
-    pre[i] = narrow<S>(x);
-    out[i] = narrow<S>(gelu_value(x));
+    pre[i] = y[i];
+    out[i] = gelu_value(y[i]);
   }
 }
 
-// dpre = g * gelu'(pre), rounded to S (g unrounded fp32).
-template <class S>
-__global__ void gelu_grad_kernel(S* dpre, const float* g, const S* pre, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dpre[i] = narrow<S>(g[i] * gelu_slope(widen(pre[i])));
+// dpre = g * gelu'(pre) (g unrounded; the caller rounds).
+__global__ void gelu_grad_kernel(float* dpre, const float* g, const float* pre, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dpre[i] = g[i] * gelu_slope(pre[i]);
 }
 
 // Column-sum functors over 16-bit rows and over g * gelu'(pre).
@@ -94,53 +90,39 @@ struct StoredRows {
   int64_t C;
   __device__ __forceinline__ void operator()(int64_t n, int64_t c, float (&v)[1]) const { v[0] = widen(x[n * C + c]); }
 };
-template <class S>
 struct GeluGradRows {
   const float* g;
-  const S* pre;
+  const float* pre;
   int64_t C;
   __device__ __forceinline__ void operator()(int64_t n, int64_t c, float (&v)[1]) const {
-    v[0] = g[n * C + c] * gelu_slope(widen(pre[n * C + c]));
+    v[0] = g[n * C + c] * gelu_slope(pre[n * C + c]);
   }
 };
 
-cudaDataType cuda_type(Precision p) {
-  return p == Precision::Bf16 ? CUDA_R_16BF : p == Precision::Fp16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
 }  // namespace
 
-void CudaOps::gemm_ex(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, ConstTensorRef A, int64_t lda,
-                      ConstTensorRef B, int64_t ldb, float beta, TensorRef C, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  const float alpha = 1.0f;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  // CUBLAS_COMPUTE_32F: products and sums in fp32 (never TF32 or 16-bit compute).
-  OCC_CUBLAS_CHECK(cublasGemmEx(blas_, op_a, op_b, int(m), int(n), int(k), &alpha, A.data(), cuda_type(A.format()),
-                                int(lda), B.data(), cuda_type(B.format()), int(ldb), &beta, C.data(),
-                                cuda_type(C.format()), int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+LtMatmul& CudaOps::lt() {
+  if (!lt_) lt_ = std::make_unique<LtMatmul>(*this);
+  return *lt_;
 }
 
 void CudaOps::linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N,
                              int64_t C, int64_t OC, Precision operands) {
   if (N <= 0 || OC <= 0) return;
   if (!inp.is_fp32()) {
-    // 16-bit tensors: straight to the tensor cores, the result rounded once into out.
+    // 16-bit tensors: cuBLASLt reads them where they lie, adds the bias in its
+    // epilogue and rounds the result once into out.
     require_format(inp.format(), {out, w}, "linear_forward");
-    float beta = 0.0f;
-    if (bias) {
-      with_storage(out.format(), [&](auto s) {
-        using S = decltype(s);
-        with_storage(bias.format(), [&](auto b) {
-          using Bt = decltype(b);
-          broadcast_bias_kernel<<<grid_for(N * OC), kBlock, 0, stream_>>>(typed<S>(out), typed<Bt>(bias), N, OC);
-        });
-      });
-      OCC_CUDA_CHECK_LAUNCH();
-      beta = 1.0f;
-    }
-    if (C > 0) gemm_ex(true, false, OC, N, C, w, C, inp, C, beta, out, OC);
+    LinearForwardArgs a;
+    a.out = out.data();
+    a.out_format = out.format();
+    a.inp = inp.data();
+    a.w = w.data();
+    a.bias = bias.data();
+    a.bias_format = bias ? bias.format() : Precision::Fp32;
+    a.N = N, a.C = C, a.OC = OC;
+    a.operands = inp.format();
+    lt().linear_forward(a);
     return;
   }
   float* out32 = out.f32();
@@ -169,17 +151,33 @@ void CudaOps::linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTens
   if (N <= 0) return;
   if (!dout.is_fp32()) {
     require_format(dout.format(), {dinp, inp, w}, "linear_backward");
-    if (dbias) {
+    if (dinp && C > 0) {
+      LinearBackwardInputArgs a;
+      a.dinp = dinp.data();
+      a.dinp_format = dinp.format();
+      a.dout = dout.data();
+      a.w = w.data();
+      a.accumulate = accumulate_dinp;
+      a.N = N, a.C = C, a.OC = OC;
+      a.operands = dout.format();
+      lt().linear_backward_input(a);
+    }
+    if (dw) {
+      // dbias comes with the weight gradient (cuBLASLt's BGRADB epilogue).
+      LinearBackwardWeightArgs a;
+      a.dw = dw;
+      a.dbias = dbias;
+      a.dout = dout.data();
+      a.inp = inp.data();
+      a.N = N, a.C = C, a.OC = OC;
+      a.operands = dout.format();
+      lt().linear_backward_weight(a);
+    } else if (dbias) {
       with_storage(dout.format(), [&](auto s) {
         using S = decltype(s);
         column_sums_add<1>(*this, ColumnOutputs<1>{{dbias}}, StoredRows<S>{typed<S>(dout), OC}, N, OC);
       });
     }
-    if (C <= 0 || OC <= 0) return;
-    // dinp^T [C, N] = w^T . dout^T, in dinp's format (beta reads its old values).
-    if (dinp) gemm_ex(false, false, C, N, OC, w, C, dout, OC, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
-    // dw^T [C, OC] += inp^T . dout in fp32.
-    if (dw) gemm_ex(false, true, C, OC, N, inp, C, dout, OC, 1.0f, TensorRef(dw, Precision::Fp32), C);
     return;
   }
   float* dinp32 = dinp.f32();
@@ -205,56 +203,67 @@ void CudaOps::linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTens
 void CudaOps::linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w,
                                   ConstTensorRef bias, int64_t N, int64_t C, int64_t OC, Precision p) {
   if (N <= 0 || OC <= 0) return;
-  // y = inp w^T + bias in fp32, then pre = y and out = gelu(y), each rounded once.
-  float* y = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * OC)));
-  if (inp.is_fp32()) {
-    linear_forward(TensorRef(y, Precision::Fp32), inp, w, bias, N, C, OC, p);
-  } else {
-    float beta = 0.0f;
-    if (bias) {
-      with_storage(bias.format(), [&](auto b) {
-        using Bt = decltype(b);
-        broadcast_bias_kernel<<<grid_for(N * OC), kBlock, 0, stream_>>>(y, typed<Bt>(bias), N, OC);
-      });
-      OCC_CUDA_CHECK_LAUNCH();
-      beta = 1.0f;
-    }
-    if (C > 0) gemm_ex(true, false, OC, N, C, w, C, inp, C, beta, TensorRef(y, Precision::Fp32), OC);
-  }
-  if (pre.is_fp32()) {
-    gelu_split_kernel<float><<<grid_for(N * OC), kBlock, 0, stream_>>>(pre.f32(), out.f32(), y, N * OC);
-    OCC_CUDA_CHECK_LAUNCH();
-    round_to_precision(pre.f32(), N * OC, p);
-    round_to_precision(out.f32(), N * OC, p);
+  if (!inp.is_fp32()) {
+    // cuBLASLt's GELU_AUX_BIAS epilogue: pre and gelu(pre) from the same fp32 sums, each rounded once.
+    require_format(inp.format(), {pre, out, w}, "linear_gelu_forward");
+    LinearForwardArgs a;
+    a.out = out.data();
+    a.out_format = out.format();
+    a.pre_gelu = pre.data();
+    a.inp = inp.data();
+    a.w = w.data();
+    a.bias = bias.data();
+    a.bias_format = bias ? bias.format() : Precision::Fp32;
+    a.N = N, a.C = C, a.OC = OC;
+    a.operands = inp.format();
+    lt().linear_forward(a);
     return;
   }
-  with_storage(pre.format(), [&](auto s) {
-    using S = decltype(s);
-    gelu_split_kernel<S><<<grid_for(N * OC), kBlock, 0, stream_>>>(typed<S>(pre), typed<S>(out), y, N * OC);
-  });
+  // fp32 storage: y = inp w^T + bias, then pre = y and out = gelu(y), each rounded to p.
+  float* y = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * OC)));
+  linear_forward(TensorRef(y, Precision::Fp32), inp, w, bias, N, C, OC, p);
+  gelu_split_kernel<<<grid_for(N * OC), kBlock, 0, stream_>>>(pre.f32(), out.f32(), y, N * OC);
   OCC_CUDA_CHECK_LAUNCH();
+  round_to_precision(pre.f32(), N * OC, p);
+  round_to_precision(out.f32(), N * OC, p);
 }
 
 void CudaOps::linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
                                    ConstTensorRef gelu_out, ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t C,
                                    int64_t OC, Precision p) {
   if (N <= 0) return;
-  // dw += dout^T gelu_out; g = dout w in fp32; dpre = g * gelu'(pre) rounded once.
+  if (!dout.is_fp32()) {
+    require_format(dout.format(), {dpre, gelu_out, pre, w}, "linear_backward_gelu");
+    if (dw) {
+      LinearBackwardWeightArgs a;
+      a.dw = dw;
+      a.dout = dout.data();
+      a.inp = gelu_out.data();
+      a.N = N, a.C = C, a.OC = OC;
+      a.operands = dout.format();
+      lt().linear_backward_weight(a);
+    }
+    // cuBLASLt's DGELU_BGRAD epilogue: (dout w) * gelu'(pre) rounded once, its column sums in fp32.
+    LinearBackwardInputArgs a;
+    a.dinp = dpre.data();
+    a.dinp_format = dpre.format();
+    a.dout = dout.data();
+    a.w = w.data();
+    a.pre_gelu = pre.data();
+    a.dbias_of_dinp = dpre_bias;
+    a.N = N, a.C = C, a.OC = OC;
+    a.operands = dout.format();
+    lt().linear_backward_input(a);
+    return;
+  }
+  // fp32 storage: dw += dout^T gelu_out; g = dout w; dpre = g * gelu'(pre) rounded to p.
   linear_backward(nullptr, dw, nullptr, dout, gelu_out, w, N, C, OC, false, p);
   float* g = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * C)));
-  if (dout.is_fp32()) {
-    linear_backward(TensorRef(g, Precision::Fp32), nullptr, nullptr, dout, gelu_out, w, N, C, OC, false, p);
-  } else if (C > 0 && OC > 0) {
-    gemm_ex(false, false, C, N, OC, w, C, dout, OC, 0.0f, TensorRef(g, Precision::Fp32), C);
-  }
-  with_storage(pre.format(), [&](auto s) {
-    using S = decltype(s);
-    if (dpre_bias)
-      column_sums_add<1>(*this, ColumnOutputs<1>{{dpre_bias}}, GeluGradRows<S>{g, typed<S>(pre), C}, N, C);
-    gelu_grad_kernel<S><<<grid_for(N * C), kBlock, 0, stream_>>>(typed<S>(dpre), g, typed<S>(pre), N * C);
-  });
+  linear_backward(TensorRef(g, Precision::Fp32), nullptr, nullptr, dout, gelu_out, w, N, C, OC, false, p);
+  if (dpre_bias) column_sums_add<1>(*this, ColumnOutputs<1>{{dpre_bias}}, GeluGradRows{g, pre.f32(), C}, N, C);
+  gelu_grad_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(dpre.f32(), g, pre.f32(), N * C);
   OCC_CUDA_CHECK_LAUNCH();
-  if (dpre.is_fp32()) round_to_precision(dpre.f32(), N * C, p);
+  round_to_precision(dpre.f32(), N * C, p);
 }
 
 }  // namespace occ::kernels::cuda
