@@ -6,6 +6,7 @@
 
 #include "apps/commands/commands.h"
 #include "core/error.h"
+#include "core/numerics.h"
 
 namespace {
 
@@ -28,7 +29,8 @@ const Subcommand kSubcommands[] = {
 };
 
 void usage(FILE* out) {
-  std::fprintf(out, "usage: optimus-cc <command> [options]   (optimus-cc <command> --help for its options)\n\n");
+  std::fprintf(out, "usage: optimus-cc <command> [options]   (optimus-cc <command> --help for its options)\n");
+  std::fprintf(out, "       optimus-cc --version   (the engine's numerics version, core/numerics.h)\n\n");
   for (const auto& s : kSubcommands) std::fprintf(out, "  %-16s %s\n", s.name, s.help);
 }
 
@@ -38,6 +40,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("optimus-cc numerics %d\n", occ::kNumericsVersion);
+    return 0;
   }
   for (const auto& s : kSubcommands) {
     if (std::string(argv[1]) != s.name) continue;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -325,8 +326,9 @@ void Trainer::log_iteration(const IterationStats& s) {
 
 void Trainer::run() {
   if (is_logger())
-    std::printf("device: %s; precision: %s; recompute: %s\nattention: %s\n", describe_device(opt_.device).c_str(),
-                precision_name(opt_.precision()), recompute_name(opt_.recompute()),
+    std::printf("device: %s; precision: %s; recompute: %s; numerics %d\nattention: %s\n",
+                describe_device(opt_.device).c_str(), precision_name(opt_.precision()),
+                recompute_name(opt_.recompute()), kNumericsVersion,
                 stage_->ops().attention_description(opt_.precision()).c_str());
   if (is_logger())
     std::printf("model: %lld parameters (%d layers, hidden %d, %d heads, seq %d, vocab %d padded to %d); "

@@ -1,0 +1,16 @@
+#pragma once
+// The engine's numerics version. It changes whenever the same command, seed and
+// data can give different numbers: another order of sums, another rounding, a
+// kernel with other arithmetic. Results of different versions are never pooled
+// (the paper-regime experiment records it with every run and refuses to mix
+// them: scripts/regime_runs.py). `optimus-cc --version` prints it.
+//   1: the engine up to 0cc336b.
+//   2: 16-bit storage of a --bf16 / --fp16 step (issue 29): a received pipeline
+//      message and a TP all-reduce's sum are rounded to the training precision;
+//      the MLP's GeLU reads its unrounded pre-activation and the GeLU's gradient
+//      is rounded once; the classifier runs in chunks (the LM head's weight
+//      gradient is summed chunk by chunk, in forward); on the GPU, tensor-core
+//      attention and cuBLASLt GEMMs (another order of sums).
+namespace occ {
+constexpr int kNumericsVersion = 2;
+}  // namespace occ
