@@ -100,7 +100,8 @@ kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
 }
 
 int64_t GptStage::classifier_rows(int64_t N, int64_t V) const {
-  return std::clamp<int64_t>(kClassifierValues / std::max<int64_t>(V, 1), 1, std::max<int64_t>(N, 1));
+  const int64_t values = opt_.classifier_values > 0 ? opt_.classifier_values : kClassifierValues;
+  return std::clamp<int64_t>(values / std::max<int64_t>(V, 1), 1, std::max<int64_t>(N, 1));
 }
 
 void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {

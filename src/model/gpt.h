@@ -34,6 +34,9 @@ struct StageOptions {
   // The backend to run on; null: kernels::ops_for(device). bench --op-profile
   // passes a kernels::TimedOps around it.
   kernels::Ops* ops = nullptr;
+  // The most logits one classifier chunk holds; 0: kClassifierValues (gpt.cpp).
+  // Tests make it small, so that small models run the chunked loss in pieces.
+  int64_t classifier_values = 0;
 };
 
 // What a stage needs to know about one micro-batch.

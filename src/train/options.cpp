@@ -164,6 +164,7 @@ nlohmann::json TrainOptions::math_json() const {
   j["recompute_granularity"] = recompute_granularity;
   j["device"] = device_name;
   j["attention_backend"] = attention_backend;
+  j["debug_classifier_values"] = debug_classifier_values;
   j["lr_warmup_iters"] = lr_warmup_iters;
   j["lr_decay_iters"] = lr_decay_iters;
   j["adam_beta1"] = adam.beta1;

@@ -76,6 +76,9 @@ struct TrainOptions {
   // Test-only (hidden flag): on the CPU, route every transfer through the host
   // staging a GPU job uses (core/host_staging.h), so that path runs in CI.
   bool debug_host_staging = false;
+  // Test-only (hidden flag): the most logits one classifier chunk holds (0: the
+  // model's default), so that small test models run the chunked loss in pieces.
+  int64_t debug_classifier_values = 0;
   // Whether this job stages its transfers through host memory: on a GPU with
   // more than one rank, or forced by --debug-host-staging.
   bool host_staged(int world_size) const {

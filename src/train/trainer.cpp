@@ -61,7 +61,8 @@ void Trainer::connect(double comm_timeout_s) {
   const bool staged = comm_->staged();
   kernels::select_attention_backend(opt_.device, opt_.attention_backend);
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
-                                      StageOptions{opt_.device, opt_.recompute(), opt_.precision()});
+                                      StageOptions{opt_.device, opt_.recompute(), opt_.precision(), nullptr,
+                                                   opt_.debug_classifier_values});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged,

@@ -123,6 +123,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--debug-host-staging", o.debug_host_staging,
                "test only: stage every transfer through host copies, as a multi-rank GPU job does")
       ->group("");  // hidden
+  app.add_option("--debug-classifier-values", o.debug_classifier_values,
+                 "test only: at most this many logits per classifier chunk (small models then run several)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("");  // hidden
   // Optimus-CC.
   app.add_flag("--inter-grad-comp", o.cb.enabled,
                "CB: compress activation gradients sent backward (PowerSGD unless --inter-grad-comp-method)");
