@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/precision.h"
 #include "core/rng.h"
+#include "core/tensor_buffer.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/ops.h"
 
@@ -75,6 +77,70 @@ inline void expect_close(const std::vector<float>& gpu, const std::vector<float>
       << cpu[worst] << "), max |cpu| = " << max_ref;
 }
 inline void expect_close(FTwin& t, double tol, const std::string& what) { expect_close(t.gpu(), t.cpu, tol, what); }
+
+// ---- 16-bit storage ------------------------------------------------------------------------
+// The values of precision p nearest to v (core/precision.h): what the CPU
+// reference stores in a --bf16 / --fp16 step.
+inline std::vector<float> round_values(std::vector<float> v, Precision p) {
+  for (float& x : v) x = round_to(p, x);
+  return v;
+}
+
+// A tensor held twice: on the host as fp32 values of precision p (the CPU
+// reference's storage) and on the GPU stored in `storage` (p's own 16 bits, or
+// fp32 holding the same values).
+struct StoredTwin {
+  std::vector<float> cpu;
+  TensorBuffer dev;
+  StoredTwin(std::vector<float> values, Precision p, Precision storage)
+      : cpu(round_values(std::move(values), p)), dev(Device::Cuda, storage) {
+    dev.assign_from_host_f32(cpu);
+  }
+  StoredTwin(std::vector<float> values, Precision p) : StoredTwin(std::move(values), p, p) {}
+  float* c() { return cpu.data(); }
+  TensorRef g() { return dev.ref(); }
+  std::vector<float> gpu() const { return dev.to_host_f32(); }
+};
+
+// One unit in the last place of precision p at magnitude a (fp16: at least its
+// smallest subnormal).
+inline double ulp_of(Precision p, double a) {
+  const int mantissa = p == Precision::Bf16 ? 7 : p == Precision::Fp16 ? 10 : 23;
+  const int e = a > 0 ? std::ilogb(a) : -126;
+  const double u = std::ldexp(1.0, std::max(e, -126) - mantissa);
+  return p == Precision::Fp16 ? std::max(u, std::ldexp(1.0, -24)) : u;
+}
+
+// Agreement of values stored in precision p: |gpu - cpu| <= ulps units in the
+// last place of p (at the larger magnitude) + rel * max|cpu|. Values computed
+// from the same inputs in fp32 (up to summation order) and rounded once differ
+// by at most one unit where the fp32 results straddle a rounding boundary.
+inline void expect_close_lp(const std::vector<float>& gpu, const std::vector<float>& cpu, Precision p, double ulps,
+                            double rel, const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  double max_ref = 0.0;
+  for (float c : cpu)
+    if (std::isfinite(c)) max_ref = std::max(max_ref, std::fabs(double(c)));
+  size_t bad = 0, worst = 0, non_finite = 0;
+  double worst_excess = 0.0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (!std::isfinite(gpu[i]) || !std::isfinite(cpu[i])) {
+      non_finite += (std::isfinite(gpu[i]) != std::isfinite(cpu[i]));
+      continue;
+    }
+    const double diff = std::fabs(double(gpu[i]) - double(cpu[i]));
+    const double allowed =
+        ulps * ulp_of(p, std::max(std::fabs(double(gpu[i])), std::fabs(double(cpu[i])))) + rel * max_ref;
+    if (diff > allowed) {
+      ++bad;
+      if (diff - allowed > worst_excess) worst_excess = diff - allowed, worst = i;
+    }
+  }
+  EXPECT_EQ(non_finite, 0u) << what << ": elements finite on one backend only";
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements beyond " << ulps << " ulp(s) of " << precision_name(p)
+                     << " + " << rel << " * max|cpu|; worst at " << worst << " (gpu " << gpu[worst] << ", cpu "
+                     << cpu[worst] << ")";
+}
 
 // Dropout masks: the same elements must be zero on both backends. require_zeros:
 // the case is large enough that some element must have been dropped (a tiny

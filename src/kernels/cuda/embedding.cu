@@ -6,18 +6,38 @@
 // on the device, and one block per distinct row adds that row's positions in
 // ascending order: the same additions in the same order as the CPU kernel, so
 // the result is bit-identical to it.
-#include "kernels/cuda/common.cuh"
+//
+// Storage: activations (out, dout) and the step's weights (wte, wpe) may each
+// be fp32, bf16 or fp16 (the model embeds 16-bit weights into an fp32 sum);
+// gradients are fp32. Values are added in fp32 and rounded once when stored,
+// so fp32 results are what they were. With C a multiple of the pack and
+// aligned tensors, threads move 16-byte packs (packs.cuh); else one value each.
+#include "kernels/cuda/packs.cuh"
 
 namespace occ::kernels::cuda {
 
 namespace {
 
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte, int64_t v0, int64_t V,
+// Values per pack when a kernel reads A and writes B: 16 bytes of the narrower type.
+template <class A, class B>
+constexpr int kPackOf = kPack<A> > kPack<B> ? kPack<A> : kPack<B>;
+
+// out[n, c..c+V) = wte[token - v0] (0 outside the shard), a pack of V per thread.
+template <int V, class O, class W>
+__global__ void embedding_forward_kernel(O* out, const int32_t* tokens, const W* wte, int64_t v0, int64_t Vs,
                                          int64_t N, int64_t C) {
-  for (int64_t i = global_thread(); i < N * C; i += grid_threads()) {
-    const int64_t n = i / C, c = i % C;
+  const int64_t row_packs = C / V;
+  for (int64_t q = global_thread(); q < N * row_packs; q += grid_threads()) {
+    const int64_t n = q / row_packs, c = (q % row_packs) * V;
     const int64_t row = int64_t(tokens[n]) - v0;
-    out[i] = (row >= 0 && row < V) ? wte[row * C + c] : 0.0f;
+    float v[V];
+    if (row >= 0 && row < Vs) {
+      load_values<V>(wte + row * C + c, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = 0.0f;
+    }
+    store_values<V>(out + n * C + c, v);
   }
 }
 
@@ -76,37 +96,65 @@ __global__ void bitonic_tile_kernel(uint64_t* keys, int64_t k_first, int64_t k_l
 }
 
 // One block per sorted position; the first position of each shard row adds all
-// of that row's dout rows, in position order, onto dwte.
-__global__ void embedding_accumulate_kernel(float* dwte, const float* dout, const uint64_t* sorted, int64_t N,
-                                            int64_t V, int64_t C) {
+// of that row's dout rows, in position order, onto dwte (a pack of V columns per thread).
+template <int V, class S>
+__global__ void embedding_accumulate_kernel(float* dwte, const S* dout, const uint64_t* sorted, int64_t N,
+                                            int64_t Vs, int64_t C) {
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const uint64_t row = sorted[i] >> 32;
-    if (row >= uint64_t(V)) break;  // out-of-shard tokens: all later ones are too
+    if (row >= uint64_t(Vs)) break;  // out-of-shard tokens: all later ones are too
     if (i > 0 && (sorted[i - 1] >> 32) == row) continue;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      float acc = dwte[int64_t(row) * C + c];
-      for (int64_t j = i; j < N && (sorted[j] >> 32) == row; ++j)
-        acc += dout[int64_t(sorted[j] & 0xffffffffu) * C + c];
-      dwte[int64_t(row) * C + c] = acc;
+    for (int64_t c = int64_t(threadIdx.x) * V; c < C; c += int64_t(blockDim.x) * V) {
+      float acc[V], g[V];
+      load_values<V>(dwte + int64_t(row) * C + c, acc);
+      for (int64_t j = i; j < N && (sorted[j] >> 32) == row; ++j) {
+        load_values<V>(dout + int64_t(sorted[j] & 0xffffffffu) * C + c, g);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] += g[k];
+      }
+      store_values<V>(dwte + int64_t(row) * C + c, acc);
     }
   }
 }
 
-__global__ void position_forward_kernel(float* out, const float* wpe, int64_t N, int64_t T, int64_t C) {
-  for (int64_t i = global_thread(); i < N * C; i += grid_threads()) {
-    const int64_t n = i / C, c = i % C;
-    out[i] += wpe[(n % T) * C + c];
+// out[n] += wpe[n % T], rounded once to O.
+template <int V, class O, class W>
+__global__ void position_forward_kernel(O* out, const W* wpe, int64_t N, int64_t T, int64_t C) {
+  const int64_t row_packs = C / V;
+  for (int64_t q = global_thread(); q < N * row_packs; q += grid_threads()) {
+    const int64_t n = q / row_packs, c = (q % row_packs) * V;
+    float o[V], w[V];
+    load_values<V>(out + n * C + c, o);
+    load_values<V>(wpe + (n % T) * C + c, w);
+#pragma unroll
+    for (int j = 0; j < V; ++j) o[j] += w[j];
+    store_values<V>(out + n * C + c, o);
   }
 }
 
-// One thread per element of dwpe [T, C], adding rows t, t + T, ... in order (as the CPU).
-__global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t N, int64_t T, int64_t C) {
-  for (int64_t i = global_thread(); i < T * C; i += grid_threads()) {
-    const int64_t t = i / C, c = i % C;
-    float acc = dwpe[i];
-    for (int64_t n = t; n < N; n += T) acc += dout[n * C + c];
-    dwpe[i] = acc;
+// One thread per pack of dwpe [T, C], adding rows t, t + T, ... in order (as the CPU).
+template <int V, class S>
+__global__ void position_backward_kernel(float* dwpe, const S* dout, int64_t N, int64_t T, int64_t C) {
+  const int64_t row_packs = C / V;
+  for (int64_t q = global_thread(); q < T * row_packs; q += grid_threads()) {
+    const int64_t t = q / row_packs, c = (q % row_packs) * V;
+    float acc[V], g[V];
+    load_values<V>(dwpe + t * C + c, acc);
+    for (int64_t n = t; n < N; n += T) {
+      load_values<V>(dout + n * C + c, g);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] += g[k];
+    }
+    store_values<V>(dwpe + t * C + c, acc);
   }
+}
+
+// Whether [*, C] tensors at these addresses can move packs of V values.
+bool packs_fit(int64_t C, int V, std::initializer_list<const void*> tensors) {
+  if (C % V != 0) return false;
+  for (const void* t : tensors)
+    if (!aligned16(t)) return false;
+  return true;
 }
 
 }  // namespace
@@ -114,7 +162,19 @@ __global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t
 void CudaOps::embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V,
                                 int64_t N, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  embedding_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out.f32(), tokens, wte.f32(), v0, V, N, C);
+  with_storage(out.format(), [&](auto otag) {
+    using O = decltype(otag);
+    with_storage(wte.format(), [&](auto wtag) {
+      using W = decltype(wtag);
+      constexpr int P = kPackOf<O, W>;
+      if (packs_fit(C, P, {out.data(), wte.data()}))
+        embedding_forward_kernel<P><<<grid_for(N * (C / P)), kBlock, 0, stream_>>>(typed<O>(out), tokens,
+                                                                                 typed<W>(wte), v0, V, N, C);
+      else
+        embedding_forward_kernel<1><<<grid_for(N * C), kBlock, 0, stream_>>>(typed<O>(out), tokens, typed<W>(wte),
+                                                                           v0, V, N, C);
+    });
+  });
   OCC_CUDA_CHECK_LAUNCH();
 }
 
@@ -145,19 +205,44 @@ void CudaOps::embedding_backward(float* dwte, ConstTensorRef dout, const int32_t
   }
 
   const unsigned blocks = unsigned(N < 65535 ? N : 65535);
-  embedding_accumulate_kernel<<<blocks, 128, 0, stream_>>>(dwte, dout.f32(), keys, N, V, C);
+  with_storage(dout.format(), [&](auto tag) {
+    using S = decltype(tag);
+    constexpr int P = kPackOf<S, float>;
+    if (packs_fit(C, P, {dwte, dout.data()}))
+      embedding_accumulate_kernel<P><<<blocks, 128, 0, stream_>>>(dwte, typed<S>(dout), keys, N, V, C);
+    else
+      embedding_accumulate_kernel<1><<<blocks, 128, 0, stream_>>>(dwte, typed<S>(dout), keys, N, V, C);
+  });
   OCC_CUDA_CHECK_LAUNCH();
 }
 
 void CudaOps::position_forward(TensorRef out, ConstTensorRef wpe, int64_t N, int64_t T, int64_t C) {
   if (N <= 0 || C <= 0) return;
-  position_forward_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(out.f32(), wpe.f32(), N, T, C);
+  with_storage(out.format(), [&](auto otag) {
+    using O = decltype(otag);
+    with_storage(wpe.format(), [&](auto wtag) {
+      using W = decltype(wtag);
+      constexpr int P = kPackOf<O, W>;
+      if (packs_fit(C, P, {out.data(), wpe.data()}))
+        position_forward_kernel<P><<<grid_for(N * (C / P)), kBlock, 0, stream_>>>(typed<O>(out), typed<W>(wpe), N,
+                                                                                T, C);
+      else
+        position_forward_kernel<1><<<grid_for(N * C), kBlock, 0, stream_>>>(typed<O>(out), typed<W>(wpe), N, T, C);
+    });
+  });
   OCC_CUDA_CHECK_LAUNCH();
 }
 
 void CudaOps::position_backward(float* dwpe, ConstTensorRef dout, int64_t N, int64_t T, int64_t C) {
   if (N <= 0 || C <= 0 || T <= 0) return;
-  position_backward_kernel<<<grid_for(T * C), kBlock, 0, stream_>>>(dwpe, dout.f32(), N, T, C);
+  with_storage(dout.format(), [&](auto tag) {
+    using S = decltype(tag);
+    constexpr int P = kPackOf<S, float>;
+    if (packs_fit(C, P, {dwpe, dout.data()}))
+      position_backward_kernel<P><<<grid_for(T * (C / P)), kBlock, 0, stream_>>>(dwpe, typed<S>(dout), N, T, C);
+    else
+      position_backward_kernel<1><<<grid_for(T * C), kBlock, 0, stream_>>>(dwpe, typed<S>(dout), N, T, C);
+  });
   OCC_CUDA_CHECK_LAUNCH();
 }
 

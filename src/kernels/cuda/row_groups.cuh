@@ -1,0 +1,192 @@
+#pragma once
+// Row groups: the layout of the per-row kernels (LayerNorm and the passes fused
+// with it, the dropout gradient with its bias gradient) that keep a row in
+// registers. A row of C values is `row_packs` 16-byte packs (packs.cuh); a
+// group of 32 * warps threads holds one row, thread t owning the packs t,
+// t + group size, ... (at most P of them: P is a template parameter, so the
+// row lives in registers), and a block holds `groups` row groups.
+//
+// Reductions over a row (group_sum) run in a fixed order that depends only on
+// the layout, and the layout only on C: results are deterministic and the same
+// on any GPU. Column sums over rows (parameter gradients) are accumulated per
+// thread over a fixed run of rows, combined per block in group order and
+// written as one partial row per block; column_partials_finish then adds the
+// blocks' partials in a fixed order (no floating-point atomics anywhere).
+#include <algorithm>
+
+#include "kernels/cuda/packs.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace occ::kernels::cuda {
+
+struct RowLayout {
+  int packs = 0;   // P: packs per thread (the kernel instantiation)
+  int warps = 0;   // warps per row group (1 .. 32)
+  int groups = 0;  // row groups per block
+  int threads() const { return 32 * warps * groups; }
+};
+
+// The layout for rows of `row_packs` packs with 1 .. max_packs packs per
+// thread: the fewest idle pack slots (registers a kernel holds for packs past
+// the row's end), then the fewest warps per row (fewer barriers); as many
+// groups per block as fit `block_threads`. A function of the shape only.
+// Returns false when a row needs more than 32 warps (the caller's fallback).
+inline bool choose_row_layout(int64_t row_packs, int max_packs, int block_threads, RowLayout& out) {
+  if (row_packs <= 0) return false;
+  int64_t best_idle = -1;
+  for (int warps = 1; warps <= 32; ++warps) {
+    for (int p = 1; p <= max_packs; ++p) {
+      const int64_t capacity = int64_t(32) * warps * p;
+      if (capacity < row_packs) continue;
+      if (best_idle < 0 || capacity - row_packs < best_idle) {
+        best_idle = capacity - row_packs;
+        out = RowLayout{p, warps, std::max(1, block_threads / (32 * warps))};
+      }
+      break;  // more packs per thread only idle more slots
+    }
+  }
+  return best_idle >= 0;
+}
+
+// Where a thread sits in the row-group layout (warps per group from the host).
+struct GroupThread {
+  int t;      // thread index within its row group
+  int group;  // row group within the block
+  int size;   // threads per row group
+};
+__device__ __forceinline__ GroupThread group_thread(int warps) {
+  const int size = 32 * warps;
+  return {int(threadIdx.x) % size, int(threadIdx.x) / size, size};
+}
+
+// Sums each of v[0 .. K-1] over the threads of the calling thread's row group;
+// every thread gets the sums. One warp: a butterfly (no barrier). Several: the
+// warps' sums through shared memory, added in warp order; then every thread of
+// the block must call it the same number of times (the caller's loops are
+// uniform over the block).
+template <int K>
+__device__ __forceinline__ void group_sum(float (&v)[K], int warps) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = warp_sum(v[k]);
+  if (warps == 1) return;
+  __shared__ float warp_sums[32][K];  // one slot per warp of the block (at most 32)
+  const int warp = int(threadIdx.x) >> 5, first = warp - warp % warps;
+  __syncthreads();  // every reader of a previous call is done
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) warp_sums[warp][k] = v[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float s = warp_sums[first][k];
+    for (int w = 1; w < warps; ++w) s += warp_sums[first + w][k];
+    v[k] = s;
+  }
+}
+
+// ---- column sums over the rows of a block ------------------------------------------
+// A kernel's per-thread column accumulators acc[k][i][j] (pack i of the thread,
+// value j) become the block's partial row partial[k][blockIdx.x][c]: with one
+// row group per block directly, else through shared memory (dynamic, `stage`,
+// groups * K * C floats) summed in group order. Every thread of the block calls it.
+template <int K, int P, int V>
+__device__ __forceinline__ void store_block_column_partials(float* partial, const float (&acc)[K][P][V],
+                                                            const GroupThread& g, int64_t C, int groups,
+                                                            float* stage) {
+  const int64_t row_packs = C / V;
+  if (groups == 1) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float* out = partial + (int64_t(k) * gridDim.x + blockIdx.x) * C;
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int64_t pk = g.t + int64_t(i) * g.size;
+        if (pk < row_packs) store_values<V>(out + pk * V, acc[k][i]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float* mine = stage + (int64_t(g.group) * K + k) * C;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int64_t pk = g.t + int64_t(i) * g.size;
+      if (pk < row_packs) store_values<V>(mine + pk * V, acc[k][i]);
+    }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < K * C; e += blockDim.x) {
+    const int64_t k = e / C, c = e % C;
+    float s = stage[k * C + c];
+    for (int grp = 1; grp < groups; ++grp) s += stage[(int64_t(grp) * K + k) * C + c];
+    partial[(k * gridDim.x + blockIdx.x) * C + c] = s;
+  }
+}
+
+// outs.out[k][c] += the sum over b of partial[k][b][c] (b < blocks): 16 lanes
+// per column each add every 16th block in order, then the lanes are added in
+// lane order. A block: 32 columns of one k.
+constexpr int kFinishLanes = 16;
+template <int K>
+__global__ void column_partials_finish_kernel(ColumnOutputs<K> outs, const float* partial, int64_t blocks,
+                                              int64_t C) {
+  __shared__ float lanes[kFinishLanes][33];
+  const int k = blockIdx.y;
+  float* out = nullptr;
+#pragma unroll
+  for (int i = 0; i < K; ++i)
+    if (i == k) out = outs.out[i];
+  if (!out) return;  // the whole block: nothing wanted for this k
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx;
+  float t = 0.0f;
+  if (c < C)
+    for (int64_t b = ty; b < blocks; b += kFinishLanes) t += partial[(int64_t(k) * blocks + b) * C + c];
+  lanes[ty][tx] = t;
+  __syncthreads();
+  if (ty == 0 && c < C) {
+    float s = lanes[0][tx];
+#pragma unroll
+    for (int j = 1; j < kFinishLanes; ++j) s += lanes[j][tx];
+    out[c] += s;
+  }
+}
+
+template <int K>
+void column_partials_finish(cudaStream_t stream, ColumnOutputs<K> outs, const float* partial, int64_t blocks,
+                            int64_t C) {
+  const dim3 grid(unsigned((C + 31) / 32), unsigned(K)), block(32, kFinishLanes);
+  column_partials_finish_kernel<K><<<grid, block, 0, stream>>>(outs, partial, blocks, C);
+  OCC_CUDA_CHECK_LAUNCH();
+}
+
+// The blocks of a column-summing row kernel and the rows each of its groups
+// takes (a contiguous run), as functions of N and the layout only, so that the
+// order of the additions, hence the bits, never depend on the GPU.
+// kColumnBlocks bounds the partial rows the finish pass reads.
+constexpr int64_t kColumnBlocks = 512;
+struct ColumnGrid {
+  int64_t blocks = 0, rows_per_group = 0;
+};
+inline ColumnGrid column_grid(int64_t N, int groups) {
+  const int64_t group_rows = (N + kColumnBlocks * groups - 1) / (kColumnBlocks * groups);  // >= 1
+  const int64_t rows_per_block = group_rows * groups;
+  return {(N + rows_per_block - 1) / rows_per_block, group_rows};
+}
+
+// Bytes of dynamic shared memory a column-summing kernel stages its groups'
+// partials in (0 with one group per block), and the groups per block that fit
+// the default 48 KiB.
+constexpr size_t kStageBytes = size_t(48) << 10;
+inline int staged_groups(int groups, int K, int64_t C) {
+  if (groups <= 1) return 1;
+  const int64_t fit = int64_t(kStageBytes) / (int64_t(K) * C * int64_t(sizeof(float)));
+  return int(std::max<int64_t>(1, std::min<int64_t>(groups, fit)));
+}
+inline size_t stage_bytes(int groups, int K, int64_t C) {
+  return groups <= 1 ? 0 : size_t(groups) * size_t(K) * size_t(C) * sizeof(float);
+}
+
+}  // namespace occ::kernels::cuda
