@@ -93,7 +93,6 @@ class Ops {
   // Megatron's bias-dropout-add followed by the next LayerNorm, in one pass:
   // residual_out = residual + dropout(x + bias) rounded to p, then
   // ln_out = LayerNorm(residual_out) rounded to p (from the rounded values).
-  // x may be fp32 while the rest is 16-bit (a TP all-reduce's sum).
   virtual void bias_dropout_add_layernorm_forward(TensorRef residual_out, TensorRef ln_out, float* mean, float* rstd,
                                                   ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
                                                   const Dropout& d, ConstTensorRef w, ConstTensorRef b, int64_t N,
@@ -108,7 +107,6 @@ class Ops {
                                           int64_t T, int64_t C, Precision p) = 0;
   virtual void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) = 0;
   virtual void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) = 0;
-  // x may be fp32 while out and residual are 16-bit (a TP all-reduce's sum).
   virtual void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x,
                                         ConstTensorRef bias, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
   virtual void bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
@@ -132,6 +130,8 @@ class Ops {
   virtual std::string attention_description(Precision p) const = 0;
 
   // ---- embeddings --------------------------------------------------------------------
+  // The output may be fp32 while the weights are 16-bit (the model sums a
+  // vocab-parallel embedding in fp32 before storing it rounded).
   virtual void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V,
                                  int64_t N, int64_t C) = 0;
   virtual void embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V,
