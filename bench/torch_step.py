@@ -28,9 +28,11 @@ AdamW); --sdpa computes attention with F.scaled_dot_product_attention(is_causal=
 (torch >= 2.0: flash attention on the GPU); --compile wraps the model in torch.compile
 (the compilation happens in the warm-up steps, whose time is reported as compile_s). On
 CUDA every phase boundary synchronises the device, and the report adds the peak memory
-(torch.cuda.max_memory_allocated) and the MFU: the FLOP rate over --peak-tflops (989: the
-H100/H200 dense bf16 peak). With the defaults (cpu, fp32, no --sdpa, no --compile) the
-script runs exactly the CPU steps it always did.
+(torch.cuda.max_memory_allocated; the JSON also has max_memory_reserved and the device's total
+memory, for sizing a larger micro-batch) and the MFU: the FLOP rate over --peak-tflops (989:
+the H100/H200 dense bf16 peak). On the CPU the JSON has the process's peak resident set
+instead. With the defaults (cpu, fp32, no --sdpa, no --compile) the script runs exactly the
+CPU steps it always did.
 """
 
 import argparse
@@ -279,10 +281,17 @@ def main(argv):
     peak_mib = mfu = None
     if cuda:
         peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
+        # What the caching allocator held at its peak (allocated plus its slack), and the
+        # device's memory: what a larger micro-batch has to fit in (scripts/gpu-check.sh).
+        reserved_mib = torch.cuda.max_memory_reserved(device) / 2**20
+        total_mib = torch.cuda.get_device_properties(device).total_memory / 2**20
         mfu = flops / (best * 1e-3) / (args.peak_tflops * 1e12)
         print(f"GPU: {gpu_name}: {flops / (best * 1e-3) * 1e-12:.1f} TFLOP/s, MFU {mfu:.1%} of "
-              f"{args.peak_tflops:g} TFLOP/s; peak memory {peak_mib:.0f} MiB; warm-up "
-              f"{warmup_s:.1f} s" + (" (includes compilation)" if args.compile else ""))
+              f"{args.peak_tflops:g} TFLOP/s; peak memory {peak_mib:.0f} MiB ({reserved_mib:.0f} MiB reserved "
+              f"of {total_mib:.0f}); warm-up {warmup_s:.1f} s" + (" (includes compilation)" if args.compile else ""))
+    else:
+        import resource  # the CPU has no allocator counter: the process's peak resident set
+        rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     if args.json:
         out = {
             "engine": "torch", "torch_version": torch.__version__, "preset": args.preset,
@@ -306,7 +315,9 @@ def main(argv):
         if cuda:
             # peak_device_mib: the name of `optimus-cc bench --json`'s peak
             out.update(gpu=gpu_name, peak_gpu_mib=peak_mib, peak_device_mib=peak_mib, mfu=mfu,
-                       peak_tflops=args.peak_tflops)
+                       peak_tflops=args.peak_tflops, peak_reserved_mib=reserved_mib, device_total_mib=total_mib)
+        else:
+            out.update(peak_host_rss_mib=rss_mib)
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
             f.write("\n")

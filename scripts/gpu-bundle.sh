@@ -35,7 +35,7 @@
 #             UCX, libfabric, PSM, verbs or OpenSHMEM ones)
 #   share/openmpi, etc/openmpi-mca-params.conf (Debian's + plm=isolated: mpirun on one
 #             machine with no ssh; vader without single-copy: containers refuse CMA)
-#   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py,
+#   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py + gpu_check_speed.py,
 #   tests/reference/check_against_torch.py, tests/cli/torch_reference.sh (its cases),
 #   bench/torch_step.py, docs/gpu.md (how to run the check, what it asserts),
 #   env.sh (source it), run.sh (run.sh PROGRAM ARGS...), MANIFEST,
@@ -249,7 +249,7 @@ if [[ -n $GCIDE ]]; then
   printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
 ' >> "$SOURCES"
 fi
-cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/experiment-quality-regime.sh scripts/quality_report.py "$STAGE/scripts/"
+cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/experiment-quality-regime.sh scripts/quality_report.py "$STAGE/scripts/"
 cp tests/reference/check_against_torch.py "$STAGE/tests/reference/"
 cp tests/cli/torch_reference.sh "$STAGE/tests/cli/"
 cp bench/torch_step.py "$STAGE/bench/"

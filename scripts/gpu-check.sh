@@ -21,8 +21,9 @@
 #   --budget S         seconds for all checks (default 450: the whole run stays under 8 min)
 #   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
 #                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, gpu_3d_layouts, nccl_comm, hf_export, recompute,
-#                      fp16_vs_fp32, bf16_vs_fp32, bench_occ_{small,medium}, quality_regime (opt-in),
-#                      profile_occ_{small,medium}, bench_torch_{small,medium}[_compile]); docs/gpu.md
+#                      fp16_vs_fp32, attention_flash_vs_fused, bf16_vs_fp32, quality_regime (opt-in),
+#                      bench_occ_{small,medium}[_mbmax], bench_torch_{small,medium}[_compile][_mbmax],
+#                      profile_occ_{small,medium}, speed_targets_{small,medium}[_mbmax]); docs/gpu.md
 #                      says what each asserts
 #   --skip A,B         skip them
 #   --work DIR         scratch folder (default: a new one under /tmp, removed at the end)
@@ -352,26 +353,26 @@ check_fp32() {
   done
   helper "$W/c_loss" losses "$W/c_cpu.jsonl" "$W/c_gpu.jsonl" --rel 1e-5 --expect 20
   local l_rc=$H_RC l_s=$H_SUMMARY
-  helper "$W/c_w" weights "$W/c_cpu.safetensors" "$W/c_gpu.safetensors" --rel 1e-4
-  local w_rc=$H_RC w_s=$H_SUMMARY floor="" floor_json=null
-  # For scale, not for the verdict: the same comparison between two CPU layouts (tensor
-  # parallel 1 vs 2), where only the summation order differs. AdamW turns the rounding noise
-  # of gradients that are (near) zero, such as the key bias's, into visible weight changes.
+  # The final weights' bound, per tensor: the same run on the CPU at tensor parallel 2 differs
+  # from TP 1 only in summation order; the GPU may differ from the CPU by at most 4x that (AdamW
+  # turns the rounding noise of (near-)zero gradients, such as the key bias's, into visible
+  # weight changes), or 1e-5 x max|w| where the two CPU layouts happen to agree.
   # shellcheck disable=SC2086
-  if timeout -k 10 "$(cap 60)" "$B/run.sh" mpirun -np 2 optimus-cc train $dc "${SMALL[@]}" --train-iters 20 \
-      --eval-interval 10 --tensor-model-parallel-size 2 --save "$W/c_tp2" --save-interval 20 >> "$log" 2>&1 &&
-      eng "$log" "$(cap 60)" export --load "$W/c_tp2" --out "$W/c_tp2.safetensors"; then
-    helper "$W/c_floor" weights "$W/c_cpu.safetensors" "$W/c_tp2.safetensors" --rel 1e-4
-    floor="; for scale, CPU TP1 vs CPU TP2 (summation order only): $H_SUMMARY"
-    floor_json=$(json_or_null "$W/c_floor.numbers.json")
+  if ! timeout -k 10 "$(cap 60)" "$B/run.sh" mpirun -np 2 optimus-cc train $dc "${SMALL[@]}" --train-iters 20 \
+      --eval-interval 10 --tensor-model-parallel-size 2 --save "$W/c_tp2" --save-interval 20 >> "$log" 2>&1 ||
+    ! eng "$log" "$(cap 60)" export --load "$W/c_tp2" --out "$W/c_tp2.safetensors"; then
+    record "$name" FAIL "$t0" "losses: $l_s; final weights: not judged: the CPU TP2 run that bounds them failed: $(tail_of "$log")" \
+      "$W/c_loss.numbers.json" "$log"
+    return
   fi
-  printf '{"losses": %s, "weights": %s, "weights_cpu_tp1_vs_tp2": %s}\n' "$(json_or_null "$W/c_loss.numbers.json")" \
-    "$(json_or_null "$W/c_w.numbers.json")" "$floor_json" > "$W/c.numbers.json"
-  if ((l_rc == 0 && w_rc == 0)); then
-    record "$name" PASS "$t0" "losses: $l_s; final weights: $w_s$floor" "$W/c.numbers.json"
-  else
-    record "$name" FAIL "$t0" "losses: $l_s; final weights: $w_s$floor" "$W/c.numbers.json" "$W/c_loss.helper.log"
-  fi
+  helper "$W/c_w" weights "$W/c_cpu.safetensors" "$W/c_gpu.safetensors" --spread "$W/c_tp2.safetensors" --factor 4 --floor 1e-5
+  local w_rc=$H_RC w_s=$H_SUMMARY
+  printf '{"losses": %s, "weights": %s}\n' "$(json_or_null "$W/c_loss.numbers.json")" "$(json_or_null "$W/c_w.numbers.json")" \
+    > "$W/c.numbers.json"
+  local st=FAIL
+  ((l_rc == 0 && w_rc == 0)) && st=PASS
+  record "$name" "$st" "$t0" "losses: $l_s; final weights (A CPU, B --device $GDEV, C CPU TP2): $w_s" "$W/c.numbers.json" \
+    "$W/c_w.helper.log"
 }
 
 # ---- (f) checkpoints across backends ----------------------------------------------------------
@@ -751,6 +752,65 @@ check_fp16() {
   record "$name" "$st" "$t0" "$H_SUMMARY (A fp32, B fp16; 40 iterations of 4 x 64, --device $GDEV)" "$W/h.numbers.json" "$W/h.helper.log"
 }
 
+# ---- the tensor-core flash attention vs its fused fp32 twin, in training (issue 29) -------------
+# 4 layers, hidden 128, 2 heads (head dim 64: the flash kernels take 64 and 128), bf16, dropout
+# 0.1, 40 iterations, --attention-backend flash vs fused. Both round every other tensor to bf16
+# alike and draw the same dropout masks (Philox, keyed as the CPU's), so the two differ only in
+# attention's arithmetic (bf16 tensor-core products of P and dS vs fp32 on the CUDA cores): far
+# less than bf16 vs fp32 overall, which stays within 0.5 % at the GPT-2-small shape. Asserted:
+# training loss within 2 % at every iteration, validation within 1 % at each evaluation, the flash
+# run's start line `attention: tensor-core flash`, and flash resumed from its iteration-20
+# checkpoint bit-identical to the uninterrupted flash run. The CPU stand-in refuses non-auto
+# backends: it runs auto vs auto (the plumbing: both are the CPU's kernels, so equal).
+check_flash() {
+  local name=$1 t0=$SECONDS dg rc N=40 K=20 layers=4 run
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  has_flag train --bf16 || { record "$name" SKIP "$t0" "optimus-cc train has no --bf16"; return; }
+  local -a flash=(--attention-backend flash) fused=(--attention-backend fused)
+  local want_flash='^attention: tensor-core flash' want_fused='^attention: fused flash-style' what="flash vs fused"
+  if [[ $GDEV == cpu ]]; then
+    flash=() fused=() want_flash='^attention: ' want_fused='^attention: ' what="CPU stand-in: auto vs auto (the CPU has one attention)"
+  elif ! has_flag train --attention-backend; then
+    record "$name" SKIP "$t0" "optimus-cc train has no --attention-backend"; return
+  fi
+  ((QUICK)) && N=12 K=6 layers=2
+  local -a F=("${DATAF[@]}" --num-layers "$layers" --hidden-size 128 --num-attention-heads 2 --seq-length 64
+    --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --hidden-dropout 0.1 --attention-dropout 0.1
+    --seed 1234 --eval-iters 2 --eval-interval "$K" --log-interval 10 --bf16 --train-iters "$N")
+  for run in flash fused resumed; do
+    local -a extra=()
+    case $run in
+      flash) extra=("${flash[@]}" --save "$W/a_ck" --save-interval "$K") ;;
+      fused) extra=("${fused[@]}") ;;
+      resumed)
+        mkdir -p "$W/a_ck$K" && cp -r "$W/a_ck/iter_$(printf %07d "$K")" "$W/a_ck$K/" &&
+          echo "$K" > "$W/a_ck$K/latest_checkpointed_iteration.txt"
+        extra=("${flash[@]}" --load "$W/a_ck$K") ;;
+    esac
+    # shellcheck disable=SC2086
+    eng "$LOGS/${name}_$run.log" "$(cap 90)" train $dg "${F[@]}" "${extra[@]}" --metrics "$W/a_$run.jsonl"
+    rc=$?
+    ((rc == 0)) || { record "$name" FAIL "$t0" "$run run: $(why "$rc" 90): $(tail_of "$LOGS/${name}_$run.log")" "" "$LOGS/${name}_$run.log"; return; }
+  done
+  local line_flash line_fused problems=''
+  line_flash=$(grep -m 1 '^attention: ' "$LOGS/${name}_flash.log" | cut -c1-90)
+  line_fused=$(grep -m 1 '^attention: ' "$LOGS/${name}_fused.log" | cut -c1-90)
+  grep -q "$want_flash" "$LOGS/${name}_flash.log" || problems+="the flash run's start line is '${line_flash:-none}'; "
+  grep -q "$want_fused" "$LOGS/${name}_fused.log" || problems+="the fused run's start line is '${line_fused:-none}'; "
+  helper "$W/a_curve" losses "$W/a_fused.jsonl" "$W/a_flash.jsonl" --rel 0.02 --expect "$N"
+  local r1=$H_RC s1=$H_SUMMARY
+  helper "$W/a_val" val "$W/a_fused.jsonl" "$W/a_flash.jsonl" --rel 0.01 --expect-iters "$N"
+  local r2=$H_RC s2=$H_SUMMARY
+  helper "$W/a_resume" losses "$W/a_flash.jsonl" "$W/a_resumed.jsonl" --rel 0 --after "$K" --expect $((N - K))
+  local st=FAIL
+  ((r1 == 0 && r2 == 0 && H_RC == 0)) && [[ -z $problems ]] && st=PASS
+  printf '{"curve": %s, "validation": %s, "resume": %s}\n' "$(json_or_null "$W/a_curve.numbers.json")" \
+    "$(json_or_null "$W/a_val.numbers.json")" "$(json_or_null "$W/a_resume.numbers.json")" > "$W/a.numbers.json"
+  record "$name" "$st" "$t0" "${problems}$what ($layers x 128, 2 heads, bf16, dropout 0.1, $N iterations; '$line_flash'): \
+training losses (A fused, B flash): $s1; validation: $s2; flash resumed from iteration $K vs uninterrupted: $H_SUMMARY" \
+    "$W/a.numbers.json" "$LOGS/${name}_flash.log"
+}
+
 # ---- (d) bf16 vs fp32: GPT-2-small shape, 300 iterations -----------------------------------------
 check_bf16() {
   local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc t s_bf s_fp iters=$BF16_ITERS ev=50
@@ -793,61 +853,139 @@ check_bf16() {
 }
 
 # ---- (g) benchmarks -----------------------------------------------------------------------------
-bench_shape() { # small|medium [occ] -> the model flags (occ: with --max-position-embeddings)
+# The matrix (issue 29): optimus-cc bench and bench/torch_step.py (eager + SDPA, torch.compile) on
+# GPT-2 small (12 x 768) and medium (24 x 1024), seq 1024, vocabulary 50304, bf16, at micro-batch 8
+# (bench_*), then each engine at the largest micro-batch that fits it (bench_*_mbmax), compared in
+# speed_targets_*. The quick stand-in: 2 x 64, seq 64, micro-batch 2 and at most 4.
+BENCH_MB=8 MB_CAP=64 TORCH_STEPS=(--steps 10 --warmup 3 --repeats 3) TORCH_STEPS_MBMAX=(--steps 5 --warmup 2 --repeats 2)
+((QUICK)) && BENCH_MB=2 MB_CAP=4 TORCH_STEPS=(--steps 2 --warmup 1 --repeats 2) TORCH_STEPS_MBMAX=("${TORCH_STEPS[@]}")
+bench_shape() { # small|medium [occ|torch] [MICRO_BATCH] -> the model flags (occ: with --max-position-embeddings)
   local T=1024 s
   case $1 in
     small) s="--num-layers 12 --hidden-size 768 --num-attention-heads 12" ;;
     medium) s="--num-layers 24 --hidden-size 1024 --num-attention-heads 16" ;;
   esac
-  s="$s --seq-length $T --micro-batch-size 8 --vocab-size 50304"
-  if ((QUICK)); then T=64 s="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 2 --vocab-size 4096"; fi
+  s="$s --seq-length $T --vocab-size 50304"
+  if ((QUICK)); then T=64 s="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --vocab-size 4096"; fi
   [[ ${2:-} == occ ]] && s="$s --max-position-embeddings $T"
-  echo "$s"
+  echo "$s --micro-batch-size ${3:-$BENCH_MB}"
 }
-# optimus-cc bench --device DEV --bf16: 2 warm-up steps, 3 repeats of 5 timed steps (forward +
-# backward + clip + AdamW on random tokens, dropout off); the JSON must say the device and
-# bf16; MFU is computed by gpu_check_report.py from the model shape (docs/gpu.md).
-check_bench_occ() {
-  local name=$1 size=${1##*_} t0=$SECONDS log=$LOGS/$1.log df rc t shape expect=()
-  shape=$(bench_shape "$size" occ)
-  df=$(devflags bench "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc bench has no --device"; return; }
+# occ_bench NAME SIZE MB WANT_S ARGS...: optimus-cc bench --bf16 (forward + backward + clip + AdamW on
+# random tokens, dropout off) on the GPU side -> W/NAME.json, output in LOGS/NAME.log
+occ_bench() {
+  local name=$1 size=$2 mb=$3 t
+  t=$(cap "$4")
+  BENCH_T=$t
+  shift 4
+  # shellcheck disable=SC2046
+  eng "$LOGS/$name.log" "$t" bench $(devflags bench "$GDEV") --bf16 $(bench_shape "$size" occ "$mb") "$@" \
+    --json "$W/$name.json"
+}
+# torch_bench NAME SIZE MB WANT_S ARGS...: bench/torch_step.py, bf16 autocast, SDPA where torch has it
+torch_bench() {
+  local name=$1 size=$2 mb=$3 t sd=()
+  t=$(cap "$4")
+  BENCH_T=$t
+  shift 4
+  ((TORCH_SDPA)) && sd=(--sdpa)
+  echo "+ $PY torch_step.py --device $GDEV --dtype bf16 ${sd[*]} $* $(bench_shape "$size" torch "$mb") (timeout $t s)" >> "$LOGS/$name.log"
+  # shellcheck disable=SC2046
+  timeout -k 10 "$t" "$PY" "$TORCH_STEP" --device "$GDEV" --dtype bf16 "${sd[@]}" "$@" $(bench_shape "$size" torch "$mb") \
+    --json "$W/$name.json" >> "$LOGS/$name.log" 2>&1
+}
+# bench_verdict NAME T0 RC WANT_S NOTE [LOG]: records the run of W/NAME.json, checked by the helper
+# (ours: device cuda and bf16 in its JSON; MFU from the model shape, docs/gpu.md)
+bench_verdict() {
+  local name=$1 t0=$2 rc=$3 note=$5 log=${6:-$LOGS/$1.log} kind=bench-torch what expect=()
+  if ((rc == 124 || rc == 137)) && ((${BENCH_T:-0} < $4)); then
+    record "$name" SKIP "$t0" "time budget spent: stopped after the $BENCH_T s left of it (the run may take $4 s)" "" "$log"
+    return
+  fi
+  ((rc == 0)) || { record "$name" FAIL "$t0" "$(why "$rc" "${BENCH_T:-$4}")${note:+ ($note)}: $(tail_of "$log")" "" "$log"; return; }
+  if [[ $name == bench_occ_* ]]; then
+    kind=bench-engine expect=(--expect-precision bf16)
+    [[ $GDEV == cuda ]] && expect+=(--expect-device cuda)
+    what="optimus-cc bench; $(grep -m 1 '^bench: device' "$log" | flat); $(grep -m 1 '^bench: attention' "$log" | cut -c1-70)"
+  else
+    what="PyTorch bf16 autocast, $([[ $name == *_compile* ]] && echo torch.compile || echo eager)$( ((TORCH_SDPA)) && echo ', SDPA')"
+  fi
+  helper "$W/$name" "$kind" "$W/$name.json" "${expect[@]}"
+  local st=FAIL
+  ((H_RC == 0)) && st=PASS
+  record "$name" "$st" "$t0" "$H_SUMMARY ($what${note:+; $note})" "$W/$name.numbers.json" "$log"
+}
+check_bench_occ() {  # bench_occ_SIZE: micro-batch 8, 2 warm-up steps, 3 repeats of 5 steps
+  local name=$1 t0=$SECONDS
+  devflags bench "$GDEV" > /dev/null || { record "$name" SKIP "$t0" "optimus-cc bench has no --device"; return; }
   has_flag bench --bf16 || { record "$name" SKIP "$t0" "optimus-cc bench has no --bf16"; return; }
-  [[ $GDEV == cuda ]] && expect=(--expect-device cuda)
-  t=$(cap 150)
-  # shellcheck disable=SC2086
-  eng "$log" "$t" bench $df --bf16 $shape --steps 5 --warmup 2 --repeats 3 --no-peak --json "$W/$name.json"
-  rc=$?
-  ((rc == 0)) || { record "$name" FAIL "$t0" "optimus-cc bench: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
-  helper "$W/$name" bench-engine "$W/$name.json" --expect-precision bf16 "${expect[@]}"
-  local line
-  line=$(grep -m 1 '^bench: device' "$log" | flat)
-  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY (optimus-cc bench; $line)" "$W/$name.numbers.json"
-  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
+  occ_bench "$name" "${name#bench_occ_}" "$BENCH_MB" 150 --steps 5 --warmup 2 --repeats 3 --no-peak
+  bench_verdict "$name" "$t0" $? 150 ""
 }
-check_bench_torch() {
-  local name=$1 t0=$SECONDS log=$LOGS/$1.log rc t size extra=() want=150
+check_bench_torch() {  # bench_torch_SIZE[_compile]: micro-batch 8, 3 warm-up steps, 3 repeats of 10 steps
+  local name=$1 t0=$SECONDS size want=150 extra=()
   size=${name#bench_torch_}
   size=${size%_compile}
   if [[ $name == *_compile ]]; then
     ((TORCH_COMPILE)) || { record "$name" SKIP "$t0" "this torch has no torch.compile"; return; }
-    extra+=(--compile)
-    want=200
+    extra=(--compile) want=200
   fi
-  ((TORCH_SDPA)) && extra+=(--sdpa)
   if [[ $GDEV == cuda ]] && ((!TORCH_CUDA)); then record "$name" SKIP "$t0" "$PY's torch sees no GPU"; return; fi
-  local shape
-  shape=$(bench_shape "$size")
-  t=$(cap "$want")
-  echo "+ $PY torch_step.py --device $GDEV --dtype bf16 ${extra[*]} $shape" >> "$log"
-  # shellcheck disable=SC2086
-  timeout -k 10 "$t" "$PY" "$TORCH_STEP" --device "$GDEV" --dtype bf16 "${extra[@]}" $shape \
-    --steps 10 --warmup 3 --repeats 3 --json "$W/$name.json" >> "$log" 2>&1
+  torch_bench "$name" "$size" "$BENCH_MB" "$want" "${extra[@]}" "${TORCH_STEPS[@]}"
+  bench_verdict "$name" "$t0" $? "$want" ""
+}
+# bench_*_mbmax: the same engine at the largest micro-batch predicted to fit it (gpu_check_speed.py
+# fit-micro-batch: from the micro-batch-8 run's peak, its fixed part bounded by 16 B per parameter,
+# and the device's memory less 10 %; a multiple of 8, at most 64). Out of memory there: halved once.
+# Fewer steps than at micro-batch 8, for the budget: ours 1 warm-up + 2 x 3, PyTorch 2 (compilation)
+# + 2 x 5. Where micro-batch 8 is already the largest, its run stands for this one.
+check_bench_mbmax() {
+  local name=$1 base=${1%_mbmax} t0=$SECONDS size want=150 mb rc note bst half
+  local -a run=(occ_bench) steps=(--steps 3 --warmup 1 --repeats 2 --no-peak)
+  size=${base#bench_occ_}
+  if [[ $base == bench_torch_* ]]; then
+    size=${base#bench_torch_} run=(torch_bench) steps=("${TORCH_STEPS_MBMAX[@]}")
+    size=${size%_compile}
+    [[ $base == *_compile ]] && steps+=(--compile) && want=200
+  fi
+  bst=$(awk -F'\t' -v n="$base" '$1 == n { s = $2 } END { print s }' "$CHECKS")
+  [[ $bst == PASS ]] || { record "$name" SKIP "$t0" "needs $base (micro-batch $BENCH_MB) to pass first: ${bst:-not run}"; return; }
+  helper "$W/${name}_fit" fit-micro-batch "$W/$base.json" --cap "$MB_CAP" --probe "$W/probe.json"
+  note=$H_SUMMARY
+  mb=$(sed -n 's/^MICRO_BATCH //p' "$W/${name}_fit.helper.log" | tail -n 1)
+  if ((H_RC == 3)); then
+    cp "$W/$base.json" "$W/$name.json"
+    bench_verdict "$name" "$t0" 0 0 "$note" "$LOGS/$base.log"
+    return
+  fi
+  if ((H_RC != 0)) || [[ -z $mb ]]; then record "$name" FAIL "$t0" "fit-micro-batch: $note" "" "$W/${name}_fit.helper.log"; return; fi
+  "${run[@]}" "$name" "$size" "$mb" "$want" "${steps[@]}"
   rc=$?
-  ((rc == 0)) || { record "$name" FAIL "$t0" "torch_step.py: $(why "$rc" "$t"): $(tail_of "$log")" "" "$log"; return; }
-  helper "$W/$name" bench-torch "$W/$name.json"
-  local what="PyTorch bf16 autocast, ${extra[*]:-eager}"
-  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY ($what)" "$W/$name.numbers.json"
-  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
+  if ((rc != 0)) && grep -qiE 'out of (gpu )?memory|OutOfMemoryError' "$LOGS/$name.log"; then
+    half=$((mb / 2))
+    ((half >= 8)) && half=$((half / 8 * 8))
+    if ((half <= BENCH_MB)); then
+      cp "$W/$base.json" "$W/$name.json"
+      rc=0 note="out of memory at micro-batch $mb, the micro-batch-$BENCH_MB run stands; $note"
+    else
+      "${run[@]}" "$name" "$size" "$half" "$want" "${steps[@]}"
+      rc=$? note="out of memory at micro-batch $mb, halved to $half; $note"
+    fi
+  fi
+  bench_verdict "$name" "$t0" "$rc" "$want" "$note"
+}
+# speed_targets_SIZE[_mbmax] (issue 29): ours vs torch.compile in this run (gpu_check_speed.py
+# speed-targets): tokens/s >= 1.0x (goal 1.1x; vs eager reported), MFU >= 35 % at medium (goal
+# 40 %), peak device memory <= 1.1x at the same micro-batch; a missed target names what holds the
+# step back (profile_occ_SIZE). SKIP when a run it needs was skipped. The CPU stand-in reports the
+# numbers without asserting them (they are the H200's targets), eager standing in for compile.
+check_speed_targets() {
+  local name=$1 t0=$SECONDS size sfx='' mode=() st=FAIL
+  size=${name#speed_targets_}
+  [[ $size == *_mbmax ]] && sfx=_mbmax size=${size%_mbmax}
+  [[ $GDEV == cpu ]] && mode=(--report-only)
+  helper "$W/$name" speed-targets --checks "$CHECKS" --work "$W" --size "$size" --suffix "$sfx" "${mode[@]}"
+  case $H_RC in 0) st=PASS ;; 3) st=SKIP ;; esac
+  record "$name" "$st" "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$W/$name.helper.log"
 }
 
 # ---- where the engine's step goes: bench --op-profile (every backend call timed alone) ------------
@@ -954,15 +1092,23 @@ run_check nccl_comm check_nccl 40
 run_check hf_export check_hf 40
 run_check recompute check_recompute 30
 run_check fp16_vs_fp32 check_fp16 30
+run_check attention_flash_vs_fused check_flash 20
 run_check bf16_vs_fp32 check_bf16 90
+# The benchmark matrix at micro-batch 8 first, a size at a time (ours, torch.compile, eager, the op
+# profile, the targets), then each engine at its largest micro-batch; the budget skips what does
+# not fit, with the reason.
 for size in small medium; do
   run_check "bench_occ_$size" check_bench_occ 30
-  run_check "bench_torch_$size" check_bench_torch 30
-done
-run_check profile_occ_small check_profile 30
-run_check profile_occ_medium check_profile 30
-for size in small medium; do
   run_check "bench_torch_${size}_compile" check_bench_torch 90
+  run_check "bench_torch_$size" check_bench_torch 30
+  run_check "profile_occ_$size" check_profile 30
+  run_check "speed_targets_$size" check_speed_targets 3
+done
+for size in small medium; do
+  run_check "bench_occ_${size}_mbmax" check_bench_mbmax 30
+  run_check "bench_torch_${size}_compile_mbmax" check_bench_mbmax 90
+  run_check "bench_torch_${size}_mbmax" check_bench_mbmax 30
+  run_check "speed_targets_${size}_mbmax" check_speed_targets 3
 done
 run_check quality_regime check_quality_regime 200
 

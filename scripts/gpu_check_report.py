@@ -11,7 +11,8 @@ the check passes, 1 when it fails, 2 on bad usage or unreadable input.
     gpu_check_report.py gtest RESULT.json
     gpu_check_report.py ref-cases torch_reference.sh OUTDIR
     gpu_check_report.py losses A.jsonl B.jsonl --rel R [--after N] [--expect K]
-    gpu_check_report.py weights A.safetensors B.safetensors --rel R
+    gpu_check_report.py weights A.safetensors B.safetensors --spread C.safetensors [--factor F]
+                           [--floor R]
     gpu_check_report.py val A.jsonl B.jsonl --rel R [--expect-iters N]
     gpu_check_report.py recompute NONE.jsonl SELECTIVE.jsonl FULL.jsonl [--peak-key K]
     gpu_check_report.py precision FP32.jsonl REDUCED.jsonl --rel R --kind bf16|fp16
@@ -22,6 +23,10 @@ the check passes, 1 when it fails, 2 on bad usage or unreadable input.
                            [--expect-precision P]
     gpu_check_report.py bench-torch RESULT.json [--peak-tflops P]
     gpu_check_report.py report --checks CHECKS.tsv --info INFO.json --out DIR
+    gpu_check_report.py fit-micro-batch ... | speed-targets ...   (gpu_check_speed.py)
+
+Exit status 3 (speed-targets, fit-micro-batch) means "nothing to compare / nothing to run":
+the caller reports SKIP, or uses the run it has.
 """
 
 import argparse
@@ -235,35 +240,67 @@ def cmd_bytes(a):
 
 
 def cmd_weights(a):
+    """Final weights of run B (the GPU's) vs run A (the CPU's), per tensor, against what
+    summation order alone does: C is the CPU run in another layout (tensor parallel 2 vs 1),
+    which reorders sums and nothing else. Each tensor must satisfy
+        max|B - A| <= max(factor * max|C - A|, floor * max|A|).
+    The floor is for tensors whose two CPU layouts happen to agree exactly (or nearly): a
+    GPU cannot be asked to reproduce the CPU's rounding bit for bit."""
     import numpy as np
     A, _ = read_safetensors(a.a)
     B, _ = read_safetensors(a.b)
+    C, _ = read_safetensors(a.spread)
     problems = []
-    if set(A) != set(B):
-        problems.append(f"tensor names differ: only in A {sorted(set(A) - set(B))[:3]}, "
-                        f"only in B {sorted(set(B) - set(A))[:3]}")
-    worst, worst_name, worst_diff, worst_scale = -1.0, None, 0.0, 0.0
-    bad = []
-    for n in sorted(set(A) & set(B)):
-        x, y = A[n].astype(np.float64), B[n].astype(np.float64)
-        if x.shape != y.shape:
-            problems.append(f"{n}: shapes {x.shape} vs {y.shape}")
+    for label, other in (("B", B), ("C (the other CPU layout)", C)):
+        if set(A) != set(other):
+            problems.append(f"tensor names differ between A and {label}: only in A {sorted(set(A) - set(other))[:3]}, "
+                            f"only in {label.split()[0]} {sorted(set(other) - set(A))[:3]}")
+    per, bad, on_floor = [], [], 0
+    worst = None
+    for n in sorted(set(A) & set(B) & set(C)):
+        x, y, z = (T[n].astype(np.float64) for T in (A, B, C))
+        if x.shape != y.shape or x.shape != z.shape:
+            problems.append(f"{n}: shapes {x.shape} / {y.shape} / {z.shape}")
             continue
-        diff = float(np.max(np.abs(x - y))) if x.size else 0.0
-        scale = float(np.max(np.abs(x))) if x.size else 0.0
-        r = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
-        if r > worst:
-            worst, worst_name, worst_diff, worst_scale = r, n, diff, scale
-        if diff > a.rel * scale:
-            beyond = int(np.count_nonzero(np.abs(x - y) > a.rel * scale))
-            bad.append(f"{n} ({beyond} of {x.size} elements, {diff / scale:.1e})")
+        if x.size == 0:
+            continue
+        d_ab = float(np.max(np.abs(y - x)))
+        d_ac = float(np.max(np.abs(z - x)))
+        scale = float(np.max(np.abs(x)))
+        bound = max(a.factor * d_ac, a.floor * scale)
+        r = d_ab / bound if bound > 0 else (0.0 if d_ab == 0 else math.inf)
+        floor_used = a.floor * scale > a.factor * d_ac
+        on_floor += floor_used
+        row = {"tensor": n, "size": int(x.size), "max_abs_diff": d_ab, "layouts_max_abs_diff": d_ac,
+               "max_abs": scale, "bound": bound, "ratio_to_bound": r, "floor_used": floor_used}
+        per.append(row)
+        if worst is None or r > worst["ratio_to_bound"]:
+            worst = row
+        if not d_ab <= bound:
+            bad.append(row)
+    if not per:
+        problems.append("no tensor in common")
     if bad:
-        problems.append(f"{len(bad)} tensors beyond {a.rel:g} x max: {', '.join(bad[:4])}")
-    nums = {"tensors": len(set(A) & set(B)), "max_ratio": worst, "worst_tensor": worst_name,
-            "worst_max_abs_diff": worst_diff, "worst_max_abs": worst_scale,
-            "tolerance_ratio": a.rel, "out_of_tolerance": bad}
-    s = (f"{nums['tensors']} tensors, worst max|diff|/max|w| {worst:.2e} ({worst_name}; "
-         f"tolerance {a.rel:g})")
+        problems.append(f"{len(bad)} tensors beyond their bound: " + ", ".join(
+            f"{b['tensor']} ({b['max_abs_diff']:.2e} > {b['bound']:.2e}, {b['ratio_to_bound']:.2f}x)" for b in bad[:4]))
+    for p in sorted(per, key=lambda p: -p["ratio_to_bound"])[:12]:
+        print(f"  {p['tensor']:48s} B-A {p['max_abs_diff']:.2e}  C-A {p['layouts_max_abs_diff']:.2e}  "
+              f"max|A| {p['max_abs']:.2e}  {p['ratio_to_bound']:.2f} of the bound"
+              + (" (floor)" if p["floor_used"] else ""))
+    rel_ab = max((p["max_abs_diff"] / p["max_abs"] for p in per if p["max_abs"] > 0), default=0.0)
+    rel_ac = max((p["layouts_max_abs_diff"] / p["max_abs"] for p in per if p["max_abs"] > 0), default=0.0)
+    nums = {"tensors": len(per), "factor": a.factor, "floor_rel": a.floor, "worst": worst,
+            "worst_ratio_to_bound": worst["ratio_to_bound"] if worst else None, "tensors_on_floor": on_floor,
+            "max_rel_b_vs_a": rel_ab, "max_rel_c_vs_a": rel_ac, "beyond": [b["tensor"] for b in bad],
+            "per_tensor": sorted(per, key=lambda p: -p["ratio_to_bound"])[:20]}
+    s = f"{len(per)} tensors, per tensor max|B-A| <= max({a.factor:g} x max|C-A|, {a.floor:g} x max|A|)"
+    if worst:
+        s += (f": worst {worst['tensor']} at {worst['ratio_to_bound']:.2f} of its bound "
+              f"(B-A {worst['max_abs_diff']:.2e}, C-A {worst['layouts_max_abs_diff']:.2e}, "
+              f"max|A| {worst['max_abs']:.2e}"
+              f"{', the floor' if worst['floor_used'] else ''})")
+    s += (f"; {on_floor} tensors bounded by the floor; largest max|diff|/max|A|: B-A {rel_ab:.2e}, "
+          f"C-A {rel_ac:.2e}")
     if problems:
         s = "; ".join(problems) + " -- " + s
     return emit(s, nums, not problems)
@@ -762,17 +799,27 @@ def cmd_report(a):
     bench = [c for c in checks if c["name"].startswith("bench_") and c["status"] == "PASS" and "numbers" in c]
     if bench:
         md += ["", "## Benchmarks (training step, bf16)", "",
-               "| run | tokens/s (best) | tokens/s (median) | ms/step | TFLOP/s | MFU | peak MiB |",
-               "|---|---:|---:|---:|---:|---:|---:|"]
+               "| run | micro-batch | tokens/s (best) | tokens/s (median) | ms/step | TFLOP/s | MFU | peak MiB |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for c in bench:
             n = c["numbers"]
             pk = n.get("peak_device_mib", n.get("peak_gpu_mib"))
-            md.append(f"| {c['name']} | {n['tokens_per_s']:.0f} | {n.get('tokens_per_s_median', 0):.0f} | "
+            mb = (n.get("model") or {}).get("micro_batch_size", "")
+            md.append(f"| {c['name']} | {mb} | {n['tokens_per_s']:.0f} | {n.get('tokens_per_s_median', 0):.0f} | "
                       f"{n['best_ms']:.1f} | {n['tflops']:.2f} | {n['mfu']:.2%} | "
                       f"{'' if pk is None else f'{float(pk):.0f}'} |")
         md += ["", MFU_FORMULA + " (computed here from the model shape; the same count as optimus-cc bench's "
                    "and bench/torch_step.py's flops_per_step). Peak: the engine's own device tensors "
                    "(bench's peak_device_mib) or torch.cuda.max_memory_allocated."]
+    for c in checks:
+        ops = (c.get("numbers") or {}).get("ops") if c["name"].startswith("profile_") else None
+        if ops:
+            md += ["", f"## Op profile: {c['name']} (each op's share of the step's backend calls)", "",
+                   "| op | calls/step | ms/step | share | TFLOP/s |", "|---|---:|---:|---:|---:|"]
+            md += [f"| {o['op']} | {o.get('calls_per_step', 0):.1f} | {o['ms_per_step']:.3f} | {o['share']:.1%} | "
+                   f"{o['tflops']:.1f} |" if o.get("tflops") else
+                   f"| {o['op']} | {o.get('calls_per_step', 0):.1f} | {o['ms_per_step']:.3f} | {o['share']:.1%} | |"
+                   for o in ops]
     fails = [c for c in checks if c["status"] == "FAIL" and c.get("log_tail")]
     if fails:
         md += ["", "## Failures (last lines of output)"]
@@ -798,26 +845,42 @@ OP_FAMILIES = [
 ]
 
 
-def cmd_op_profile(a):
-    """optimus-cc bench --op-profile's JSON: share of the step per op family, and the top ops."""
-    with open(a.result) as f:
-        j = json.load(f)
+def op_breakdown(j):
+    """optimus-cc bench --op-profile's JSON -> (ms per step in backend calls, [(ms, family)] largest
+    first, every op {op, calls_per_step, ms_per_step, share, tflops} largest first)."""
     ops = j.get("op_profile") or []
-    if not ops:
-        return emit("the bench JSON has no op_profile", {}, False)
     total = sum(o["ms_per_step"] for o in ops)
     fam = {}
     for o in ops:
         family = next((f for f, keys in OP_FAMILIES if any(k in o["op"] for k in keys)), "other")
         fam[family] = fam.get(family, 0.0) + o["ms_per_step"]
     shares = sorted(((ms, f) for f, ms in fam.items()), reverse=True)
-    top = sorted(ops, key=lambda o: -o["ms_per_step"])[:8]
+    every = sorted((dict(o, share=o["ms_per_step"] / total if total > 0 else 0.0) for o in ops),
+                   key=lambda o: -o["ms_per_step"])
+    return total, shares, every
+
+
+def op_line(o):
+    """`name 12.3 ms (20%) at 150 TFLOP/s`: one op of op_breakdown."""
+    return (f"{o['op']} {o['ms_per_step']:.1f} ms ({o['share']:.0%})"
+            + (f" at {o['tflops']:.3g} TFLOP/s" if o.get("tflops") else ""))
+
+
+def cmd_op_profile(a):
+    """optimus-cc bench --op-profile's JSON: share of the step per op family, and every op's
+    share (the report's table lists them all; the summary the top ones)."""
+    with open(a.result) as f:
+        j = json.load(f)
+    total, shares, every = op_breakdown(j)
+    if not every:
+        return emit("the bench JSON has no op_profile", {}, False)
     nums = {"ms_per_step_in_ops": total, "families_ms": {f: round(ms, 3) for ms, f in shares},
-            "top": top, "step_ms_unprofiled": j.get("best_ms")}
+            "families_share": {f: ms / total for ms, f in shares}, "top": every[:8], "ops": every,
+            "step_ms_unprofiled": j.get("best_ms"),
+            "micro_batch_size": (j.get("model") or {}).get("micro_batch_size")}
     s = (f"{total:.1f} ms/step in backend calls (unprofiled step {j.get('best_ms', 0):.1f} ms): " +
          ", ".join(f"{f} {100 * ms / total:.0f}%" for ms, f in shares[:6]) + "; top: " +
-         "; ".join(f"{o['op']} {o['ms_per_step']:.1f} ms" + (f" at {o['tflops']:.3g} TFLOP/s" if o.get("tflops") else "")
-                   for o in top[:4]))
+         "; ".join(op_line(o) for o in every[:5]) + f"; {len(every)} ops in the report's table")
     return emit(s, nums, True)
 
 
@@ -840,9 +903,11 @@ def main(argv):
     p.add_argument("a")
     p.add_argument("b")
     p = sub.add_parser("weights")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--rel", type=float, required=True)
+    p.add_argument("a", help="the reference run's weights (the CPU's)")
+    p.add_argument("b", help="the run under test (the GPU's)")
+    p.add_argument("--spread", required=True, help="the reference run in another layout (only sums reordered)")
+    p.add_argument("--factor", type=float, default=4.0)
+    p.add_argument("--floor", type=float, default=1e-5, help="relative to max|A|, per tensor")
     p = sub.add_parser("val")
     p.add_argument("a")
     p.add_argument("b")
@@ -880,10 +945,17 @@ def main(argv):
     p.add_argument("--checks", required=True)
     p.add_argument("--info", required=True)
     p.add_argument("--out", required=True)
+    # The benchmark matrix's helpers (fit-micro-batch, speed-targets) live next door; no
+    # __pycache__ written into the bundle.
+    sys.dont_write_bytecode = True
+    import gpu_check_speed
+    fns = gpu_check_speed.add_parsers(sub)
     a = ap.parse_args(argv)
-    fn = {"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses, "bytes": cmd_bytes,
-          "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision, "recompute": cmd_recompute,
-          "hf": cmd_hf, "op-profile": cmd_op_profile, "bench-engine": cmd_bench, "bench-torch": cmd_bench, "report": cmd_report}[a.cmd]
+    fns.update({"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
+                "bytes": cmd_bytes, "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision,
+                "recompute": cmd_recompute, "hf": cmd_hf, "op-profile": cmd_op_profile, "bench-engine": cmd_bench,
+                "bench-torch": cmd_bench, "report": cmd_report})
+    fn = fns[a.cmd]
     try:
         return fn(a)
     except (OSError, ValueError, KeyError) as e:

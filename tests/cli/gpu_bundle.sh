@@ -13,8 +13,10 @@
 #     the hiding is real.
 # Outside the namespace: gpu-check.sh on this GPU-less machine reports every check SKIP
 # "no GPU" and exits 2, and its checks run end to end with the CPU standing in for the GPU
-# (--gpu-device cpu --quick: fp32 vs CPU, resume across backends, and the Hugging Face
-# export against reference-dump --load, and the quality experiment's --smoke plumbing), and
+# (--gpu-device cpu --quick: fp32 vs CPU with the weights' bound from two CPU layouts, resume
+# across backends, the Hugging Face export against reference-dump --load, flash vs fused
+# attention's plumbing, the benchmark matrix's small row with the largest micro-batch and the
+# speed targets, and the quality experiment's --smoke plumbing), and
 # its OUT stays within the 8 files the device machine sends back. docs/gpu.md describes the
 # bundle and the check.
 # Skipped (77) only where unshare or mount is not permitted.
@@ -49,7 +51,8 @@ bytes=$(du -sb "$BUNDLE" | cut -f1)
 if ((bytes < 60 * 1048576)); then pass "bundle is $((bytes / 1048576)) MiB (< 60)"; else failed "bundle is $bytes bytes, over 60 MiB"; fi
 if grep -q '\.symtab' <<< "$(readelf -S "$BUNDLE/bin/optimus-cc")"; then failed "bin/optimus-cc is not stripped"; else pass "binaries stripped"; fi
 for f in bin/optimus-cc bin/mpirun bin/orted run.sh env.sh data/kjv.bin data/kjv.idx data/kjv.model \
-  scripts/gpu-check.sh scripts/gpu_check_report.py tests/reference/check_against_torch.py bench/torch_step.py \
+  scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py tests/reference/check_against_torch.py \
+  bench/torch_step.py \
   docs/gpu.md etc/openmpi-mca-params.conf; do
   [[ -e $BUNDLE/$f ]] || failed "bundle lacks $f"
 done
@@ -173,16 +176,30 @@ else
   fi
 fi
 # The checks' own plumbing, the CPU standing in for the GPU, on small models.
-bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 400 \
-  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile,quality_regime > "$WORK/gq.out" 2>&1
+bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 450 \
+  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile,attention_flash,bench_occ_small,bench_torch_small,speed_targets_small,quality_regime \
+  > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
-if [[ $rc == 0 && $npass -ge 14 ]] && grep -q '^PASS quality_regime: .* 9 of 9 runs done' "$WORK/gq.out"; then
+if [[ $rc == 0 && $npass -ge 21 ]] && grep -q '^PASS quality_regime: .* 9 of 9 runs done' "$WORK/gq.out"; then
   pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
 else
   cat "$WORK/gq.out"
   failed "gpu-check.sh --gpu-device cpu --quick: status $rc, $npass passed"
 fi
+# The issue-29 checks' plumbing on the stand-in: the weights' bound from the CPU TP2 run, flash vs
+# fused as auto vs auto (the CPU refuses the others), each engine at its largest micro-batch (the
+# quick cap: 4), and the speed targets reported without a verdict (eager standing in for compile).
+for want in '^PASS fp32_gpu_vs_cpu: .*final weights \(A CPU, B --device cpu, C CPU TP2\): [0-9]+ tensors, per tensor' \
+  '^PASS attention_flash_vs_fused: CPU stand-in: auto vs auto.*flash resumed from iteration 6 vs uninterrupted: 6 iterations' \
+  '^PASS bench_occ_small_mbmax: .*largest micro-batch that fits: 4 ' '^PASS bench_torch_small_mbmax: .*largest micro-batch that fits: 4 ' \
+  '^PASS speed_targets_small: CPU stand-in, targets reported, not asserted.*micro-batch 2: tokens/s' \
+  '^PASS speed_targets_small_mbmax: CPU stand-in.*micro-batch 4: tokens/s'; do
+  if grep -qE -- "$want" "$WORK/gq.out"; then pass "gpu-check.sh stand-in: $(grep -m 1 -oE -- "$want" "$WORK/gq.out" | cut -c1-110)"
+  else failed "gpu-check.sh stand-in: no line matching '$want'"; fi
+done
+if grep -q '^## Op profile: profile_occ_small' "$WORK/gq/gpu-check.md"; then pass "gpu-check.md has the op-profile table"
+else failed "gpu-check.md has no op-profile table"; fi
 # The device machine sends back at most 8 files from OUT (a console log besides): the
 # reports, the quality table and sizing, one archive of every log and run.
 nfiles=$(find "$WORK/gq" -type f | wc -l)
