@@ -48,7 +48,10 @@ def shape_of(regime, layers=2):
              "data_parallel": 2, "pipeline_parallel": 2, "precision": "fp32", "cb_rank": 4, "dp_rank": 4,
              "corpus": "kjv (SentencePiece)", "eval_interval": 3, "eval_iters": 1}
     else:
-        # hidden 1024 (the paper's 1920 costs ~3.5x per layer: no 300-iteration run would fit a call),
+        # hidden 1024: at 1920 a 300-iteration run needs at least ~12 min of H200 compute (2.4x the training
+        # FLOPs per token: README, the paper-regime paragraph), more than a device session; 2 layers, one per
+        # stage (the CB message's shape does not depend on depth, the 50,304-word head costs as much as four
+        # layers, and the CPU's LEP sweep it is compared with had 2; --layers N makes another cohort);
         # seq 1024 and micro-batch 8: every CB message is 8192 x 1024, the paper's shape; 8 micro-batches
         # per pipeline (LEP carries its residual from one to the next); DP rank 64 of 1024 columns is the
         # paper's 128 of 1920 (~6.5 %).

@@ -302,7 +302,7 @@ def cmd_pending(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one call: the missing runs that fit the budget")
     r.add_argument("--ledger", help="the ledger to continue (default: docs/results/regime.json; --smoke: none)")
