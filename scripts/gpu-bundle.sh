@@ -36,6 +36,8 @@
 #   share/openmpi, etc/openmpi-mca-params.conf (Debian's + plm=isolated: mpirun on one
 #             machine with no ssh; vader without single-copy: containers refuse CMA)
 #   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py + gpu_check_speed.py,
+#   scripts/regime_*.py (the paper-regime experiment) with docs/results/regime.json (its ledger),
+#   compressors.json, lep-shapes.json and quality.md,
 #   tests/reference/check_against_torch.py, tests/cli/torch_reference.sh (its cases),
 #   bench/torch_step.py, docs/gpu.md (how to run the check, what it asserts),
 #   env.sh (source it), run.sh (run.sh PROGRAM ARGS...), MANIFEST,
@@ -249,7 +251,13 @@ if [[ -n $GCIDE ]]; then
   printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
 ' >> "$SOURCES"
 fi
-cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/experiment-quality-regime.sh scripts/quality_report.py "$STAGE/scripts/"
+cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/regime_runs.py \
+  scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py "$STAGE/scripts/"
+# The paper-regime experiment continues the committed ledger; plan --auto reads the compressor
+# sweep's loss costs; the report sets the CPU's LEP figures beside the regime's.
+mkdir -p "$STAGE/docs/results"
+cp docs/results/regime.json docs/results/compressors.json docs/results/lep-shapes.json docs/results/quality.md \
+  "$STAGE/docs/results/"
 cp tests/reference/check_against_torch.py "$STAGE/tests/reference/"
 cp tests/cli/torch_reference.sh "$STAGE/tests/cli/"
 cp bench/torch_step.py "$STAGE/bench/"

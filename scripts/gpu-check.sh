@@ -1005,41 +1005,47 @@ check_profile() {
   else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/$name.numbers.json" "$log"; fi
 }
 
-# ---- (q) the paper-regime quality experiment (issue 15), opt-in: --only quality_regime ----------
-# scripts/experiment-quality-regime.sh (GPT hidden 1024, seq 1024, micro-batch 8, P2 D2 on 4 ranks
-# sharing the GPU, bf16, CB rank 16; up to 9 runs sized to fit its budget) on the bundle's GCIDE
-# corpus (scripts/gpu-bundle.sh --gcide); on the CPU stand-in its --smoke plumbing. It works in
-# the scratch folder; OUT gets its table and sizing (quality.md, quality.json, regime.json: the
-# GPU machine sends back only a few files) and gpu-check-logs.tar.gz its runs' logs and metrics.
-# PASS: every run of its plan done (runs it dropped to fit the budget are named in the table).
+# ---- (q) the paper-regime quality experiment (issue 30), opt-in: --only quality_regime ----------
+# scripts/regime_runs.py run (GPT 2 x 1024, seq 1024, micro-batch 8, 8 micro-batches per pipeline,
+# P2 D2 on 4 ranks sharing the GPU, bf16, CB rank 16, 300 iterations per run) on the bundle's GCIDE
+# corpus (scripts/gpu-bundle.sh --gcide), continuing the bundle's copy of the committed ledger
+# docs/results/regime.json: the runs it still lacks for this engine's numerics version, most
+# needed first, each only if its predicted duration fits what is left of the budget (a run stopped
+# by the budget is kept as unfinished). On the CPU stand-in: its --smoke plumbing, 3 runs on a
+# fresh ledger. It works in the scratch folder; OUT gets regime.json (the ledger with this call's
+# runs: `regime_runs.py merge OUT/regime.json docs/results/regime.json` here, docs/gpu.md) and
+# quality-regime.md; gpu-check-logs.tar.gz its runs' logs and metrics. PASS: no run failed.
 check_quality_regime() {
-  local name=$1 t0=$SECONDS log=$LOGS/$1.log budget limit qr=$W/quality-regime ndone='' planned='' f
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log budget limit qr=$W/quality-regime f
   local -a mode=()
   if [[ ",$ONLY," != *",quality_regime"* ]]; then
-    record "$name" SKIP "$t0" "opt-in (about 6 min of GPU): --only quality_regime"; return
+    record "$name" SKIP "$t0" "opt-in (the rest of the budget, up to 7 min of GPU): --only quality_regime"; return
   fi
   if [[ $GDEV == cpu ]]; then
-    mode=(--smoke)
+    mode=(--smoke --max-runs 3)
   elif [[ ! -f $B/data/gcide.jsonl.zst ]]; then
     record "$name" SKIP "$t0" "no data/gcide.jsonl.zst: bundle with scripts/gpu-bundle.sh --gcide"; return
+  else
+    [[ -f $B/docs/results/regime.json ]] || { record "$name" FAIL "$t0" "the bundle lacks docs/results/regime.json (the ledger to continue): rebuild it with scripts/gpu-bundle.sh"; return; }
+    mode=(--ledger "$B/docs/results/regime.json")
   fi
-  # The experiment stops starting runs at its budget; the timeout, 15 s before the deadline,
-  # is for a hang, and leaves time for the report.
+  # The experiment starts no run it predicts past its budget and stops a run at the budget's end;
+  # the timeout, 15 s before the deadline, is for a hang and leaves time for the report.
   limit=$(($(left) - 15))
-  budget=$((limit - 30))
-  ((budget > 360)) && budget=360
-  timeout -k 5 "$limit" bash "$B/scripts/experiment-quality-regime.sh" --device "$GDEV" "${mode[@]}" \
-    --budget-s "$budget" --out "$qr" > "$log" 2>&1
+  budget=$((limit - 25))
+  # (On SIGTERM it stops the running job, keeps it as unfinished and writes the ledger.)
+  timeout -k 20 "$limit" "$PY" "$B/scripts/regime_runs.py" run --device "$GDEV" "${mode[@]}" --budget-s "$budget" \
+    --out "$qr" > "$log" 2>&1
   local rc=$?
-  for f in quality.md quality.json regime.json; do
+  for f in regime.json quality-regime.md; do
     [[ -f $qr/$f ]] && cp "$qr/$f" "$OUT/$f"
   done
-  [[ -f $qr/regime.json ]] && read -r ndone planned < <("$PY" -c \
-    'import json, sys; g = json.load(open(sys.argv[1])); print(g["runs_done"], g["runs_planned"])' "$qr/regime.json")
-  if ((rc == 0)) && [[ -f $qr/quality.md && -n $ndone && $ndone == "$planned" ]]; then
-    record "$name" PASS "$t0" "$(grep -m 1 '^regime:' "$log"); $ndone of $planned runs done; OUT/quality.md"
+  local summary
+  summary="$(grep '^regime: .* run(s) this call' "$log" | tail -n 1 | sed 's/^regime: //'); $(grep -E '^regime: .*(no run can finish|not started|stopped|failed)' "$log" | grep -v 'run(s) this call' | sed 's/^regime: //' | paste -sd';' | cut -c1-600)"
+  if ((rc == 0)) && [[ -f $qr/regime.json ]]; then
+    record "$name" PASS "$t0" "$summary; OUT/regime.json, OUT/quality-regime.md"
   else
-    record "$name" FAIL "$t0" "experiment-quality-regime.sh: $(why "$rc" "$limit"); ${ndone:-no} of ${planned:-?} runs done: $(tail_of "$log")" "" "$log"
+    record "$name" FAIL "$t0" "regime_runs.py: $(why "$rc" "$limit"): $summary $(tail_of "$log")" "" "$log"
   fi
 }
 

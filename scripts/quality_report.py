@@ -1,7 +1,7 @@
-"""Summarises the runs of scripts/experiment-quality.sh (or of
-scripts/experiment-quality-regime.sh, with --regime OUT/regime.json: its shape, iterations
-and epochs) in OUT: OUT/quality.json, OUT/quality.md and OUT/quality.png.
-    python3 quality_report.py OUT [--regime OUT/regime.json]
+"""Summarises the runs of scripts/experiment-quality.sh in OUT: OUT/quality.json,
+OUT/quality.md and OUT/quality.png. (The paper-regime experiment has its own report:
+scripts/regime_report.py.)
+    python3 quality_report.py OUT
 
 Every run OUT/NAME[_rCBRANK]_sSEED.jsonl is compared with the baseline of the same seed
 (OUT/1_baseline_sSEED.jsonl); bytes and LEP ratios are means over the last 80 % of
@@ -17,10 +17,8 @@ import sys
 
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
-ap.add_argument("--regime", help="regime.json of scripts/experiment-quality-regime.sh")
 args = ap.parse_args()
 out = args.out
-regime = json.load(open(args.regime)) if args.regime and os.path.exists(args.regime) else None
 LABEL = {"1_baseline": "baseline", "2_dp_powersgd": "DP-only PowerSGD", "3_cb": "CB (no LEP)", "4_cb_lep": "CB + LEP",
          "5_cb_lep_ec": "CB + LEP + EC", "6_cb_lep_ec_fe": "+ FE", "7_optimus_cc": "+ SC (full Optimus-CC)",
          "8_cb_ec_no_lep": "(diagnostic) CB + EC, no LEP"}
@@ -52,21 +50,8 @@ for (name, rank) in sorted(runs):
         "per_seed": {str(s): {**r, "vs_baseline_pct": rel.get(s)} for s, r in seeds.items()}}
 json.dump(res, open(f"{out}/quality.json", "w"), indent=1)
 iters = max((it for r in res.values() for p in r["per_seed"].values() for it, _ in p["val_curve"]), default=0)
-if regime:
-    g = regime
-    title = (f"Optimus-CC quality in the paper's regime on {g['device']}: {g['shape']}; CB rank {g['cb_rank']}, "
-             f"DP rank {g['dp_rank']}; {g['iterations']} iterations per run ({g['tokens_per_run']:,} tokens, "
-             f"{g['epochs_per_run']} epochs of the {g['corpus_tokens']:,}-token corpus); baseline "
-             f"{g['baseline_ms_per_iter']} ms/iteration; {g['runs_done']} of {g['runs_planned']} runs in {g['seconds']} s "
-             f"(budget {g['budget_s']} s)"
-             + "".join(f"; {what}: {', '.join(g[key])}" for key, what in
-                       (("runs_dropped_to_fit", "dropped from the plan to fit the budget"),
-                        ("runs_not_run", "not run (budget spent)"), ("runs_failed", "FAILED"))
-                       if g.get(key))
-             + ". The same tokens for every variant")
-else:
-    title = (f"Optimus-CC quality ablation: 5.8 M-parameter GPT (6 layers, hidden 256, seq 128), P2 D2 on 4 ranks, "
-             f"{iters} iterations, global batch 32, the same tokens for every variant")
+title = (f"Optimus-CC quality ablation: 5.8 M-parameter GPT (6 layers, hidden 256, seq 128), P2 D2 on 4 ranks, "
+         f"{iters} iterations, global batch 32, the same tokens for every variant")
 lines = [f"{title}; final validation loss, each run "
          f"against the baseline of the same seed; bytes per iteration summed over ranks; LEP ratios: means of "
          f"--check-lep over the last 80 % of iterations.", "",
@@ -105,7 +90,7 @@ def curve(ax, key, **kw):
 for key, r in res.items():  # left: the ablation at the first CB rank
     if r["cb_rank"] in (None, ranks[0] if ranks else None):
         curve(axes[0], key, label=LABEL.get(r["variant"], r["variant"]) + (f" (r{r['cb_rank']})" if r["cb_rank"] else ""))
-axes[0].set_title(f"Optimus-CC ablation, P2 D2, {'GCIDE, hidden 1024, seq 1024' if regime else 'KJV'} (CB rank {ranks[0] if ranks else '-'}, seed {min(base) if base else '-'})")
+axes[0].set_title(f"Optimus-CC ablation, P2 D2, KJV (CB rank {ranks[0] if ranks else '-'}, seed {min(base) if base else '-'})")
 styles = ["-", "--", ":", "-."]
 for key, r in res.items():  # right: how the CB variants move with the rank
     if r["variant"] == "1_baseline":

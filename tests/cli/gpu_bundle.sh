@@ -52,10 +52,18 @@ if ((bytes < 60 * 1048576)); then pass "bundle is $((bytes / 1048576)) MiB (< 60
 if grep -q '\.symtab' <<< "$(readelf -S "$BUNDLE/bin/optimus-cc")"; then failed "bin/optimus-cc is not stripped"; else pass "binaries stripped"; fi
 for f in bin/optimus-cc bin/mpirun bin/orted run.sh env.sh data/kjv.bin data/kjv.idx data/kjv.model \
   scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py tests/reference/check_against_torch.py \
-  bench/torch_step.py \
-  docs/gpu.md etc/openmpi-mca-params.conf; do
+  bench/torch_step.py scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py \
+  docs/results/compressors.json docs/gpu.md etc/openmpi-mca-params.conf; do
   [[ -e $BUNDLE/$f ]] || failed "bundle lacks $f"
 done
+# The paper-regime experiment continues the committed ledger: the bundle carries it as it is.
+if [[ -z ${OCC_GPU_BUNDLE:-} ]]; then
+  if cmp -s "$SRC/docs/results/regime.json" "$BUNDLE/docs/results/regime.json"; then
+    pass "the bundle carries the committed ledger docs/results/regime.json"
+  else
+    failed "the bundle's docs/results/regime.json is missing or differs from the committed ledger"
+  fi
+fi
 
 # ---- hidden Debian libraries ------------------------------------------------------------------
 # Where env.sh unpacks the gzipped libraries (OpenBLAS): inside $WORK, removed at the end.
@@ -181,7 +189,7 @@ bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device
   > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
-if [[ $rc == 0 && $npass -ge 21 ]] && grep -q '^PASS quality_regime: .* 9 of 9 runs done' "$WORK/gq.out"; then
+if [[ $rc == 0 && $npass -ge 21 ]] && grep -q '^PASS quality_regime: 3 run(s) this call, 3 finished, 0 failed' "$WORK/gq.out"; then
   pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
 else
   cat "$WORK/gq.out"
@@ -201,11 +209,12 @@ done
 if grep -q '^## Op profile: profile_occ_small' "$WORK/gq/gpu-check.md"; then pass "gpu-check.md has the op-profile table"
 else failed "gpu-check.md has no op-profile table"; fi
 # The device machine sends back at most 8 files from OUT (a console log besides): the
-# reports, the quality table and sizing, one archive of every log and run.
+# reports, the regime's ledger and its report, one archive of every log and run.
 nfiles=$(find "$WORK/gq" -type f | wc -l)
-if [[ $nfiles -le 7 && -s $WORK/gq/quality.md && -s $WORK/gq/regime.json && -s $WORK/gq/gpu-check.md ]] &&
+if [[ $nfiles -le 7 && -s $WORK/gq/quality-regime.md && -s $WORK/gq/gpu-check.md ]] &&
+  "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [(r["variant"], r["finished"]) for r in d["runs"]] == [("baseline", True), ("cb", True), ("cb_lep", True)]' "$WORK/gq/regime.json" &&
   tar -tzf "$WORK/gq/gpu-check-logs.tar.gz" > "$WORK/gq-archive.txt" &&
-  grep -qx 'quality-regime/4_cb_lep_r4_s1.jsonl' "$WORK/gq-archive.txt"; then
+  grep -qE '^quality-regime/runs/[0-9T]+-cb_lep-s1-[0-9a-f]+\.jsonl$' "$WORK/gq-archive.txt"; then
   pass "gpu-check's OUT holds $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), the runs in the archive"
 else
   failed "gpu-check's OUT: $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), or the quality files / archive missing"
