@@ -3,13 +3,15 @@
 # GPT on it with the full Optimus-CC configuration on 4 MPI ranks (pipeline 2 x
 # data 2: CB + LEP + EC on pipeline gradients, FE, DP PowerSGD with SC),
 # printing validation loss as it falls and the traffic compression saved, then
-# sample text from the final checkpoint.
+# sample text from the final checkpoint. It installs and builds only what it
+# uses (OCC_SETUP=main: no test packages, no tests, no CUDA backend on a new build
+# folder); scripts/test.sh installs and builds the rest.
 #   OCC_RUN_DIR  where data, checkpoints and metrics go (default: runs/kjv)
 #   OCC_RANKS    MPI ranks (default 4; the config's pipeline size is 2)
 #   extra arguments are passed to `optimus-cc train` (they override the config)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+OCC_SETUP=main bash scripts/setup.sh
 RUN=${OCC_RUN_DIR:-runs/kjv}
 mkdir -p "$RUN"
 if [[ ! -f $RUN/kjv.idx || ! -f $RUN/kjv.model ]]; then
