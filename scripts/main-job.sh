@@ -20,10 +20,10 @@ fi
 # Several ranks share the cores: one thread each, and waits yield the core.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 [[ $(id -u) -eq 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rm -rf "$RUN/checkpoints" "$RUN/metrics.jsonl"
+rm -rf "$RUN/checkpoints" "$RUN/metrics.jsonl" "$RUN/tensorboard"
 mpirun -np "${OCC_RANKS:-4}" --oversubscribe build/optimus-cc train --config configs/kjv-optimus-cc.json \
   --data-path "$RUN/kjv" --tokenizer-model "$RUN/kjv.model" \
-  --save "$RUN/checkpoints" --metrics "$RUN/metrics.jsonl" "$@"
+  --save "$RUN/checkpoints" --metrics "$RUN/metrics.jsonl" --tensorboard-dir "$RUN/tensorboard" "$@"
 echo
 echo "sample:"
 build/optimus-cc generate --load "$RUN/checkpoints" --tokenizer-model "$RUN/kjv.model" \

@@ -121,22 +121,29 @@ std::unique_ptr<BlendedDataset> TrainingData::build_set(const DataBlend& blend, 
     const IndexedDataset& ds = *datasets_.at(prefix);
     ranges.push_back(part < 0 ? SplitRange{0, ds.num_documents()} : split_documents(ds.num_documents(), spec_.split)[size_t(part)]);
   }
-  // --split may leave a small dataset no validation or test documents: no such set,
-  // as before blends. Training needs its set (GptDataset says so).
+  // --split may leave a small dataset no validation or test documents: it is left out
+  // of that set and the others' weights renormalised (no dataset left: no such set, as
+  // before blends). Training needs every dataset's part (GptDataset says so).
+  DataBlend kept = blend;
   if (part > 0) {
-    size_t empty = 0;
-    for (const auto& r : ranges) empty += r.size() == 0;
-    if (empty == ranges.size()) return nullptr;
-    for (size_t d = 0; d < ranges.size(); ++d)
-      OCC_CHECK(ranges[d].size() > 0,
-                "--split {} gives {} of the blend {} no documents, but the other datasets some; adjust --split, or "
-                "give the sets with --train-data-path / --valid-data-path / --test-data-path",
-                spec_.split, name, blend.prefixes[d]);
+    kept = DataBlend{};
+    double sum = 0;
+    for (size_t d = 0; d < blend.size(); ++d)
+      if (ranges[d].size() > 0) sum += blend.weights[d];
+    std::vector<SplitRange> nonempty;
+    for (size_t d = 0; d < blend.size(); ++d)
+      if (ranges[d].size() > 0 && sum > 0) {
+        kept.prefixes.push_back(blend.prefixes[d]);
+        kept.weights.push_back(blend.weights[d] / sum);
+        nonempty.push_back(ranges[d]);
+      }
+    if (kept.empty()) return nullptr;
+    ranges = nonempty;
   }
-  BlendingIndex index = build_blending_index(blend.weights, samples);
+  BlendingIndex index = build_blending_index(kept.weights, samples);
   std::vector<std::unique_ptr<GptDataset>> parts;
   for (size_t d = 0; d < ranges.size(); ++d)
-    parts.push_back(std::make_unique<GptDataset>(*datasets_.at(blend.prefixes[d]), ranges[d], spec_.seq_length,
+    parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
                                                  index.counts[d], spec_.seed, name));
   return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
 }

@@ -3,7 +3,9 @@
 // a blend of datasets (data/blended_dataset.h), chosen with Megatron's flags:
 //   --data-path BLEND [--split 949,50,1]: every dataset's documents split by --split,
 //     its first part to train, the second to validation, the third to test, the
-//     parts blended with the same weights;
+//     parts blended with the same weights (a dataset that --split leaves no
+//     validation or test documents is left out of that set, the others' weights
+//     renormalised);
 //   --train-data-path BLEND [--valid-data-path BLEND] [--test-data-path BLEND]: each
 //     set its own datasets, used whole.
 // Every dataset is opened once, its token ids checked against the vocabulary, and

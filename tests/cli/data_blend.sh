@@ -13,7 +13,7 @@ A=$DATA/kjv
 # B: the first 300 kB of the corpus, with the same tokenizer; C: the same text with another one.
 head -c 300000 <(zstdcat "$SRC/data/kjv.txt.zst") > "$WORK/part.txt"
 "$BIN" preprocess --input "$WORK/part.txt" --output-prefix "$WORK/B" --tokenizer-model "$DATA/kjv.model" > "$WORK/pre.log" 2>&1 &&
-  "$BIN" preprocess --input "$WORK/part.txt" --output-prefix "$WORK/C" --vocab-size 300 >> "$WORK/pre.log" 2>&1 ||
+  "$BIN" preprocess --input "$WORK/part.txt" --output-prefix "$WORK/C" --vocab-size 400 >> "$WORK/pre.log" 2>&1 ||
   { cat "$WORK/pre.log"; failed "preprocess"; finish; exit; }
 B=$WORK/B
 MODEL=(--tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32
@@ -99,7 +99,7 @@ one_line_error "a missing prefix" "$WORK/missing" "$WORK/e4.log" $?
 "$BIN" train "${T[@]}" --data-path "$A" "$B" > "$WORK/e5.log" 2>&1
 one_line_error "prefixes without weights" "'.*kjv' \(word 1 of 2\) is not a weight" "$WORK/e5.log" $?
 "$BIN" train "${T[@]}" --data-path 0.5 "$B" 0.5 "$WORK/C" > "$WORK/e6.log" 2>&1
-one_line_error "datasets of different tokenizers" "datasets .*/B and .*/C were made with different tokenizers \(.*/B: SentencePiece.*vocabulary 512; .*/C: .*vocabulary 300\)" "$WORK/e6.log" $?
+one_line_error "datasets of different tokenizers" "datasets .*/B and .*/C were made with different tokenizers \(.*/B: SentencePiece.*vocabulary 512; .*/C: .*vocabulary 400\)" "$WORK/e6.log" $?
 "$BIN" train "${T[@]}" --data-path "$A" --train-data-path "$B" > "$WORK/e7.log" 2>&1
 one_line_error "--data-path with --train-data-path" "--data-path excludes --train-data-path" "$WORK/e7.log" $?
 "$BIN" train "${T[@]}" --train-data-path "$A" --split 90,10,0 > "$WORK/e8.log" 2>&1
@@ -111,18 +111,18 @@ one_line_error "a bad weight on 2 ranks" "'x' \(word 3 of 4\) is not a weight" "
 
 # 6. A checkpoint records its blend; another blend is refused, naming both, unless --override-data-check.
 if [[ -d $WORK/ck_straight ]]; then
-  "$BIN" train "${MODEL[@]}" --data-path 0.5 "$A" 0.5 "$B" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/other.log" 2>&1
+  mpirun -np 2 "$BIN" train "${MODEL[@]}" --pipeline-model-parallel-size 2 --data-path 0.5 "$A" 0.5 "$B" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/other.log" 2>&1
   one_line_error "resume on another blend" "checkpoint .* was trained on --data-path 0.7 .*/kjv 0.3 .*/B --split 949,50,1, but this run has --data-path 0.5 .*/kjv 0.5 .*/B --split 949,50,1; .*--override-data-check" "$WORK/other.log" $?
-  "$BIN" train "${MODEL[@]}" --data-path "$A" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/other2.log" 2>&1
+  mpirun -np 2 "$BIN" train "${MODEL[@]}" --pipeline-model-parallel-size 2 --data-path "$A" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/other2.log" 2>&1
   one_line_error "resume on one of the blend's datasets" "was trained on --data-path 0.7 .* but this run has --data-path .*/kjv --split" "$WORK/other2.log" $?
-  if "$BIN" train "${MODEL[@]}" --data-path 0.5 "$A" 0.5 "$B" --train-iters 6 --load "$WORK/ck_straight" --override-data-check \
+  if mpirun -np 2 "$BIN" train "${MODEL[@]}" --pipeline-model-parallel-size 2 --data-path 0.5 "$A" 0.5 "$B" --train-iters 6 --load "$WORK/ck_straight" --override-data-check \
       > "$WORK/override.log" 2>&1 && grep -q "^notice: --override-data-check: continuing on data other than the checkpoint's" "$WORK/override.log"; then
     pass "--override-data-check: resumes on the other blend with a notice"
   else
     cat "$WORK/override.log"
     failed "--override-data-check did not resume on another blend"
   fi
-  "$BIN" train "${MODEL[@]}" "${BLEND[@]}" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/sameblend.log" 2>&1 \
+  mpirun -np 2 "$BIN" train "${MODEL[@]}" --pipeline-model-parallel-size 2 "${BLEND[@]}" --train-iters 6 --load "$WORK/ck_straight" > "$WORK/sameblend.log" 2>&1 \
     && pass "resume on the same blend: runs" || { tail -n 5 "$WORK/sameblend.log"; failed "resume on the same blend"; }
 fi
 

@@ -1,6 +1,7 @@
 #include "apps/commands/train_flags.h"
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -322,6 +323,26 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
     for (auto& group : config_to_args(path))
       if (!given.count(group[0])) from_config.insert(from_config.end(), group.begin(), group.end());
   args.insert(args.begin() + 1, from_config.begin(), from_config.end());
+  // A flag of several words given twice keeps its last words, as a one-word flag keeps
+  // its last value (CLI11 would append them): --data-path A ... --data-path B trains on B.
+  std::set<std::string> several;
+  for (const CLI::Option* o : app.get_options())
+    if (o->get_items_expected_max() > 1)
+      for (const auto& name : o->get_lnames()) several.insert("--" + name);
+  std::map<std::string, size_t> last;  // flag -> index of its last occurrence
+  for (size_t i = 1; i < args.size(); ++i)
+    if (several.count(flag_name(args[i]))) last[flag_name(args[i])] = i;
+  std::vector<std::string> kept{args[0]};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string flag = flag_name(args[i]);
+    if (several.count(flag) && last[flag] != i) {  // an earlier occurrence: skip it and its words
+      if (args[i].find('=') == std::string::npos)
+        while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) ++i;
+      continue;
+    }
+    kept.push_back(args[i]);
+  }
+  args.swap(kept);
   std::vector<char*> ptrs;
   for (auto& a : args) ptrs.push_back(a.data());
   try {
