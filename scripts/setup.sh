@@ -3,8 +3,8 @@
 # builds it. Idempotent: a second run only rebuilds what changed.
 #   OCC_SETUP=main  only what the main job needs (scripts/main-job.sh): the engine's
 #                   build and run-time packages and the optimus-cc target, configured
-#                   without the tests and the CUDA backend when the build folder is new
-#                   (an existing build folder keeps its configuration)
+#                   without the tests and the CUDA backend, and with OCC_FAST_BUILD, when
+#                   the build folder is new (an existing one keeps its configuration)
 #   OCC_SETUP=full  (default) everything: the test suite's packages too (GoogleTest,
 #                   PyTorch, clang, Node.js, ...), the tests and the CUDA backend
 #   OCC_BUILD_DIR   build directory (default: build)
@@ -55,10 +55,12 @@ BUILD=${OCC_BUILD_DIR:-build}
 SAN=OFF; [[ ${OCC_SANITIZE:-0} == 1 ]] && SAN=ON
 EXTRA=() TARGETS=()
 if [[ $SETUP == full ]]; then
-  # Explicit, so that a build folder first configured by the main job gets the tests and CUDA back.
-  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO)
+  # Explicit, so that a build folder first configured by the main job gets the tests, CUDA
+  # and per-file compilation back.
+  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD=OFF)
 elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
-  EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF)
+  # A first build: precompiled headers and unity batches (CMakeLists.txt: OCC_FAST_BUILD).
+  EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
 fi
 [[ $SETUP == main ]] && TARGETS=(optimus-cc)
 [[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA+=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
