@@ -10,7 +10,8 @@
 #     --base DIR   where the pristine chroot is kept (debootstrapped once; default /var/tmp/occ-first-run)
 #     --keep       leave the used chroot (DIR/run) for inspection
 # Prints the seconds to the first iteration line and to the end, the load average during the
-# run, and writes DIR/first-run.log (the stamped output).
+# run (other work on the machine slows it), the CPU time the job used, and writes
+# DIR/first-run.log (the stamped output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=/var/tmp/occ-first-run KEEP=0
@@ -50,7 +51,7 @@ mount -t proc proc "$R/proc" && mount -t sysfs sys "$R/sys" && mount --bind /dev
 echo "first-run-time: $(git rev-parse --short HEAD) in a fresh bookworm chroot, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 ( while sleep 10; do cut -d' ' -f1 /proc/loadavg; done ) > "$BASE/load.txt" &
 loadpid=$!
-chroot "$R" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 \
+/usr/bin/time -o "$BASE/cpu.txt" -f "%U %S %e" chroot "$R" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 \
   bash -c 'cd /root/optimus-cc && bash scripts/main-job.sh' 2>&1 | python3 -u -c '
 import sys, time
 t0 = time.time()
@@ -67,5 +68,7 @@ kill $loadpid 2> /dev/null || true
 grep -E "^ *[0-9.]+ (setup:|preprocess:|iter |test loss|validation loss at iter 200|traffic)" "$BASE/first-run.log" | head -n 12
 tail -n 2 "$BASE/first-run.log"
 echo "load average (1 min) during the run: $(sort -n "$BASE/load.txt" | awk '{a[NR]=$1} END {if (NR) printf "min %s, median %s, max %s over %d samples", a[1], a[int((NR+1)/2)], a[NR], NR}')"
+read -r user sys wall < "$BASE/cpu.txt" || true
+echo "CPU time of the whole job: user ${user:-?} s + system ${sys:-?} s over ${wall:-?} s (on 2 idle cores, at least half of it in wall time)"
 echo "main-job.sh exit status $rc; the whole output: $BASE/first-run.log"
 exit "$rc"

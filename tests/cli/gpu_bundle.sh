@@ -174,7 +174,7 @@ else
 fi
 # The checks' own plumbing, the CPU standing in for the GPU, on small models.
 bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 400 \
-  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile,quality_regime > "$WORK/gq.out" 2>&1
+  --only fp32,resume,mpi,gpu_3d,nccl,hf,tensorboard,profile,quality_regime > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
 if [[ $rc == 0 && $npass -ge 14 ]] && grep -q '^PASS quality_regime: .* 9 of 9 runs done' "$WORK/gq.out"; then
@@ -182,6 +182,13 @@ if [[ $rc == 0 && $npass -ge 14 ]] && grep -q '^PASS quality_regime: .* 9 of 9 r
 else
   cat "$WORK/gq.out"
   failed "gpu-check.sh --gpu-device cpu --quick: status $rc, $npass passed"
+fi
+# TensorBoard's own reader is the GPU machine's (its Python has the package): here the
+# check says why it skips, unless this Python has tensorboard too.
+if grep -qE '^(SKIP tensorboard: .*cannot import tensorboard|PASS tensorboard: )' "$WORK/gq.out"; then
+  pass "gpu-check.sh tensorboard: $(grep -E '^(SKIP|PASS) tensorboard' "$WORK/gq.out" | cut -c1-150)"
+else
+  failed "gpu-check.sh tensorboard: $(grep -E '^[A-Z]+ tensorboard' "$WORK/gq.out" || echo 'no result line')"
 fi
 # The device machine sends back at most 8 files from OUT (a console log besides): the
 # reports, the quality table and sizing, one archive of every log and run.
