@@ -34,7 +34,9 @@ if [[ ! -f $BASE/base.tar ]]; then
   tar -C "$BASE/base" -cf "$BASE/base.tar" . && rm -rf "$BASE/base"
 fi
 R=$BASE/run
+loadpid=
 cleanup() {
+  [[ -n $loadpid ]] && kill "$loadpid" 2> /dev/null
   for m in dev/shm dev/pts dev sys proc; do umount "$R/$m" 2> /dev/null || true; done
   ((KEEP)) || rm -rf "$R"
 }
@@ -64,7 +66,8 @@ for line in sys.stdin:
 print(f"FIRST_ITERATION_S {first if first is None else round(first, 1)}")
 print(f"TOTAL_S {time.time() - t0:.1f}")' > "$BASE/first-run.log"
 rc=${PIPESTATUS[0]}
-kill $loadpid 2> /dev/null || true
+kill "$loadpid" 2> /dev/null || true
+loadpid=
 grep -E "^ *[0-9.]+ (setup:|preprocess:|iter |test loss|validation loss at iter 200|traffic)" "$BASE/first-run.log" | head -n 12
 tail -n 2 "$BASE/first-run.log"
 echo "load average (1 min) during the run: $(sort -n "$BASE/load.txt" | awk '{a[NR]=$1} END {if (NR) printf "min %s, median %s, max %s over %d samples", a[1], a[int((NR+1)/2)], a[NR], NR}')"
