@@ -21,7 +21,7 @@
 #   --budget S         seconds for all checks (default 450: the whole run stays under 8 min)
 #   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
 #                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, gpu_3d_layouts, nccl_comm, hf_export, recompute,
-#                      fp16_vs_fp32, attention_flash_vs_fused, bf16_vs_fp32, quality_regime (opt-in),
+#                      fp16_vs_fp32, attention_flash_vs_fused, bf16_vs_fp32, tensorboard, quality_regime (opt-in),
 #                      bench_occ_{small,medium}[_mbmax], bench_torch_{small,medium}[_compile][_mbmax],
 #                      profile_occ_{small,medium}, speed_targets_{small,medium}[_mbmax]); docs/gpu.md
 #                      says what each asserts
@@ -1049,6 +1049,43 @@ check_quality_regime() {
   fi
 }
 
+# ---- TensorBoard: our event files through TensorBoard's own reader ----------------------------------
+# A complete run (timers and perplexities on) and one killed with SIGKILL mid-way: TensorBoard's
+# EventAccumulator must load both, every scalar equal to the run's metrics JSONL (as float32),
+# the killed one up to its last flush. Needs the tensorboard package (the GPU machine's Python).
+check_tensorboard() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rc pid n
+  if ! timeout 120 "$PY" -c 'from tensorboard.backend.event_processing import event_accumulator' > "$W/tb_import.err" 2>&1; then
+    record "$name" SKIP "$t0" "$PY cannot import tensorboard ($(tail_of "$W/tb_import.err" 1)): the check needs TensorBoard's own reader"
+    return
+  fi
+  has_flag train --tensorboard-dir || { record "$name" SKIP "$t0" "optimus-cc train has no --tensorboard-dir"; return; }
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  # shellcheck disable=SC2086  # dg is zero or two words
+  eng "$log" "$(cap 120)" train $dg "${SMALL[@]}" --train-iters 12 --eval-interval 4 --log-interval 1 \
+    --tensorboard-dir "$W/tb" --log-timers-to-tensorboard --log-validation-ppl-to-tensorboard --metrics "$W/tb.jsonl"
+  rc=$?
+  ((rc == 0)) || { record "$name" FAIL "$t0" "train --tensorboard-dir: $(why "$rc" 120): $(tail_of "$log")" "" "$log"; return; }
+  # The killed run: many iterations, SIGKILL once 6 are in the metrics.
+  echo "+ optimus-cc train ... --tensorboard-dir $W/tbk (killed with SIGKILL)" >> "$log"
+  # shellcheck disable=SC2086
+  "$B/run.sh" optimus-cc train $dg "${SMALL[@]}" --train-iters 100000 --eval-interval 100000 --log-interval 1 \
+    --tensorboard-dir "$W/tbk" --log-timers-to-tensorboard --log-validation-ppl-to-tensorboard \
+    --metrics "$W/tbk.jsonl" >> "$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do
+    n=$(cat "$W/tbk.jsonl" 2> /dev/null | wc -l)
+    ((n >= 6)) && break
+    sleep 0.1
+  done
+  pkill -KILL -P "$pid" 2> /dev/null
+  kill -KILL "$pid" 2> /dev/null
+  wait "$pid" 2> /dev/null
+  helper "$W/tbc" tensorboard "$W/tb" "$W/tb.jsonl" --killed "$W/tbk" "$W/tbk.jsonl"
+  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY" "$W/tbc.numbers.json"
+  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/tbc.numbers.json" "$W/tbc.helper.log"; fi
+}
+
 # ---- report --------------------------------------------------------------------------------------
 # OUT/gpu-check.{json,md} and OUT/gpu-check-logs.tar.gz, rewritten after every check: a run
 # stopped from outside (the device call's wall limit) still leaves the checks done so far.
@@ -1096,6 +1133,7 @@ run_check mpi_pipeline_2ranks check_mpi 30
 run_check gpu_3d_layouts check_gpu_layouts 120
 run_check nccl_comm check_nccl 40
 run_check hf_export check_hf 40
+run_check tensorboard check_tensorboard 30
 run_check recompute check_recompute 30
 run_check fp16_vs_fp32 check_fp16 30
 run_check attention_flash_vs_fused check_flash 20

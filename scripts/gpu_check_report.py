@@ -22,6 +22,7 @@ the check passes, 1 when it fails, 2 on bad usage or unreadable input.
     gpu_check_report.py bench-engine RESULT.json [--peak-tflops P] [--expect-device D]
                            [--expect-precision P]
     gpu_check_report.py bench-torch RESULT.json [--peak-tflops P]
+    gpu_check_report.py tensorboard DIR METRICS.jsonl [--killed DIR2 METRICS2.jsonl]
     gpu_check_report.py report --checks CHECKS.tsv --info INFO.json --out DIR
     gpu_check_report.py fit-micro-batch ... | speed-targets ...   (gpu_check_speed.py)
 
@@ -884,6 +885,84 @@ def cmd_op_profile(a):
     return emit(s, nums, True)
 
 
+# --------------------------------------------------------------------------- tensorboard
+
+TB_MEGATRON_TIMERS = {"forward": "forward-compute", "backward": "backward-compute", "optimizer": "optimizer",
+                      "data": "batch-generator", "dp_allreduce": "all-grads-sync",
+                      "emb_allreduce": "embedding-grads-all-reduce"}
+
+
+def tb_expected(rows, timers=True, ppl=True):
+    """The scalars README.md documents for --tensorboard-dir (interval 1), from the metrics rows
+    (the last row of an iteration wins), as float32: {tag: {step: value}}."""
+    last = {int(r["iter"]): r for r in rows}
+    want = {}
+    for it, r in last.items():
+        s = {"lm loss": r["loss"], "learning-rate": r["lr"], "grad-norm": r["grad_norm"],
+             "tokens-per-sec": r["tokens_per_s"]}
+        if "loss_scale" in r:
+            s["loss-scale"] = r["loss_scale"]
+        s.update({"bytes/" + k: v for k, v in r.get("bytes", {}).items()})
+        s.update({"bytes-saved/" + k: v for k, v in r.get("bytes_saved", {}).items()})
+        s.update({"lep/" + k: v for k, v in r.get("lep_check", {}).items()})
+        if timers:
+            s["iteration-time"] = r["ms"] / 1e3
+            for k, v in r.get("timers", {}).items():
+                if not k.startswith("peak_") and k != "iteration":
+                    s[TB_MEGATRON_TIMERS.get(k, k.replace("_", "-")) + "-time"] = v / 1e3
+        for key, tag in (("val_loss", "lm loss validation"), ("test_loss", "lm loss test")):
+            if key in r:
+                s[tag] = r[key]
+                if ppl:
+                    s[tag + " ppl"] = math.exp(r[key])
+        for tag, v in s.items():
+            want.setdefault(tag, {})[it] = struct.unpack("<f", struct.pack("<f", float(v)))[0]
+    return want
+
+
+def tb_load(path):
+    """TensorBoard's own reader (EventAccumulator, every scalar kept) over a folder of event files."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    acc = ea.EventAccumulator(path, size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    return {tag: {int(e.step): float(e.value) for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+
+
+def tb_diff(want, got):
+    bad = []
+    for tag in sorted(set(want) | set(got)):
+        w, g = want.get(tag, {}), got.get(tag, {})
+        if w != g:
+            steps = [i for i in sorted(set(w) | set(g)) if w.get(i) != g.get(i)]
+            bad.append(f"{tag}: steps {steps[:3]}: {[w.get(i) for i in steps[:2]]} vs {[g.get(i) for i in steps[:2]]}")
+    return bad
+
+
+def cmd_tensorboard(a):
+    import tensorboard
+    got = tb_load(a.dir)
+    want = tb_expected(read_jsonl(a.metrics))
+    bad = tb_diff(want, got)
+    points = sum(len(p) for p in got.values())
+    nums = {"tensorboard": tensorboard.__version__, "tags": len(got), "points": points, "mismatches": bad[:5]}
+    summary = (f"TensorBoard {tensorboard.__version__}'s EventAccumulator loads {len(got)} tags, {points} points, "
+               f"equal to the metrics JSONL" if not bad else f"EventAccumulator vs metrics: {'; '.join(bad[:3])}")
+    if a.killed:
+        kdir, kmetrics = a.killed
+        rows = read_jsonl(kmetrics)
+        kgot = tb_load(kdir)
+        last = max(kgot.get("lm loss", {0: 0}))
+        kwant = {t: {i: v for i, v in p.items() if i <= last} for t, p in tb_expected(rows).items()}
+        kbad = tb_diff({t: p for t, p in kwant.items() if p}, kgot)
+        if last < max(int(r["iter"]) for r in rows) - 1:
+            kbad.insert(0, f"the killed run's file ends at step {last}, its metrics at {max(int(r['iter']) for r in rows)}")
+        nums.update({"killed_metrics_rows": len(rows), "killed_last_step": last, "killed_mismatches": kbad[:5]})
+        summary += (f"; a run killed (SIGKILL) after {len(rows)} iterations loads up to step {last}, equal to its metrics"
+                    if not kbad else f"; killed run: {'; '.join(kbad[:3])}")
+        bad += kbad
+    return emit(summary, nums, not bad)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -941,6 +1020,10 @@ def main(argv):
     p.add_argument("--expect", type=int, default=None)
     p = sub.add_parser("op-profile")
     p.add_argument("result")
+    p = sub.add_parser("tensorboard")
+    p.add_argument("dir")
+    p.add_argument("metrics")
+    p.add_argument("--killed", nargs=2, metavar=("DIR", "METRICS"))
     p = sub.add_parser("report")
     p.add_argument("--checks", required=True)
     p.add_argument("--info", required=True)
@@ -953,7 +1036,8 @@ def main(argv):
     a = ap.parse_args(argv)
     fns.update({"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
                 "bytes": cmd_bytes, "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision,
-                "recompute": cmd_recompute, "hf": cmd_hf, "op-profile": cmd_op_profile, "bench-engine": cmd_bench,
+                "recompute": cmd_recompute, "hf": cmd_hf, "op-profile": cmd_op_profile,
+                "tensorboard": cmd_tensorboard, "bench-engine": cmd_bench,
                 "bench-torch": cmd_bench, "report": cmd_report})
     fn = fns[a.cmd]
     try:

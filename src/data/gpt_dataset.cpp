@@ -160,7 +160,7 @@ void GptDataset::sample(int64_t i, int32_t* out) const {
   }
 }
 
-void MicroBatchTokens::read(const GptDataset& data, int64_t first_sample, int B, size_t slot) {
+void MicroBatchTokens::read(const SampleSource& data, int64_t first_sample, int B, size_t slot) {
   const int T = data.seq_length();
   sample_.resize(size_t(T + 1));
   inputs_[slot].resize(size_t(B) * T);

@@ -27,7 +27,17 @@ struct SplitRange {
 // num_documents), kept monotone. Returns train, validation, test.
 std::array<SplitRange, 3> split_documents(int64_t num_documents, const std::string& split);
 
-class GptDataset {
+// Where a run's samples come from: seq_length + 1 tokens each, indexed [0, size()).
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual int64_t size() const = 0;
+  virtual int seq_length() const = 0;
+  // Writes the seq_length + 1 tokens of sample i (0 <= i < size()).
+  virtual void sample(int64_t i, int32_t* out) const = 0;
+};
+
+class GptDataset : public SampleSource {
  public:
   // Builds enough epochs to provide at least `num_samples` samples
   // (num_samples <= 0: exactly one epoch). `name` ("train", "validation",
@@ -36,12 +46,12 @@ class GptDataset {
              const std::string& name = "train");
 
   // Samples available over all built epochs (>= num_samples).
-  int64_t size() const { return int64_t(shuffle_.size()); }
-  int seq_length() const { return seq_length_; }
+  int64_t size() const override { return int64_t(shuffle_.size()); }
+  int seq_length() const override { return seq_length_; }
   int num_epochs() const { return num_epochs_; }
   int64_t tokens_per_epoch() const { return tokens_per_epoch_; }
   // Writes the seq_length + 1 tokens of sample i (0 <= i < size()).
-  void sample(int64_t i, int32_t* out) const;
+  void sample(int64_t i, int32_t* out) const override;
 
  private:
   const IndexedDataset* ds_;
@@ -64,7 +74,7 @@ class MicroBatchTokens {
   }
   size_t slots() const { return inputs_.size(); }
   // Reads samples [first_sample, first_sample + B) of `data` into `slot`.
-  void read(const GptDataset& data, int64_t first_sample, int B, size_t slot);
+  void read(const SampleSource& data, int64_t first_sample, int B, size_t slot);
   // Empty (possibly null) until the slot is read.
   const int32_t* inputs(size_t slot) const { return inputs_[slot].data(); }
   const int32_t* labels(size_t slot) const { return labels_[slot].data(); }

@@ -105,6 +105,7 @@ nlohmann::json iteration_row(const IterationStats& s, int64_t consumed_samples) 
                       {"grad_norm", s.grad_norm}, {"ms", s.ms},     {"tokens_per_s", s.tokens_per_s},
                       {"consumed_samples", consumed_samples}};
   if (s.val_loss) j["val_loss"] = *s.val_loss;
+  if (s.test_loss) j["test_loss"] = *s.test_loss;
   if (s.loss_scale) {
     j["loss_scale"] = *s.loss_scale;
     j["skipped_iters"] = s.skipped_iters;

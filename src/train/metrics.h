@@ -19,6 +19,7 @@ struct IterationStats {
   double loss = 0, grad_norm = 0, ms = 0, tokens_per_s = 0;
   float lr = 0;
   std::optional<double> val_loss;
+  std::optional<double> test_loss;  // after the last iteration, where there is a test set
   // --fp16: the loss scale this iteration used, and the iterations skipped so far (overflow).
   std::optional<float> loss_scale;
   int64_t skipped_iters = 0;

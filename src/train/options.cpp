@@ -27,6 +27,30 @@ TokenizerSpec tokenizer_from_config(const nlohmann::json& c) {
   return spec;
 }
 
+namespace {
+std::string joined(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+}  // namespace
+
+DataSpec TrainOptions::data_spec() const {
+  DataSpec spec;
+  spec.data = parse_data_blend(data_path, "--data-path");
+  spec.train = parse_data_blend(train_data_path, "--train-data-path");
+  spec.valid = parse_data_blend(valid_data_path, "--valid-data-path");
+  spec.test = parse_data_blend(test_data_path, "--test-data-path");
+  spec.split = split;
+  spec.seq_length = model.seq_length;
+  spec.seed = seed;
+  spec.vocab_size = model.vocab_size;
+  spec.train_samples = train_iters * global_batch_size;
+  // Each evaluation (and the test) reads the same first eval_iters global batches.
+  spec.eval_samples = eval_iters * global_batch_size;
+  return spec;
+}
+
 void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(micro_batch_size >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch_size);
   OCC_CHECK(global_batch_size >= 1, "--global-batch-size must be >= 1 (got {})", global_batch_size);
@@ -47,6 +71,7 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(adam.eps > 0, "--adam-eps must be > 0");
   OCC_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
   OCC_CHECK(log_interval >= 1, "--log-interval must be >= 1");
+  OCC_CHECK(tensorboard.log_interval >= 1, "--tensorboard-log-interval must be >= 1 (got {})", tensorboard.log_interval);
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
   OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
@@ -177,7 +202,7 @@ nlohmann::json TrainOptions::math_json() const {
 }
 
 nlohmann::json TrainOptions::to_json() const {
-  return {{"num_layers", model.num_layers},
+  nlohmann::json j = {{"num_layers", model.num_layers},
           {"hidden_size", model.hidden_size},
           {"num_attention_heads", model.num_attention_heads},
           {"seq_length", model.seq_length},
@@ -198,7 +223,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"weight_decay", adam.weight_decay},
           {"clip_grad", clip_grad},
           {"seed", seed},
-          {"data_path", data_path},
+          {"data_path", joined(data_path)},
           {"tokenizer_type", tokenizer_type_name(tokenizer.type)},
           {"tokenizer_model", tokenizer.model},
           {"vocab_file", tokenizer.vocab_file},
@@ -221,6 +246,11 @@ nlohmann::json TrainOptions::to_json() const {
           {"selective_grad_comp_way", grad_comp.selective_way},
           {"emb_comm_opt", emb_comm_opt},
           {"use_distributed_optimizer", use_distributed_optimizer}};
+  // The per-set data flags, where given (the checkpoint's "data" records their datasets).
+  if (!train_data_path.empty()) j["train_data_path"] = joined(train_data_path);
+  if (!valid_data_path.empty()) j["valid_data_path"] = joined(valid_data_path);
+  if (!test_data_path.empty()) j["test_data_path"] = joined(test_data_path);
+  return j;
 }
 
 }  // namespace occ

@@ -11,11 +11,13 @@
 #include "data/tokenizer.h"
 #include "compress/compressed_activations.h"
 #include "compress/dp_compressor.h"
+#include "data/training_data.h"
 #include "model/config.h"
 #include "train/adamw.h"
 #include "train/exit_control.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/tensorboard_log.h"
 
 namespace occ {
 
@@ -41,14 +43,17 @@ struct TrainOptions {
   AdamWConfig adam;
   float clip_grad = 1.0f;
   uint64_t seed = 1234;
-  // Data.
-  std::string data_path, split = "949,50,1";
+  // Data (data/training_data.h): --data-path PREFIX or W1 P1 W2 P2 ... (Megatron's
+  // blend) divided by --split, or the sets' own blends (exclusive with those two).
+  std::vector<std::string> data_path, train_data_path, valid_data_path, test_data_path;
+  std::string split = "949,50,1";
   TokenizerSpec tokenizer;
   int64_t eval_interval = 100, eval_iters = 10;
   // Logging, checkpoints.
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
   int64_t save_interval = 0;
+  TensorBoardOptions tensorboard;  // --tensorboard-dir and its Megatron companions
   // Backend and memory.
   std::string device_name;                  // --device as given ("" = default_device())
   Device device = Device::Cpu;              // resolved from device_name by resolve_device()
@@ -73,6 +78,7 @@ struct TrainOptions {
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's
   int64_t skip_nonfinite = 0;        // --skip-nonfinite N: iterations with a non-finite loss/norm that may be skipped
   int64_t debug_inject_nan = 0;      // test-only (hidden flag): a NaN gradient at this iteration on the last stage
+  std::string debug_dump_tokens;     // test-only (hidden flag): train/token_dump.h
   // Test-only (hidden flag): on the CPU, route every transfer through the host
   // staging a GPU job uses (core/host_staging.h), so that path runs in CI.
   bool debug_host_staging = false;
@@ -109,6 +115,8 @@ struct TrainOptions {
                                                                                  : 1;
   }
   LrSchedule lr_schedule() const;
+  // The data flags as data/ takes them (parses the blends: throws a one-line occ::Error).
+  DataSpec data_spec() const;
   // Checks what does not depend on data or tokenizer (throws occ::Error).
   void validate(const ParallelLayout& layout) const;
   void validate_interleaving(const ParallelLayout& layout) const;

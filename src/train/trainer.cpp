@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_store.h"
+#include "train/output_paths.h"
 
 namespace occ {
 
@@ -21,7 +22,6 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
   layout_.vp_size = opt_.model_chunks();
-  OCC_CHECK(!opt_.data_path.empty(), "--data-path is required (a dataset prefix written by 'optimus-cc preprocess')");
   opt_.tokenizer.validate();
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
@@ -33,15 +33,13 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
 
-  dataset_ = std::make_unique<IndexedDataset>(IndexedDataset::open(opt_.data_path));
-  check_token_range(*dataset_, opt_.model.vocab_size, opt_.data_path);
-  auto splits = split_documents(dataset_->num_documents(), opt_.split);
-  const int64_t gb = opt_.global_batch_size;
-  train_data_ = std::make_unique<GptDataset>(*dataset_, splits[0], opt_.model.seq_length, opt_.train_iters * gb,
-                                             opt_.seed, "train");
-  if (opt_.eval_iters > 0 && splits[1].size() > 0)
-    valid_data_ = std::make_unique<GptDataset>(*dataset_, splits[1], opt_.model.seq_length, opt_.eval_iters * gb,
-                                               opt_.seed, "validation");
+  data_ = std::make_unique<TrainingData>(opt_.data_spec());
+  // Where this rank will write, checked now rather than after the training it would hold.
+  if (!opt_.save.empty()) check_writable_dir(opt_.save, "--save", world_rank_);
+  if (is_logger() && !opt_.trace_path.empty()) check_writable_file(opt_.trace_path, "--trace");
+  if (is_logger() && !opt_.tensorboard.dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(opt_.tensorboard);
+  if (!opt_.debug_dump_tokens.empty() && layout_.first_stage() && layout_.tp_rank == 0)
+    token_dump_ = std::make_unique<TokenDump>(opt_.debug_dump_tokens, world_rank_);
   if (is_logger() && !opt_.metrics_path.empty()) {
     metrics_ = std::fopen(opt_.metrics_path.c_str(), "a");
     OCC_CHECK(metrics_, "cannot open --metrics file {} for appending; check the path", opt_.metrics_path);
@@ -112,14 +110,12 @@ void Trainer::load() {
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
   nonfinite_.restore(pos.skipped_nonfinite);
-  if (!pos.data.is_null() && pos.data != data_fingerprint()) {
+  if (const std::string diff = data_->difference(pos.data); !diff.empty()) {
     OCC_CHECK(opt_.override_data_check,
-              "checkpoint {} was trained on a dataset of {} documents and {} tokens, but --data-path {} has {} and {}; "
-              "resume on the same data, or pass --override-data-check to continue on this one",
-              opt_.load, pos.data.value("documents", int64_t(-1)), pos.data.value("tokens", int64_t(-1)),
-              opt_.data_path, dataset_->num_documents(), dataset_->num_tokens());
+              "checkpoint {} was {}; resume on the same data, or pass --override-data-check to continue on this one",
+              opt_.load, diff);
     if (is_logger())
-      std::printf("notice: --override-data-check: continuing on a dataset other than the checkpoint's\n");
+      std::printf("notice: --override-data-check: continuing on data other than the checkpoint's (%s)\n", diff.c_str());
   }
   OCC_CHECK(iteration_ <= opt_.train_iters,
             "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", opt_.load,
@@ -127,11 +123,7 @@ void Trainer::load() {
   if (is_logger()) std::printf("loaded checkpoint %s at iteration %lld\n", opt_.load.c_str(), (long long)iteration_);
 }
 
-nlohmann::json Trainer::data_fingerprint() const {
-  return {{"documents", dataset_->num_documents()}, {"tokens", dataset_->num_tokens()}};
-}
-
-void Trainer::read_micro_batch(const GptDataset& data, int64_t first_sample, int slot) {
+void Trainer::read_micro_batch(const SampleSource& data, int64_t first_sample, int slot) {
   // Only the first stage needs inputs and only the last needs labels.
   if (layout_.first_stage() || layout_.last_stage()) tokens_.read(data, first_sample, opt_.micro_batch_size, size_t(slot));
 }
@@ -159,7 +151,9 @@ void Trainer::run_schedule(int M) {
   // Tokens are read where the chunk has the embedding (inputs) or the head (labels).
   steps.load = [&](int j, int slot, int chunk) {
     if (layout_.holds_embedding(chunk) || layout_.holds_head(chunk))
-      read_micro_batch(*train_data_, consumed_samples_ + base(j), slot);
+      read_micro_batch(data_->train(), consumed_samples_ + base(j), slot);
+    if (token_dump_ && layout_.holds_embedding(chunk))
+      token_dump_->record(iteration_ + 1, data_->train(), consumed_samples_ + base(j), mbs);
   };
   // On a GPU the steps only queue their kernels: no host synchronisation
   // between micro-batches. With --trace they wait for them, so that the
@@ -268,8 +262,7 @@ void Trainer::check_lep(int slot, int chunk, const float* grad) {
   lep_probe_.observe(residual.to_host(), lep_input_.data(), lep_grad_.data(), stage_->timers());
 }
 
-double Trainer::evaluate() {
-  OCC_CHECK(valid_data_, "no validation data: the --split gives the validation set no documents, or --eval-iters is 0");
+double Trainer::evaluate(const SampleSource& data) {
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
   const int64_t total = opt_.eval_iters * opt_.global_batch_size;
@@ -283,7 +276,7 @@ double Trainer::evaluate() {
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
-    read_micro_batch(*valid_data_, base, 0);
+    read_micro_batch(data, base, 0);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
       if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
       stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
@@ -310,6 +303,10 @@ void Trainer::log_iteration(const IterationStats& s) {
     std::fflush(metrics_);
   }
   const bool show = s.iteration % opt_.log_interval == 0 || s.iteration == opt_.train_iters || s.val_loss;
+  if (tensorboard_) {
+    tensorboard_->add_row(j);
+    if (show) tensorboard_->flush();  // a killed run keeps its curves up to here
+  }
   if (!show) return;
   const double elapsed = now_seconds() - run_start_;
   const double per_iter = elapsed / double(s.iteration - first_iteration_);
@@ -322,6 +319,9 @@ void Trainer::log_iteration(const IterationStats& s) {
   if (s.val_loss)
     std::printf("validation loss at iter %lld: %.4f (ppl %.2f)\n", (long long)s.iteration, *s.val_loss,
                 std::exp(*s.val_loss));
+  if (s.test_loss)
+    std::printf("test loss at iter %lld: %.4f (ppl %.2f)\n", (long long)s.iteration, *s.test_loss,
+                std::exp(*s.test_loss));
   std::fflush(stdout);
 }
 
@@ -344,8 +344,10 @@ void Trainer::run() {
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",
                 layout_.vp_size, opt_.layers_per_virtual_stage, layout_.pp_size);
-  if (valid_data_ && iteration_ == 0) {
-    const double v = evaluate();
+  if (is_logger()) std::printf("%s\n", data_->describe().c_str());
+  if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
+  if (data_->valid() && iteration_ == 0) {
+    const double v = evaluate(*data_->valid());
     if (is_logger()) std::printf("validation loss at start: %.4f\n", v);
   }
   run_start_ = now_seconds();
@@ -353,8 +355,9 @@ void Trainer::run() {
   while (iteration_ < opt_.train_iters) {
     IterationStats s = train_step();
     const bool last = iteration_ == opt_.train_iters;
-    if (valid_data_ && ((opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0) || last))
-      s.val_loss = evaluate();
+    if (data_->valid() && ((opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0) || last))
+      s.val_loss = evaluate(*data_->valid());
+    if (data_->test() && last) s.test_loss = evaluate(*data_->test());  // Megatron's test after the last iteration
     log_iteration(s);
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();

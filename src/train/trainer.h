@@ -19,7 +19,7 @@
 #include "compress/compression_state.h"
 #include "compress/lep_probe.h"
 #include "data/gpt_dataset.h"
-#include "data/indexed_dataset.h"
+#include "data/training_data.h"
 #include "model/gpt.h"
 #include "parallel/pipeline_exchange.h"
 #include "parallel/pipeline_executor.h"
@@ -31,6 +31,8 @@
 #include "train/nonfinite_guard.h"
 #include "train/loss_scaler.h"
 #include "train/options.h"
+#include "train/tensorboard_log.h"
+#include "train/token_dump.h"
 
 namespace occ {
 
@@ -43,14 +45,15 @@ class Trainer {
   void announce_compression_state();                               // collective: notices about --load
   // Trains from the current iteration (0, or the loaded checkpoint's) to train_iters.
   void run();
-  double evaluate();  // mean validation loss per token (collective)
+  // Mean loss per token over the first --eval-iters global batches of `data` (collective).
+  double evaluate(const SampleSource& data);
   bool is_logger() const { return world_rank_ == 0; }
   const ParallelLayout& layout() const { return layout_; }
 
  private:
   IterationStats train_step();
   void run_schedule(int M);
-  void read_micro_batch(const GptDataset& data, int64_t first_sample, int slot);
+  void read_micro_batch(const SampleSource& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void check_lep(int slot, int chunk, const float* grad);
   void save_checkpoint();
@@ -59,8 +62,8 @@ class Trainer {
     for (auto& link : cb_links_.send) links.push_back(link.get());
     return {links, grad_sync_->dp_compressor()};
   }
-  // What a checkpoint records of the dataset, to refuse resuming on another.
-  nlohmann::json data_fingerprint() const;
+  // What a checkpoint records of the data (the blends), to refuse resuming on other data.
+  const nlohmann::json& data_fingerprint() const { return data_->fingerprint(); }
   std::string compression_state_path(const std::string& dir) const;
   void log_iteration(const IterationStats& s);
 
@@ -75,8 +78,7 @@ class Trainer {
   // all-gather works on (the parameters themselves when not staged).
   std::unique_ptr<HostMirror> params_host_;           // with the distributed optimizer only
   std::vector<float> lep_input_, lep_grad_;           // --check-lep's host copies of the link's slices
-  std::unique_ptr<IndexedDataset> dataset_;
-  std::unique_ptr<GptDataset> train_data_, valid_data_;
+  std::unique_ptr<TrainingData> data_;                  // train / validation / test sets
   std::unique_ptr<GptStage> stage_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<OptimizerShards> shards_;                // --use-distributed-optimizer with DP > 1
@@ -96,6 +98,8 @@ class Trainer {
   double run_start_ = 0;
   int64_t first_iteration_ = 0;
   std::FILE* metrics_ = nullptr;
+  std::unique_ptr<TensorBoardLog> tensorboard_;             // --tensorboard-dir, on the logging rank
+  std::unique_ptr<TokenDump> token_dump_;                   // --debug-dump-tokens (tests)
   TrafficTotals traffic_;
   bool tty_ = false;
 };

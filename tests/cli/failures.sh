@@ -6,9 +6,9 @@
 #  (b) invalid topologies (world not divisible by TP x PP, heads not divisible by TP, layers
 #      not divisible by PP, global batch not divisible by micro-batch x DP) fail on every rank:
 #      exit non-zero, the cause printed exactly once (one line starting with "error:");
-#  (c) bad input seen by one rank only -- a checkpoint shard deleted or corrupted (--load),
-#      a --save directory that cannot be created (found by rank 0 mid-run, at the first
-#      save) -- exits non-zero within 30 s with the cause printed exactly once;
+#  (c) bad input seen by one rank only -- a checkpoint shard deleted or corrupted (--load) --
+#      or a --save directory that cannot be created (found at start-up by every rank's
+#      probe, before training) exits non-zero within 30 s with the cause printed exactly once;
 #  (d) bad input seen by several ranks at once mid-run (token ids beyond --vocab-size, met by
 #      every rank that reads data, i.e. first and last stage of every DP replica): the same;
 #  (e) one rank failing between the set-up's collectives (host memory exhausted building the
@@ -144,9 +144,10 @@ else
   tail -n 20 "$WORK/save.log"
   failed "could not make the checkpoint for (c)"
 fi
-# Rank 0 alone creates the checkpoint directory, at the first save (iteration 1), mid-run.
+# Every rank probes --save at start-up, before the first iteration (a save that fails
+# mid-run, disk full, is cli.storage_faults').
 touch "$WORK/not-a-dir"
-expect_failure "--save under a regular file (rank 0 fails mid-run)" "not-a-dir" 4 "${LAYOUT[@]}" --train-iters 3 \
+expect_failure "--save under a regular file (refused at start-up)" "not-a-dir" 4 "${LAYOUT[@]}" --train-iters 3 \
   --save "$WORK/not-a-dir/ckpt" --save-interval 1
 
 # ---- (d) bad input on several ranks at once, mid-run ----------------------------------------

@@ -185,7 +185,7 @@ else
 fi
 # The checks' own plumbing, the CPU standing in for the GPU, on small models.
 bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 450 \
-  --only fp32,resume,mpi,gpu_3d,nccl,hf,profile,attention_flash,bench_occ_small,bench_torch_small,speed_targets_small,quality_regime \
+  --only fp32,resume,mpi,gpu_3d,nccl,hf,tensorboard,profile,attention_flash,bench_occ_small,bench_torch_small,speed_targets_small,quality_regime \
   > "$WORK/gq.out" 2>&1
 rc=$?
 npass=$(grep -c '^PASS' "$WORK/gq.out")
@@ -208,6 +208,13 @@ for want in '^PASS fp32_gpu_vs_cpu: .*final weights \(A CPU, B --device cpu, C C
 done
 if grep -q '^## Op profile: profile_occ_small' "$WORK/gq/gpu-check.md"; then pass "gpu-check.md has the op-profile table"
 else failed "gpu-check.md has no op-profile table"; fi
+# TensorBoard's own reader is the GPU machine's (its Python has the package): here the
+# check says why it skips, unless this Python has tensorboard too.
+if grep -qE '^(SKIP tensorboard: .*cannot import tensorboard|PASS tensorboard: )' "$WORK/gq.out"; then
+  pass "gpu-check.sh tensorboard: $(grep -E '^(SKIP|PASS) tensorboard' "$WORK/gq.out" | cut -c1-150)"
+else
+  failed "gpu-check.sh tensorboard: $(grep -E '^[A-Z]+ tensorboard' "$WORK/gq.out" || echo 'no result line')"
+fi
 # The device machine sends back at most 8 files from OUT (a console log besides): the
 # reports, the regime's ledger and its report, one archive of every log and run.
 nfiles=$(find "$WORK/gq" -type f | wc -l)

@@ -13,6 +13,7 @@
 #include "data/indexed_dataset.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_stamp.h"
 
 namespace occ::cmd {
 namespace {
@@ -33,7 +34,9 @@ int preprocess(int argc, char** argv) {
                  "corpus: plain text with documents separated by blank lines, or .json/.jsonl with a \"text\" "
                  "field per line; zstd-compressed (.zst) accepted")
       ->required();
-  app.add_option("--output-prefix", prefix, "writes PREFIX.bin and PREFIX.idx (and PREFIX.model/.vocab if training)")
+  app.add_option("--output-prefix", prefix,
+                 "writes PREFIX.bin, PREFIX.idx, PREFIX.tokenizer.json (which tokenizer made them) and, if "
+                 "training one, PREFIX.model/.vocab")
       ->required();
   add_tokenizer_flags(app, spec);
   auto* vocab_opt = app.add_option("--vocab-size", vocab_size, "train a SentencePiece BPE tokenizer of this size on the input");
@@ -98,6 +101,8 @@ int preprocess(int argc, char** argv) {
   }
   OCC_CHECK(writer.num_documents() > 0, "input {} has no documents; check --input", input);
   writer.finish();
+  // Which tokenizer made it: train refuses to blend datasets of different tokenizers.
+  write_tokenizer_stamp(prefix, make_tokenizer_stamp(tokenizer, spec));
 
   fmt::print("preprocess: {} documents, {} tokens ({} vocab {}, {}) -> {}.bin/.idx in {:.1f} s\n",
              writer.num_documents(), writer.num_tokens(), tokenizer.describe(), tokenizer.vocab_size(), dtype_name(dtype),

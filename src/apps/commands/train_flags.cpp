@@ -1,6 +1,8 @@
 #include "apps/commands/train_flags.h"
 
 #include <fstream>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -60,9 +62,17 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel)->capture_default_str();
   app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
                  "interleaved 1F1B: model chunks of N layers, placed round-robin over the pipeline stages");
-  app.add_option("--data-path", o.data_path, "dataset prefix (PREFIX.bin / PREFIX.idx)");
+  app.add_option("--data-path", o.data_path,
+                 "dataset prefix (PREFIX.bin / PREFIX.idx), or a blend of weight / prefix pairs: W1 P1 W2 P2 ... "
+                 "(weights normalised; Megatron's blending), each dataset divided by --split");
+  app.add_option("--train-data-path", o.train_data_path,
+                 "the training set: PREFIX or W1 P1 W2 P2 ... (instead of --data-path and --split)");
+  app.add_option("--valid-data-path", o.valid_data_path, "the validation set (with --train-data-path): PREFIX or a blend");
+  app.add_option("--test-data-path", o.test_data_path,
+                 "the test set (with --train-data-path), evaluated after the last iteration: PREFIX or a blend");
   add_tokenizer_flags(app, o.tokenizer);
-  app.add_option("--split", o.split, "train,valid,test weights over documents")->capture_default_str();
+  app.add_option("--split", o.split, "train,valid,test weights over each --data-path dataset's documents")
+      ->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval, "validate every N iterations (0: only at the end)")
       ->capture_default_str();
   app.add_option("--eval-iters", o.eval_iters, "validation batches per evaluation")->capture_default_str();
@@ -72,6 +82,16 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--load", o.load, "resume from this checkpoint directory");
   app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
   app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
+  app.add_option("--tensorboard-dir", o.tensorboard.dir,
+                 "write TensorBoard scalars (loss, learning rate, grad norm, validation and test loss, bytes per "
+                 "traffic class, ...) into an event file in this directory");
+  app.add_option("--tensorboard-log-interval", o.tensorboard.log_interval,
+                 "--tensorboard-dir: write the training scalars every N iterations")
+      ->capture_default_str();
+  app.add_flag("--log-timers-to-tensorboard", o.tensorboard.timers,
+               "--tensorboard-dir: also the iteration time and each timer phase (seconds)");
+  app.add_flag("--log-validation-ppl-to-tensorboard", o.tensorboard.validation_ppl,
+               "--tensorboard-dir: also the validation (and test) perplexity");
   app.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "shard Adam's state over the data-parallel ranks (ZeRO-1, as Megatron): gradients reduce-scattered, "
                "each rank updates its shard, parameters all-gathered");
@@ -119,6 +139,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                  "instead of stopping at the first")
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
+      ->group("");  // hidden
+  app.add_option("--debug-dump-tokens", o.debug_dump_tokens,
+                 "test only: every input-reading rank appends the training samples it reads to PREFIX.rank<R>")
       ->group("");  // hidden
   app.add_flag("--debug-host-staging", o.debug_host_staging,
                "test only: stage every transfer through host copies, as a multi-rank GPU job does")
@@ -185,8 +208,8 @@ void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
 }
 
 namespace {
-// Turns {"num-layers": 4, "fp16": true, ...} into ["--num-layers", "4", "--fp16", ...].
-std::vector<std::string> config_to_args(const std::string& path) {
+// Turns {"num-layers": 4, "fp16": true, ...} into [["--num-layers", "4"], ["--fp16"], ...].
+std::vector<std::vector<std::string>> config_to_args(const std::string& path) {
   std::ifstream in(path);
   OCC_CHECK(in.good(), "cannot open --config file {}; check the path", path);
   nlohmann::json j;
@@ -196,11 +219,12 @@ std::vector<std::string> config_to_args(const std::string& path) {
     fail("--config file {} is not valid JSON ({}); fix the file", path, e.what());
   }
   OCC_CHECK(j.is_object(), "--config file {} must hold one JSON object of flag names to values", path);
-  std::vector<std::string> args;
+  std::vector<std::vector<std::string>> groups;
   for (auto& [key, value] : j.items()) {
     std::string flag = "--" + key;
     for (auto& c : flag)
       if (c == '_') c = '-';
+    std::vector<std::string>& args = groups.emplace_back();
     if (value.is_boolean()) {
       if (value.get<bool>()) args.push_back(flag);
     } else if (value.is_string()) {
@@ -209,11 +233,24 @@ std::vector<std::string> config_to_args(const std::string& path) {
     } else if (value.is_number()) {
       args.push_back(flag);
       args.push_back(value.dump());
+    } else if (value.is_array() && !value.empty()) {  // a flag of several words: "data-path": [0.7, "A", 0.3, "B"]
+      args.push_back(flag);
+      for (const auto& word : value) {
+        OCC_CHECK(word.is_string() || word.is_number(), "--config key '{}': a list of numbers and strings only",
+                  printable(key));
+        args.push_back(word.is_string() ? word.get<std::string>() : word.dump());
+      }
     } else {
-      fail("--config key '{}' must be a number, string or boolean", printable(key));
+      fail("--config key '{}' must be a number, string, boolean or a list of them", printable(key));
     }
   }
-  return args;
+  return groups;
+}
+
+// The flag an argument names ("--lr" of "--lr=1e-3"; "" for a value).
+std::string flag_name(const std::string& arg) {
+  if (arg.rfind("--", 0) != 0) return "";
+  return arg.substr(0, arg.find('='));
 }
 }  // namespace
 
@@ -238,6 +275,24 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
        "--activation-comp-topk-fraction", nullptr},
   };
+  // Megatron's data forms exclude each other: one blend divided by --split, or the sets' own.
+  if (!o.train_data_path.empty() || !o.valid_data_path.empty() || !o.test_data_path.empty()) {
+    const char* set_flag = !o.train_data_path.empty()   ? "--train-data-path"
+                           : !o.valid_data_path.empty() ? "--valid-data-path"
+                                                        : "--test-data-path";
+    if (given("--data-path"))
+      refuse("--data-path", fmt::format("excludes {} (Megatron's rule: one blend divided by --split, or the "
+                                        "train / valid / test sets given apart)", set_flag),
+             "give the sets with --train-data-path, --valid-data-path and --test-data-path only");
+    if (given("--split"))
+      refuse("--split", fmt::format("divides --data-path's datasets, but {} gives the sets apart", set_flag),
+             "use --data-path instead");
+    if (o.train_data_path.empty())
+      throw UsageError(fmt::format("{} needs --train-data-path (the training set); add it, or use --data-path with "
+                                   "--split", set_flag));
+  }
+  for (const char* f : {"--tensorboard-log-interval", "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard"})
+    if (given(f) && o.tensorboard.dir.empty()) refuse(f, "has no effect without --tensorboard-dir", "add --tensorboard-dir DIR");
   for (const Link& l : links) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
@@ -262,19 +317,46 @@ int parse_command_line(CLI::App& app, int argc, char** argv) {
   app.add_option("--config", config_path, "JSON file of flag values (flags given on the command line win)");
   // A flag given twice (in --config and on the command line) takes the last value.
   for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::vector<std::string> args{argv[0]};
+  std::vector<std::string> args{argv[0]}, config_paths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--config" || a.rfind("--config=", 0) == 0) {
       std::string path = a == "--config" ? (i + 1 < argc ? argv[++i] : "") : a.substr(9);
       OCC_CHECK(!path.empty(), "--config needs a file name");
-      auto extra = config_to_args(path);
-      // Config values go first so that every command-line flag overrides them.
-      args.insert(args.begin() + 1, extra.begin(), extra.end());
+      config_paths.push_back(path);
       continue;
     }
     args.push_back(a);
   }
+  // Config values go first, and a flag the command line gives is dropped from them:
+  // every command-line flag overrides the file, flags of several words too (--data-path).
+  std::set<std::string> given;
+  for (const auto& a : args) given.insert(flag_name(a));
+  std::vector<std::string> from_config;
+  for (const auto& path : config_paths)
+    for (auto& group : config_to_args(path))
+      if (!given.count(group[0])) from_config.insert(from_config.end(), group.begin(), group.end());
+  args.insert(args.begin() + 1, from_config.begin(), from_config.end());
+  // A flag of several words given twice keeps its last words, as a one-word flag keeps
+  // its last value (CLI11 would append them): --data-path A ... --data-path B trains on B.
+  std::set<std::string> several;
+  for (const CLI::Option* o : app.get_options())
+    if (o->get_items_expected_max() > 1)
+      for (const auto& name : o->get_lnames()) several.insert("--" + name);
+  std::map<std::string, size_t> last;  // flag -> index of its last occurrence
+  for (size_t i = 1; i < args.size(); ++i)
+    if (several.count(flag_name(args[i]))) last[flag_name(args[i])] = i;
+  std::vector<std::string> kept{args[0]};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string flag = flag_name(args[i]);
+    if (several.count(flag) && last[flag] != i) {  // an earlier occurrence: skip it and its words
+      if (args[i].find('=') == std::string::npos)
+        while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) ++i;
+      continue;
+    }
+    kept.push_back(args[i]);
+  }
+  args.swap(kept);
   std::vector<char*> ptrs;
   for (auto& a : args) ptrs.push_back(a.data());
   try {

@@ -1,0 +1,29 @@
+#pragma once
+// Test only (the hidden --debug-dump-tokens PREFIX): every rank that feeds the
+// model's inputs (the first pipeline stage, TP rank 0) writes each training sample
+// it reads as one line, "iteration global_sample dataset token token ...", to
+// PREFIX.rank<R>. Merged over ranks, the lines are the run's whole token stream, so
+// a test can show that two layouts (or a resumed run) train on the same tokens.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "data/blended_dataset.h"
+
+namespace occ {
+
+class TokenDump {
+ public:
+  TokenDump(const std::string& prefix, int world_rank);  // throws a one-line occ::Error
+  ~TokenDump();
+  TokenDump(const TokenDump&) = delete;
+  TokenDump& operator=(const TokenDump&) = delete;
+  // Samples [first_sample, first_sample + count) of `data`, read for `iteration` (1-based).
+  void record(int64_t iteration, const BlendedDataset& data, int64_t first_sample, int count);
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace occ
