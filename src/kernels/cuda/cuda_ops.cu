@@ -3,6 +3,7 @@
 // other .cu files of this folder (one per family), as members of CudaOps.
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -57,16 +58,16 @@ CudaOps::CudaOps(CudaAttention attention) : attention_(attention) {
   // The reference numerics: plain fp32 (every call also passes CUBLAS_COMPUTE_32F,
   // never the _FAST_TF32 variants, so TF32 tensor cores stay off).
   OCC_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
-  OCC_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
+  blas_workspace_ = device_alloc(Device::Cuda, kBlasWorkspaceBytes);  // counted in the peak
   OCC_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspaceBytes));
 }
 
 CudaOps::~CudaOps() {
   // Errors are ignored: a destructor cannot report them, and the process may be exiting.
   if (blas_) cublasDestroy(blas_);
-  if (blas_workspace_) cudaFree(blas_workspace_);
-  if (scratch_) cudaFree(scratch_);
-  if (operands_) cudaFree(operands_);
+  device_free(Device::Cuda, blas_workspace_);
+  device_free(Device::Cuda, scratch_);
+  device_free(Device::Cuda, operands_);
   for (TokenSlot& slot : token_slots_) {
     if (slot.event) cudaEventDestroy(slot.event);
     if (slot.host) cudaFreeHost(slot.host);
@@ -90,9 +91,10 @@ void* grow_block(void*& block, size_t& have, size_t bytes, cudaStream_t stream, 
   have = 0;
   size_t want = bytes + bytes / 2;
   want = (want + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
-  if (cudaMalloc(&block, want) != cudaSuccess) {
-    cudaGetLastError();
-    block = nullptr;
+  // Through device_alloc, so that the run's peak device memory counts it.
+  try {
+    block = device_alloc(Device::Cuda, want);
+  } catch (const std::exception&) {
     throw_error("out of GPU memory allocating " + std::to_string(want >> 20) + " MiB of " + what +
                 "; use a smaller --micro-batch-size or --recompute-activations");
   }

@@ -5,8 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <exception>
 #include <string>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/lt_descriptors.h"
@@ -76,9 +78,10 @@ struct Preference {
 
 LtMatmul::LtMatmul(CudaOps& ops) : ops_(ops) {
   OCC_CUBLASLT_CHECK(cublasLtCreate(&handle_));
-  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) {
-    cudaGetLastError();
-    workspace_ = nullptr;
+  // Through device_alloc, so that the run's peak device memory counts it.
+  try {
+    workspace_ = device_alloc(Device::Cuda, kWorkspaceBytes);
+  } catch (const std::exception&) {
     cublasLtDestroy(handle_);
     handle_ = nullptr;
     fail("out of GPU memory allocating cuBLASLt's {} MiB workspace", kWorkspaceBytes >> 20);
@@ -90,7 +93,7 @@ LtMatmul::~LtMatmul() {
   // use the workspace: cudaFree waits for the device first.
   plans_.clear();  // their descriptors before the handle
   if (handle_) cublasLtDestroy(handle_);
-  if (workspace_) cudaFree(workspace_);
+  device_free(Device::Cuda, workspace_);
 }
 
 LtMatmul::Plan& LtMatmul::plan_for(const LtKey& key, const LtPointers& p) {
