@@ -59,7 +59,7 @@ if [[ $SETUP == full ]]; then
   # and per-file compilation back.
   EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD=OFF)
 elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
-  # A first build: the commands in unity batches (CMakeLists.txt: OCC_FAST_BUILD).
+  # A first build: the library in unity batches (CMakeLists.txt: OCC_FAST_BUILD).
   EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
 fi
 [[ $SETUP == main ]] && TARGETS=(optimus-cc)

@@ -68,7 +68,7 @@ int64_t safetensors_itemsize(const std::string& dtype) {
 }
 
 // A name taken from the file, fit for a one-line message.
-std::string shown(const std::string& s) { return printable(s); }
+std::string shown_key(const std::string& s) { return printable(s); }
 }  // namespace
 
 SafetensorsReader SafetensorsReader::open(const std::string& path) {
@@ -103,19 +103,19 @@ SafetensorsReader SafetensorsReader::open(const std::string& path) {
     if (name == "__metadata__") {
       if (!entry.is_object()) bad("__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) bad(fmt::format("metadata '{}' is not a string", shown(key)));
+        if (!value.is_string()) bad(fmt::format("metadata '{}' is not a string", shown_key(key)));
         r.metadata_[key] = value.get<std::string>();
       }
       continue;
     }
-    const std::string who = fmt::format("tensor '{}'", shown(name));
+    const std::string who = fmt::format("tensor '{}'", shown_key(name));
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
       bad(who + " lacks dtype, shape or data_offsets");
     const auto& dtype = entry["dtype"];
     const auto& shape = entry["shape"];
     const auto& offsets = entry["data_offsets"];
     if (!dtype.is_string() || safetensors_itemsize(dtype.get<std::string>()) == 0)
-      bad(fmt::format("{} has an unknown dtype {}", who, shown(dtype.dump())));
+      bad(fmt::format("{} has an unknown dtype {}", who, shown_key(dtype.dump())));
     if (!shape.is_array()) bad(who + ": shape is not an array");
     Tensor t;
     t.dtype = dtype.get<std::string>();
@@ -159,7 +159,7 @@ std::vector<std::string> SafetensorsReader::names() const {
 
 const SafetensorsReader::Tensor& SafetensorsReader::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
-  OCC_CHECK(it != tensors_.end(), "safetensors file {} has no tensor '{}'", path_, shown(name));
+  OCC_CHECK(it != tensors_.end(), "safetensors file {} has no tensor '{}'", path_, shown_key(name));
   return it->second;
 }
 
@@ -170,7 +170,7 @@ std::vector<char> SafetensorsReader::read_bytes(const std::string& name) const {
 
 std::vector<float> SafetensorsReader::read_f32(const std::string& name) const {
   const Tensor& t = tensor(name);
-  OCC_CHECK(t.dtype == "F32", "safetensors file {}: tensor '{}' is {}, not F32", path_, shown(name), t.dtype);
+  OCC_CHECK(t.dtype == "F32", "safetensors file {}: tensor '{}' is {}, not F32", path_, shown_key(name), t.dtype);
   std::vector<float> values((t.end - t.begin) / sizeof(float));
   if (!values.empty()) std::memcpy(values.data(), data_.data() + t.begin, t.end - t.begin);
   return values;

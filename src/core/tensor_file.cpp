@@ -22,7 +22,7 @@ static_assert(std::endian::native == std::endian::little, "tensor files assume a
 
 namespace {
 
-constexpr char kMagic[8] = {'O', 'C', 'C', 'T', 'E', 'N', 'S', '1'};
+constexpr char kTensorFileMagic[8] = {'O', 'C', 'C', 'T', 'E', 'N', 'S', '1'};
 constexpr uint64_t kPreamble = 16;  // magic + uint64 header length
 constexpr uint64_t kTrailer = 4;    // uint32 header CRC
 constexpr uint64_t kAlign = 64;
@@ -185,7 +185,7 @@ void TensorFileWriter::write(const std::string& path) const {
 
   atomic_write(path, [&](int fd, const std::string& tmp) {
     static const char zeros[kAlign] = {};
-    write_all(fd, kMagic, sizeof kMagic, tmp);
+    write_all(fd, kTensorFileMagic, sizeof kTensorFileMagic, tmp);
     write_all(fd, &header_len, sizeof header_len, tmp);
     write_all(fd, header.data(), header.size(), tmp);
     write_all(fd, zeros, data_start - kPreamble - header_len, tmp);
@@ -233,11 +233,11 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
   char pre[kPreamble] = {};
   const uint64_t got = std::min<uint64_t>(size, kPreamble);
   r.read_at(0, pre, got);
-  if (std::memcmp(pre, kMagic, std::min<uint64_t>(got, sizeof kMagic)) != 0)
+  if (std::memcmp(pre, kTensorFileMagic, std::min<uint64_t>(got, sizeof kTensorFileMagic)) != 0)
     fail("{} is not an optimus-cc tensor file (bad magic); pass a file written by optimus-cc", path);
   if (size < kPreamble + kTrailer) truncated(path, size, kPreamble + kTrailer, /*certain=*/true);
   uint64_t header_len = 0;
-  std::memcpy(&header_len, pre + sizeof kMagic, sizeof header_len);
+  std::memcpy(&header_len, pre + sizeof kTensorFileMagic, sizeof header_len);
   // No real header approaches 4 GiB: such a length is a damaged field, not a short file.
   if (header_len > (1ull << 32)) corrupted(path, "implausible header length");
   if (header_len > size - kPreamble - kTrailer) truncated(path, size, kPreamble + header_len + kTrailer);

@@ -94,7 +94,7 @@ bool code_points(const std::string& s, std::vector<uint32_t>& out) {
 }
 
 // A string taken from a file, fit for a one-line message.
-std::string shown(const std::string& s) { return printable(s, 40); }
+std::string shown_entry(const std::string& s) { return printable(s, 40); }
 
 std::string read_file(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
@@ -162,7 +162,7 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
   for (const auto& [token, id] : vocab.items()) {
     OCC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < int64_t(n),
               "--vocab-file {}: token '{}' has id {}, not an integer in [0, {}); ids must number the tokens 0..N-1",
-              vocab_file, shown(token), shown(id.dump()), n);
+              vocab_file, shown_entry(token), shown_entry(id.dump()), n);
     const auto i = size_t(id.get<int64_t>());
     OCC_CHECK(!seen[i], "--vocab-file {}: id {} is given to two tokens; ids must be unique", vocab_file, i);
     OCC_CHECK(!token.empty() && code_points(token, cps),
@@ -171,7 +171,7 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
       OCC_CHECK(t->symbol_byte_.count(cp),
                 "--vocab-file {}: token '{}' (id {}) has a character that is not one of GPT-2's 256 byte symbols; "
                 "pass a byte-level BPE vocabulary",
-                vocab_file, shown(token), i);
+                vocab_file, shown_entry(token), i);
     seen[i] = true;
     t->decoder_[i] = token;
     t->encoder_.emplace(token, int32_t(i));
@@ -199,7 +199,7 @@ std::unique_ptr<Gpt2BpeTokenizer> Gpt2BpeTokenizer::load(const std::string& voca
     OCC_CHECK(t->encoder_.count(left) && t->encoder_.count(right) && t->encoder_.count(left + right),
               "--merge-file {} line {} merges '{}' and '{}', which are not both in --vocab-file {} with their merge; "
               "the vocabulary and merge files do not belong together",
-              merge_file, line_no, shown(left), shown(right), vocab_file);
+              merge_file, line_no, shown_entry(left), shown_entry(right), vocab_file);
     const bool fresh = t->ranks_.emplace(left + " " + right, int(rank++)).second;
     OCC_CHECK(fresh, "--merge-file {} line {} repeats an earlier merge; the file is damaged", merge_file, line_no);
   }

@@ -20,7 +20,7 @@ static_assert(std::endian::native == std::endian::little, "indexed datasets assu
 namespace occ {
 namespace {
 
-constexpr unsigned char kMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+constexpr unsigned char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 constexpr size_t kHeaderBytes = 34;  // magic 9 + version 8 + dtype 1 + N 8 + D 8
 constexpr const char* kRegenerate = "regenerate it with 'optimus-cc preprocess'";
 
@@ -146,7 +146,7 @@ void IndexedDatasetWriter::finish() {
   const uint64_t n = sizes_.size();
   std::vector<unsigned char> idx;
   idx.reserve(kHeaderBytes + 12 * n + 8 * (n + 1));
-  idx.insert(idx.end(), kMagic, kMagic + sizeof(kMagic));
+  idx.insert(idx.end(), kIndexMagic, kIndexMagic + sizeof(kIndexMagic));
   append<uint64_t>(idx, 1);
   append<uint8_t>(idx, uint8_t(dtype_code_));
   append<uint64_t>(idx, n);
@@ -244,7 +244,7 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
 
   OCC_CHECK(size >= kHeaderBytes, "{} is truncated: {} bytes, shorter than the {}-byte header; {}", idx_path, size,
             kHeaderBytes, kRegenerate);
-  OCC_CHECK(std::memcmp(h, kMagic, sizeof(kMagic)) == 0,
+  OCC_CHECK(std::memcmp(h, kIndexMagic, sizeof(kIndexMagic)) == 0,
             "{} has a bad magic: not a Megatron mmap indexed dataset (MMIDIDX); check --data-path", idx_path);
   const uint64_t version = load<uint64_t>(h + 9);
   OCC_CHECK(version == 1, "{} has unsupported version {} (only version 1 is supported); {}", idx_path, version,

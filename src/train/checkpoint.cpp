@@ -9,7 +9,6 @@
 namespace occ {
 
 namespace {
-const char* kShardFile = "model_optim_rng.bin";
 // Fields whose mismatch makes a checkpoint unusable for this model.
 const char* kShapeFields[] = {"num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
                               "padded_vocab_size", "tensor_model_parallel_size", "pipeline_model_parallel_size"};
@@ -19,7 +18,8 @@ std::string latest_shard(const std::string& root, const ParallelLayout& layout) 
   auto latest = store.latest();
   OCC_CHECK(latest.has_value(),
             "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
-  const std::string path = shard_dir(store.iteration_dir(*latest), layout.tp_rank, layout.pp_rank) + "/" + kShardFile;
+  const std::string path =
+      shard_dir(store.iteration_dir(*latest), layout.tp_rank, layout.pp_rank) + "/" + kShardStateFile;
   OCC_CHECK(std::filesystem::exists(path),
             "checkpoint {} has no shard for tensor rank {} pipeline rank {} (missing {}); it was saved with another "
             "parallel layout or is incomplete",
@@ -58,7 +58,7 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
     w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
     w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
   }
-  w.write(dir + "/" + kShardFile);
+  w.write(dir + "/" + kShardStateFile);
 }
 
 void commit_checkpoint(const std::string& root, int64_t iteration) { CheckpointStore(root).commit(iteration); }

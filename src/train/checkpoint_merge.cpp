@@ -15,13 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kShardFile = "model_optim_rng.bin";
 constexpr const char* kHeadCopy = "lm_head.word_embeddings.weight";
 constexpr const char* kWordEmbedding = "embedding.word_embeddings.weight";
 // Config fields every shard of one checkpoint must agree on.
-const char* kShapeFields[] = {"num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
-                              "vocab_size", "padded_vocab_size", "tensor_model_parallel_size",
-                              "pipeline_model_parallel_size"};
+const char* kShardAgreementFields[] = {
+    "num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings", "vocab_size", "padded_vocab_size",
+    "tensor_model_parallel_size", "pipeline_model_parallel_size"};
 
 int config_int(const nlohmann::json& c, const char* key, const std::string& path) {
   OCC_CHECK(c.contains(key) && c[key].is_number_integer(),
@@ -83,7 +82,7 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
     iteration = *latest;
   }
   const std::string dir = store.iteration_dir(iteration);
-  auto shard_path = [&](int tp, int pp) { return shard_dir(dir, tp, pp) + "/" + kShardFile; };
+  auto shard_path = [&](int tp, int pp) { return shard_dir(dir, tp, pp) + "/" + kShardStateFile; };
   auto open_shard = [&](int tp, int pp) {
     const std::string path = shard_path(tp, pp);
     OCC_CHECK(fs::exists(path),
@@ -146,7 +145,7 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
       OCC_CHECK(meta.value("iteration", int64_t(-1)) == iteration,
                 "checkpoint shard {} is of iteration {}, not {}; the checkpoint mixes two saves", path,
                 meta.value("iteration", int64_t(-1)), iteration);
-      for (const char* field : kShapeFields)
+      for (const char* field : kShardAgreementFields)
         OCC_CHECK(meta["config"].value(field, nlohmann::json()) == config[field],
                   "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
                   path, field, meta["config"].value(field, nlohmann::json()).dump(), config[field].dump());

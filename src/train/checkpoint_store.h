@@ -18,6 +18,9 @@
 
 namespace occ {
 
+// The file of model, optimizer and RNG state in each shard directory (Megatron's name).
+inline constexpr const char* kShardStateFile = "model_optim_rng.bin";
+
 // DIR/mp_rank_TT_PPP (TT: tensor-parallel rank, PPP: pipeline rank); pure.
 std::string shard_dir(const std::string& staging_or_final_dir, int tp_rank, int pp_rank);
 // The same, created (with parents) if missing.
