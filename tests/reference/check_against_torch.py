@@ -540,6 +540,9 @@ def run_reference(tensors, cfg, mut=frozenset(), steps=None):
         opt.zero_grad(set_to_none=True)
         logits, loss = forward(p, tokens, cfg, mut)
         loss.backward()
+        for n in names:  # a tensor a deviation leaves unused (tied_head: the output layer) has no gradient
+            if p[n].grad is None:
+                p[n].grad = torch.zeros_like(p[n])
         out["losses"].append(loss.item())
         if k == 0:
             out["logits"] = logits.detach().numpy().copy()
