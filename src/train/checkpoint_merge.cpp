@@ -152,7 +152,8 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
         OCC_CHECK(meta["config"].value(field, nlohmann::json()) == config[field],
                   "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
                   path, field, meta["config"].value(field, nlohmann::json()).dump(), config[field].dump());
-      for (const auto& [field, value] : architecture_json(model).items())
+      const nlohmann::json arch = architecture_json(model);  // (named: items() refers into it)
+      for (const auto& [field, value] : arch.items())
         OCC_CHECK(meta["config"].value(field, nlohmann::json()) == config.value(field, nlohmann::json()),
                   "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
                   path, field, meta["config"].value(field, nlohmann::json()).dump(),
