@@ -4,7 +4,9 @@
 # layer, no linear biases) trains the same model in every layout: with dropout on, T2 (the two
 # query groups split across the ranks, SwiGLU's gate/up slices matched), P2, D2 and T2P2
 # reproduce the single-process run's losses and grad norms over 5 iterations within relative
-# 1e-5 and its final weights (merged with `optimus-cc export`) within 1e-5 * max|ref|. A run
+# 1e-5 and its final weights (merged with `optimus-cc export`) within 1e-5 * max|ref|, as do
+# interleaved P2 (2 chunks per stage) and D2 with the distributed optimizer; bf16 follows
+# within 1e-3. A run
 # stopped after 3 iterations and resumed continues bit-exactly; recomputation (selective, full)
 # is bit-identical; resuming with another architecture is refused naming the field; invalid
 # combinations are one-line errors. The T2P2 checkpoint exported with --hf-llama is rebuilt by
@@ -53,11 +55,16 @@ PP="--pipeline-model-parallel-size"
 run ref 1 || { finish; exit; }
 grep -q "RMSNorm, SwiGLU 128, RoPE (base 10000), GQA 4 heads in 2 groups, untied embeddings, no linear biases" \
   "$WORK/ref.log" && pass "the architecture is printed" || { grep -i rmsnorm "$WORK/ref.log"; failed "no architecture line"; }
-for layout in "T2 2 $TP 2" "P2 2 $PP 2" "D2 2" "T2P2 4 $TP 2 $PP 2"; do
+for layout in "T2 2 $TP 2" "P2 2 $PP 2" "D2 2" "T2P2 4 $TP 2 $PP 2" \
+              "P2VP 2 $PP 2 --num-layers-per-virtual-pipeline-stage 1" "D2DO 2 --use-distributed-optimizer"; do
   read -r name np flags <<< "$layout"
   # shellcheck disable=SC2086
   run "$name" "$np" $flags && compare_losses ref "$name" && weights ref "$name"
 done
+
+# bf16 (on the CPU: fp32 storage with bf16 rounding, the GPU's reference) trains the same model
+# up to bf16's rounding: losses within 1e-3 relative of fp32's.
+train_run bf16 1 --bf16 && compare_losses ref bf16 1e-3
 
 # Resume: the copy of iteration 3, loaded and trained to 5, ends bit-identical to the straight run.
 mkdir -p "$WORK/resumed"
