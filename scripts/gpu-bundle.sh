@@ -35,7 +35,7 @@
 #             UCX, libfabric, PSM, verbs or OpenSHMEM ones)
 #   share/openmpi, etc/openmpi-mca-params.conf (Debian's + plm=isolated: mpirun on one
 #             machine with no ssh; vader without single-copy: containers refuse CMA)
-#   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py + gpu_check_speed.py,
+#   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py + gpu_check_speed.py + gpu_check_llama.py,
 #   scripts/regime_*.py (the paper-regime experiment) with docs/results/regime.json (its ledger),
 #   compressors.json, lep-shapes.json and quality.md,
 #   tests/reference/check_against_torch.py, tests/cli/torch_reference.sh (its cases),
@@ -251,7 +251,7 @@ if [[ -n $GCIDE ]]; then
   printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
 ' >> "$SOURCES"
 fi
-cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/regime_runs.py \
+cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/gpu_check_llama.py scripts/regime_runs.py \
   scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py "$STAGE/scripts/"
 # The paper-regime experiment continues the committed ledger; plan --auto reads the compressor
 # sweep's loss costs; the report sets the CPU's LEP figures beside the regime's.

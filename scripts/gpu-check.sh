@@ -20,7 +20,7 @@
 #                      PATH that imports torch; the GPU machine's is the one with CUDA torch)
 #   --budget S         seconds for all checks (default 450: the whole run stays under 8 min)
 #   --only A,B         run only these checks (name prefixes: cuda_kernel_tests, torch_reference,
-#                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, gpu_3d_layouts, nccl_comm, hf_export, recompute,
+#                      fp32_gpu_vs_cpu, resume, mpi_pipeline_2ranks, gpu_3d_layouts, nccl_comm, hf_export, hf_llama, recompute,
 #                      fp16_vs_fp32, attention_flash_vs_fused, bf16_vs_fp32, tensorboard, quality_regime (opt-in),
 #                      bench_occ_{small,medium}[_mbmax], bench_torch_{small,medium}[_compile][_mbmax],
 #                      profile_occ_{small,medium}, speed_targets_{small,medium}[_mbmax]); docs/gpu.md
@@ -700,6 +700,33 @@ check_hf() {
   else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/e.numbers.json" "$log"; fi
 }
 
+# ---- Hugging Face Llama export -----------------------------------------------------------------
+# A Llama-style model (RMSNorm, SwiGLU, RoPE, 4 heads in 2 query groups, untied, no biases)
+# trained on the GPU side, exported with --hf-llama; transformers' LlamaForCausalLM.
+# from_pretrained(the export) must give the engine's logits of that checkpoint (reference-dump
+# --load) within 1e-4 x max (gpu_check_llama.py). SKIP where transformers is missing.
+check_hf_llama() {
+  local name=$1 t0=$SECONDS log=$LOGS/$1.log dg rdf
+  dg=$(devflags train "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc train has no --device"; return; }
+  rdf=$(devflags reference-dump "$GDEV") || { record "$name" SKIP "$t0" "optimus-cc reference-dump has no --device"; return; }
+  has_flag train --swiglu || { record "$name" SKIP "$t0" "optimus-cc train has no --swiglu"; return; }
+  # shellcheck disable=SC2086
+  eng "$log" "$(cap 120)" train $dg "${SMALL[@]}" --num-layers 2 --train-iters 10 --eval-interval 10 --eval-iters 1 \
+    --normalization RMSNorm --swiglu --position-embedding-type rope --group-query-attention --num-query-groups 2 \
+    --untie-embeddings-and-output-weights --disable-bias-linear --save "$W/l_ckpt" --save-interval 10 \
+    || { record "$name" FAIL "$t0" "training: $(tail_of "$log")" "" "$log"; return; }
+  eng "$log" "$(cap 60)" export --load "$W/l_ckpt" --out "$W/l.safetensors" --hf-llama "$W/l_hf" \
+    || { record "$name" FAIL "$t0" "export --hf-llama: $(tail_of "$log")" "" "$log"; return; }
+  # shellcheck disable=SC2086
+  eng "$log" "$(cap 60)" reference-dump $rdf --load "$W/l_ckpt" --micro-batch-size 3 --steps 1 \
+    --out "$W/l_dump.safetensors" || { record "$name" FAIL "$t0" "reference-dump --load: $(tail_of "$log")" "" "$log"; return; }
+  helper "$W/l" hf-llama --hf-dir "$W/l_hf" --dump "$W/l_dump.safetensors" --rel 1e-4
+  cat "$W/l.helper.log" >> "$log"
+  if ((H_RC == 0)); then record "$name" PASS "$t0" "$H_SUMMARY" "$W/l.numbers.json"
+  elif ((H_RC == 3)); then record "$name" SKIP "$t0" "$H_SUMMARY"
+  else record "$name" FAIL "$t0" "$H_SUMMARY" "$W/l.numbers.json" "$log"; fi
+}
+
 # ---- recomputation: bit-identical losses, falling peak memory ---------------------------------
 # 10 iterations of a 4-layer 64-wide model with dropout 0.1, without recomputation, with
 # --recompute-granularity selective and with full: the losses, gradient norms and validation
@@ -1133,6 +1160,7 @@ run_check mpi_pipeline_2ranks check_mpi 30
 run_check gpu_3d_layouts check_gpu_layouts 120
 run_check nccl_comm check_nccl 40
 run_check hf_export check_hf 40
+run_check hf_llama check_hf_llama 40
 run_check tensorboard check_tensorboard 30
 run_check recompute check_recompute 30
 run_check fp16_vs_fp32 check_fp16 30

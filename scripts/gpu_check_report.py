@@ -1033,6 +1033,8 @@ def main(argv):
     sys.dont_write_bytecode = True
     import gpu_check_speed
     fns = gpu_check_speed.add_parsers(sub)
+    import gpu_check_llama
+    fns.update(gpu_check_llama.add_parsers(sub))
     a = ap.parse_args(argv)
     fns.update({"probe": cmd_probe, "gtest": cmd_gtest, "ref-cases": cmd_ref_cases, "losses": cmd_losses,
                 "bytes": cmd_bytes, "weights": cmd_weights, "val": cmd_val, "precision": cmd_precision,

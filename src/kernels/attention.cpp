@@ -30,17 +30,17 @@ inline void attention_dropout_row(float* scale, const Dropout& d, uint64_t sampl
 void attention_forward(float* out, float* probs, float* probs_dropped, const float* qkv, const AttentionShape& s,
                        const Dropout& d) {
   const int64_t B = s.B, T = s.T, H = s.H, D = s.D;
-  const int64_t ld = H * 3 * D;  // row stride of qkv
+  const int64_t ld = s.qkv_width();  // row stride of qkv
   const float scale = 1.0f / std::sqrt(float(D));
 #pragma omp parallel
   {
     std::vector<float> drop(d.active() ? T : 0);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + b * T * ld + h * 3 * D;
-      const float* k = q + D;
-      const float* v = q + 2 * D;
+      const int64_t b = bh / H, h = bh % H, g = s.group_of(h);
+      const float* q = qkv + b * T * ld + s.q_offset(h);
+      const float* k = qkv + b * T * ld + s.k_offset(g);
+      const float* v = qkv + b * T * ld + s.v_offset(g);
       float* P = probs + bh * T * T;
       // P = scale * Q K^T (the upper triangle is overwritten by the mask below).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(T), int(D), scale, q, int(ld), k, int(ld), 0.0f,
@@ -76,52 +76,108 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_dropped, const AttentionShape& s, const Dropout& d) {
-  const int64_t B = s.B, T = s.T, H = s.H, D = s.D;
-  const int64_t ld = H * 3 * D;
+  const int64_t B = s.B, T = s.T, H = s.H, D = s.D, G = s.kv_heads(), r = s.group_size();
+  const int64_t ld = s.qkv_width();
   const float scale = 1.0f / std::sqrt(float(D));
+  // One task per (sample, k/v head): its group's query heads in order, so that
+  // dK and dV sum over them in a fixed order (without GQA a group is one head).
 #pragma omp parallel
   {
     std::vector<float> dP(T * T);
     std::vector<float> drop(d.active() ? T : 0);
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      const float* q = qkv + b * T * ld + h * 3 * D;
-      const float* k = q + D;
-      const float* v = q + 2 * D;
-      float* dq = dqkv + b * T * ld + h * 3 * D;
-      float* dk = dq + D;
-      float* dv = dq + 2 * D;
-      const float* P = probs + bh * T * T;
-      const float* Pd = d.active() ? probs_dropped + bh * T * T : P;
-      const float* dy = dout + b * T * H * D + h * D;
-      // dPd = dY V^T ; dV = Pd^T dY
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(T), int(D), 1.0f, dy, int(H * D), v, int(ld),
-                  0.0f, dP.data(), int(T));
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, Pd, int(T), dy, int(H * D),
-                  0.0f, dv, int(ld));
-      // Through dropout and softmax: dS = P * (dP - sum(dP * P)) * scale.
-      for (int64_t tq = 0; tq < T; ++tq) {
-        float* g = dP.data() + tq * T;
-        const float* p = P + tq * T;
-        if (d.active()) {
-          attention_dropout_row(drop.data(), d, uint64_t(d.sample_base + b), uint64_t(s.head0 + h), T, tq);
-          for (int64_t tk = 0; tk <= tq; ++tk) g[tk] *= drop[tk];
-        }
-        float dot = 0.0f;
+    for (int64_t bg = 0; bg < B * G; ++bg) {
+      const int64_t b = bg / G, g = bg % G;
+      const float* k = qkv + b * T * ld + s.k_offset(g);
+      const float* v = qkv + b * T * ld + s.v_offset(g);
+      float* dk = dqkv + b * T * ld + s.k_offset(g);
+      float* dv = dqkv + b * T * ld + s.v_offset(g);
+      for (int64_t j = 0; j < r; ++j) {
+        const int64_t h = g * r + j, bh = b * H + h;
+        const float beta = j == 0 ? 0.0f : 1.0f;  // the group's first head writes dK, dV; the others add
+        const float* q = qkv + b * T * ld + s.q_offset(h);
+        float* dq = dqkv + b * T * ld + s.q_offset(h);
+        const float* P = probs + bh * T * T;
+        const float* Pd = d.active() ? probs_dropped + bh * T * T : P;
+        const float* dy = dout + b * T * H * D + h * D;
+        // dPd = dY V^T ; dV (+)= Pd^T dY
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(T), int(D), 1.0f, dy, int(H * D), v,
+                    int(ld), 0.0f, dP.data(), int(T));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, Pd, int(T), dy,
+                    int(H * D), beta, dv, int(ld));
+        // Through dropout and softmax: dS = P * (dP - sum(dP * P)) * scale.
+        for (int64_t tq = 0; tq < T; ++tq) {
+          float* gr = dP.data() + tq * T;
+          const float* p = P + tq * T;
+          if (d.active()) {
+            attention_dropout_row(drop.data(), d, uint64_t(d.sample_base + b), uint64_t(s.head0 + h), T, tq);
+            for (int64_t tk = 0; tk <= tq; ++tk) gr[tk] *= drop[tk];
+          }
+          float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t tk = 0; tk <= tq; ++tk) dot += g[tk] * p[tk];
+          for (int64_t tk = 0; tk <= tq; ++tk) dot += gr[tk] * p[tk];
 #pragma omp simd
-        for (int64_t tk = 0; tk <= tq; ++tk) g[tk] = p[tk] * (g[tk] - dot) * scale;
-        for (int64_t tk = tq + 1; tk < T; ++tk) g[tk] = 0.0f;
+          for (int64_t tk = 0; tk <= tq; ++tk) gr[tk] = p[tk] * (gr[tk] - dot) * scale;
+          for (int64_t tk = tq + 1; tk < T; ++tk) gr[tk] = 0.0f;
+        }
+        // dQ = dS K ; dK (+)= dS^T Q
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), k,
+                    int(ld), 0.0f, dq, int(ld));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), q,
+                    int(ld), beta, dk, int(ld));
       }
-      // dQ = dS K ; dK = dS^T Q
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), k, int(ld),
-                  0.0f, dq, int(ld));
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), q, int(ld),
-                  0.0f, dk, int(ld));
     }
   }
+}
+
+// ---- RoPE ---------------------------------------------------------------------------------
+void rope_table(float* table, int64_t T, int64_t rotary_dim, double base) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double w = std::pow(base, -2.0 * double(i) / double(rotary_dim));
+    for (int64_t t = 0; t < T; ++t) {
+      const double a = double(t) * w;
+      table[t * half + i] = float(std::cos(a));
+      table[T * half + t * half + i] = float(std::sin(a));
+    }
+  }
+}
+
+namespace {
+// Rotates the first rotary_dim features of the q and k heads of every row by
+// +angle (forward) or -angle (backward, sign = -1).
+void rope_rotate(float* qkv, const float* table, int64_t table_T, const AttentionShape& s, int64_t rotary_dim,
+                 float sign) {
+  const int64_t N = s.B * s.T, T = s.T, ld = s.qkv_width(), half = rotary_dim / 2;
+  const int64_t G = s.kv_heads(), r = s.group_size();
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = n % T;
+    const float* cs = table + t * half;
+    const float* sn = table + table_T * half + t * half;
+    for (int64_t g = 0; g < G; ++g) {
+      // The group's query heads and its k head lie side by side: r + 1 heads from q_offset(g r).
+      for (int64_t j = 0; j <= r; ++j) {
+        float* x = qkv + n * ld + s.q_offset(g * r) + j * s.D;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+          const float x1 = x[i], x2 = x[i + half], c = cs[i], si = sign * sn[i];
+          x[i] = x1 * c - x2 * si;
+          x[i + half] = x2 * c + x1 * si;
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+void rope_forward(float* qkv, const float* table, int64_t table_T, const AttentionShape& s, int64_t rotary_dim) {
+  rope_rotate(qkv, table, table_T, s, rotary_dim, 1.0f);
+}
+
+// y = R x with R orthogonal: dx = R^T dy, the rotation by the opposite angle.
+void rope_backward(float* dqkv, const float* table, int64_t table_T, const AttentionShape& s, int64_t rotary_dim) {
+  rope_rotate(dqkv, table, table_T, s, rotary_dim, -1.0f);
 }
 
 }  // namespace occ::kernels

@@ -1,6 +1,7 @@
 // The CPU backend: the reference kernels of kernels.h behind the Ops interface.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -89,6 +90,54 @@ class CpuOps final : public Ops {
     kernels::bias_dropout_add_backward(dx.f32(), dbias, dresid.f32(), d, N, T, C);
     round_to_precision(dx.f32(), N * C, p);
   }
+  void rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef inp, ConstTensorRef w, int64_t N, int64_t C,
+                       float eps) override {
+    kernels::rmsnorm_forward(out.f32(), rstd, inp.f32(), w.f32(), N, C, eps);
+  }
+  void rmsnorm_backward(TensorRef dinp, float* dw, ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                        const float* rstd, int64_t N, int64_t C) override {
+    kernels::rmsnorm_backward(dinp.f32(), dw, dout.f32(), inp.f32(), w.f32(), rstd, N, C);
+  }
+  void bias_dropout_add_rmsnorm_forward(TensorRef residual_out, TensorRef norm_out, float* rstd,
+                                        ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                        const Dropout& d, ConstTensorRef w, int64_t N, int64_t T, int64_t C, float eps,
+                                        Precision p) override {
+    kernels::bias_dropout_add_forward(residual_out.f32(), residual.f32(), x.f32(), bias.f32(), d, N, T, C);
+    round_to_precision(residual_out.f32(), N * C, p);
+    kernels::rmsnorm_forward(norm_out.f32(), rstd, residual_out.f32(), w.f32(), N, C, eps);
+    round_to_precision(norm_out.f32(), N * C, p);
+  }
+  void rmsnorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, ConstTensorRef dout,
+                                ConstTensorRef inp, ConstTensorRef w, const float* rstd, const Dropout& d, int64_t N,
+                                int64_t T, int64_t C, Precision p) override {
+    kernels::rmsnorm_backward(dresid.f32(), dw, dout.f32(), inp.f32(), w.f32(), rstd, N, C);
+    round_to_precision(dresid.f32(), N * C, p);
+    kernels::bias_dropout_add_backward(dx.f32(), dbias, dresid.f32(), d, N, T, C);
+    round_to_precision(dx.f32(), N * C, p);
+  }
+  void swiglu_forward(TensorRef out, ConstTensorRef inp, int64_t N, int64_t F) override {
+    kernels::swiglu_forward(out.f32(), inp.f32(), N, F);
+  }
+  void swiglu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t N, int64_t F) override {
+    kernels::swiglu_backward(dinp.f32(), inp.f32(), dout.f32(), N, F);
+  }
+  void linear_swiglu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
+                             int64_t N, int64_t C, int64_t F, Precision p) override {
+    kernels::linear_forward(pre.f32(), inp.f32(), w.f32(), bias.f32(), N, C, 2 * F);
+    round_to_precision(pre.f32(), N * 2 * F, p);
+    kernels::swiglu_forward(out.f32(), pre.f32(), N, F);  // of the stored (rounded) pre
+    round_to_precision(out.f32(), N * F, p);
+  }
+  void linear_backward_swiglu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout, ConstTensorRef act,
+                              ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t F, int64_t OC,
+                              Precision p) override {
+    swiglu_grad_.resize(size_t(N * F));
+    float* g = swiglu_grad_.data();
+    kernels::linear_backward(g, dw, nullptr, dout.f32(), act.f32(), w.f32(), N, F, OC, false);
+    kernels::swiglu_backward(dpre.f32(), pre.f32(), g, N, F);
+    if (dpre_bias) kernels::add_column_sums(dpre_bias, dpre.f32(), N, 2 * F);  // of the unrounded gradient
+    round_to_precision(dpre.f32(), N * 2 * F, p);
+  }
   void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) override {
     kernels::gelu_forward(out.f32(), inp.f32(), n);
   }
@@ -120,6 +169,14 @@ class CpuOps final : public Ops {
                           const float* saved, const AttentionShape& s, const Dropout& d) override {
     kernels::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), saved,
                                 d.active() ? saved + s.B * s.H * s.T * s.T : nullptr, s, d);
+  }
+  void rope_forward(TensorRef qkv, const float* table, int64_t table_T, const AttentionShape& s,
+                    int64_t rotary_dim) override {
+    kernels::rope_forward(qkv.f32(), table, table_T, s, rotary_dim);
+  }
+  void rope_backward(TensorRef dqkv, const float* table, int64_t table_T, const AttentionShape& s,
+                     int64_t rotary_dim) override {
+    kernels::rope_backward(dqkv.f32(), table, table_T, s, rotary_dim);
   }
   std::string attention_description(Precision) const override {
     return "cpu (fp32 GEMMs, probabilities kept for backward)";
@@ -218,6 +275,9 @@ class CpuOps final : public Ops {
   void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) override {
     kernels::decode_topk(wire, out, n, c, k, bitmap);
   }
+
+ private:
+  std::vector<float> swiglu_grad_;  // linear_backward_swiglu's g = dout w
 };
 
 }  // namespace

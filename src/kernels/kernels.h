@@ -4,6 +4,7 @@
 // accumulate (+=) into parameter gradients, so micro-batches add up.
 #include <cstdint>
 
+#include "core/rng.h"  // OCC_HD
 #include "kernels/row_codes.h"
 
 namespace occ::kernels {
@@ -25,9 +26,21 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                         const float* mean, const float* rstd, int64_t N, int64_t C);
 
+// ---- RMSNorm (Llama): out = inp / sqrt(mean(inp^2) + eps) * w -----------------------
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int64_t N, int64_t C, float eps);
+// dinp[N, C] += ..., dw += sum over rows of dout * inp * rstd
+void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                      int64_t N, int64_t C);
+
 // ---- GeLU (tanh approximation) -----------------------------------------------
 void gelu_forward(float* out, const float* inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);  // dinp = dout * gelu'(inp)
+
+// ---- SwiGLU: out[N, F] = silu(gate) * up, rows of inp[N, 2F] = [gate (F) | up (F)] ----
+// silu(x) = x / (1 + e^-x).
+void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F);
+// dinp[N, 2F] = [dout * up * silu'(gate) | dout * silu(gate)] (dinp must not alias inp or dout).
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N, int64_t F);
 
 // ---- dropout -----------------------------------------------------------------
 // A dropout site: the mask of element (sample, index) is keep = U(key, sample,
@@ -41,6 +54,7 @@ struct Dropout {
 };
 
 // out[N, C] = residual + dropout(x + bias)  (Megatron's bias-dropout-add); T = tokens per sample.
+// bias (and below dbias) may be null: no bias (--disable-bias-linear).
 void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias,
                               const Dropout& d, int64_t N, int64_t T, int64_t C);
 // dx[N, C] = dropout'(dout); dbias += column sums of dx. (The residual's gradient is dout itself.)
@@ -50,18 +64,51 @@ void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const
 void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C);
 
 // ---- attention -----------------------------------------------------------------
-// qkv[N, H*3*D] with features ordered [head][q|k|v][D]; out[N, H*D].
+// qkv[N, (H + 2 G) * D]: the H query heads in G groups (grouped-query attention;
+// G = H without it), features ordered per group [q of its H/G heads | k | v][D]
+// (Megatron's fused QKV; without GQA [head][q|k|v][D]); out[N, H*D]. Query head h
+// attends with the k and v of group h / (H/G).
 // probs[B, H, T, T]: softmax (causal); probs_dropped: after attention dropout
 // (== probs storage may be shared when dropout is off). head0 = global index of
 // local head 0 (dropout coordinates), H_total = heads in the whole model.
 struct AttentionShape {
   int64_t B, T, H, D;
   int64_t head0 = 0, H_total = 0;
+  int64_t KV = 0;  // k/v heads (query groups) of this shard; 0: H (one per query head)
+
+  OCC_HD int64_t kv_heads() const { return KV > 0 ? KV : H; }
+  OCC_HD int64_t group_size() const { return H / kv_heads(); }  // query heads per k/v head
+  OCC_HD int64_t qkv_width() const { return (H + 2 * kv_heads()) * D; }  // row stride of qkv
+  // Feature offsets within a qkv row: query head h's q, k/v head g's k and v.
+  OCC_HD int64_t q_offset(int64_t h) const {
+    const int64_t r = group_size();
+    return ((h / r) * (r + 2) + h % r) * D;
+  }
+  OCC_HD int64_t k_offset(int64_t g) const { return (g * (group_size() + 2) + group_size()) * D; }
+  OCC_HD int64_t v_offset(int64_t g) const { return k_offset(g) + D; }
+  OCC_HD int64_t group_of(int64_t h) const { return h / group_size(); }
 };
 void attention_forward(float* out, float* probs, float* probs_dropped, const float* qkv, const AttentionShape& s,
                        const Dropout& d);
+// dk, dv of a k/v head sum over its group's query heads (in head order).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_dropped, const AttentionShape& s, const Dropout& d);
+
+// ---- rotary position embeddings (RoPE) -----------------------------------------------
+// Applied in place to the q and k heads of qkv [N, s.qkv_width()] (rows ordered
+// (sample, token): position t = row % s.T), on the first `rotary_dim` features
+// of each head, in the rotate-half layout (Megatron's default and Hugging
+// Face's Llama): feature i pairs with i + rotary_dim/2 (i < rotary_dim/2),
+//   y_i = x_i cos(t w_i) - x_{i+r/2} sin(t w_i),  y_{i+r/2} = x_{i+r/2} cos(t w_i) + x_i sin(t w_i),
+// w_i = base^(-2i / rotary_dim); the other features (and v) pass unchanged.
+// table: cos(t w_i) at [t * rotary_dim/2 + i] for t < table_T (>= s.T), then
+// sin(t w_i) at table_T * rotary_dim/2 onwards (rope_table() fills it).
+void rope_forward(float* qkv, const float* table, int64_t table_T, const AttentionShape& s, int64_t rotary_dim);
+// The backward: the rotation by -t w_i of the q and k gradients, in place.
+void rope_backward(float* dqkv, const float* table, int64_t table_T, const AttentionShape& s, int64_t rotary_dim);
+// Fills table (2 * T * rotary_dim/2 floats) for base `base`: the angles in double,
+// cos and sin rounded once to float, so that every backend rotates by the same values.
+void rope_table(float* table, int64_t T, int64_t rotary_dim, double base);
 
 // ---- embeddings (vocab-parallel: this rank holds rows [v0, v0 + V)) -----------------
 // out[N, C] = wte[tok - v0] for tokens in the shard, 0 elsewhere.

@@ -105,8 +105,38 @@ class Ops {
                                           ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
                                           const float* mean, const float* rstd, const Dropout& d, int64_t N,
                                           int64_t T, int64_t C, Precision p) = 0;
+  // RMSNorm (Llama), and its fused pairs: those of LayerNorm above without the
+  // mean and the bias (kernels.h rmsnorm_*); rstd (fp32) is its one statistic.
+  virtual void rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef inp, ConstTensorRef w, int64_t N, int64_t C,
+                               float eps) = 0;
+  // dinp +=; dw (fp32) +=.
+  virtual void rmsnorm_backward(TensorRef dinp, float* dw, ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                                const float* rstd, int64_t N, int64_t C) = 0;
+  virtual void bias_dropout_add_rmsnorm_forward(TensorRef residual_out, TensorRef norm_out, float* rstd,
+                                                ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                                const Dropout& d, ConstTensorRef w, int64_t N, int64_t T, int64_t C,
+                                                float eps, Precision p) = 0;
+  virtual void rmsnorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, ConstTensorRef dout,
+                                        ConstTensorRef inp, ConstTensorRef w, const float* rstd, const Dropout& d,
+                                        int64_t N, int64_t T, int64_t C, Precision p) = 0;
   virtual void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) = 0;
   virtual void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) = 0;
+  // SwiGLU (kernels.h): inp [N, 2F] rows [gate | up] -> out [N, F], and back (dinp [N, 2F]).
+  virtual void swiglu_forward(TensorRef out, ConstTensorRef inp, int64_t N, int64_t F) = 0;
+  virtual void swiglu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t N, int64_t F) = 0;
+  // The MLP's first layer with SwiGLU: pre = inp w^T + bias ([N, 2F]: w is [2F, C],
+  // gate rows then up rows) rounded to p when stored, out = swiglu(pre as stored)
+  // rounded to p ([N, F]).
+  virtual void linear_swiglu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w,
+                                     ConstTensorRef bias, int64_t N, int64_t C, int64_t F, Precision p) = 0;
+  // The backward of out = linear(swiglu(pre)) back to pre, in one step (as
+  // linear_backward_gelu): with g = dout w in fp32 ([N, F]), dpre = swiglu'(pre) g
+  // ([N, 2F]) rounded to p when stored; dpre_bias += column sums of the unrounded
+  // dpre (nullptr: none); dw += dout^T act (act: the forward's out [N, F]).
+  // N rows, F = act's width, OC = dout's.
+  virtual void linear_backward_swiglu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
+                                      ConstTensorRef act, ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t F,
+                                      int64_t OC, Precision p) = 0;
   virtual void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x,
                                         ConstTensorRef bias, const Dropout& d, int64_t N, int64_t T, int64_t C) = 0;
   virtual void bias_dropout_add_backward(TensorRef dx, float* dbias, ConstTensorRef dout, const Dropout& d, int64_t N,
@@ -125,6 +155,13 @@ class Ops {
                                  const Dropout& d) = 0;
   virtual void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
                                   const float* saved, const AttentionShape& s, const Dropout& d) = 0;
+  // RoPE on qkv's q and k heads in place, and its backward on dqkv (kernels.h):
+  // each rotated value rounded once to the tensor's format. table: fp32 on this
+  // device, kernels::rope_table's layout for T >= s.T positions (T: table_T).
+  virtual void rope_forward(TensorRef qkv, const float* table, int64_t table_T, const AttentionShape& s,
+                            int64_t rotary_dim) = 0;
+  virtual void rope_backward(TensorRef dqkv, const float* table, int64_t table_T, const AttentionShape& s,
+                             int64_t rotary_dim) = 0;
   // One line naming the attention implementation this backend runs for a step
   // of precision p (the run's start line prints it).
   virtual std::string attention_description(Precision p) const = 0;

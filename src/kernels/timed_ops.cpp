@@ -113,6 +113,54 @@ void TimedOps::layernorm_dropout_backward(TensorRef dresid, TensorRef dx, float*
     inner_.layernorm_dropout_backward(dresid, dx, dbias, dw, db, dout, inp, w, mean, rstd, d, N, T, C, p);
   });
 }
+void TimedOps::rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef inp, ConstTensorRef w, int64_t N, int64_t C,
+                               float eps) {
+  timed("rmsnorm_forward", 0, [&] { inner_.rmsnorm_forward(out, rstd, inp, w, N, C, eps); });
+}
+void TimedOps::rmsnorm_backward(TensorRef dinp, float* dw, ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                                const float* rstd, int64_t N, int64_t C) {
+  timed("rmsnorm_backward", 0, [&] { inner_.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C); });
+}
+void TimedOps::bias_dropout_add_rmsnorm_forward(TensorRef residual_out, TensorRef norm_out, float* rstd,
+                                                ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                                const Dropout& d, ConstTensorRef w, int64_t N, int64_t T, int64_t C,
+                                                float eps, Precision p) {
+  timed("bias_dropout_add_rmsnorm_forward", 0, [&] {
+    inner_.bias_dropout_add_rmsnorm_forward(residual_out, norm_out, rstd, residual, x, bias, d, w, N, T, C, eps, p);
+  });
+}
+void TimedOps::rmsnorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, ConstTensorRef dout,
+                                        ConstTensorRef inp, ConstTensorRef w, const float* rstd, const Dropout& d,
+                                        int64_t N, int64_t T, int64_t C, Precision p) {
+  timed("rmsnorm_dropout_backward", 0,
+        [&] { inner_.rmsnorm_dropout_backward(dresid, dx, dbias, dw, dout, inp, w, rstd, d, N, T, C, p); });
+}
+void TimedOps::swiglu_forward(TensorRef out, ConstTensorRef inp, int64_t N, int64_t F) {
+  timed("swiglu_forward", 0, [&] { inner_.swiglu_forward(out, inp, N, F); });
+}
+void TimedOps::swiglu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t N, int64_t F) {
+  timed("swiglu_backward", 0, [&] { inner_.swiglu_backward(dinp, inp, dout, N, F); });
+}
+void TimedOps::linear_swiglu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w,
+                                     ConstTensorRef bias, int64_t N, int64_t C, int64_t F, Precision p) {
+  timed("linear_swiglu_forward" + shape(N, C, 2 * F), 2.0 * double(N) * double(C) * double(2 * F),
+        [&] { inner_.linear_swiglu_forward(pre, out, inp, w, bias, N, C, F, p); });
+}
+void TimedOps::linear_backward_swiglu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
+                                      ConstTensorRef act, ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t F,
+                                      int64_t OC, Precision p) {
+  const double gemms = double(bool(dpre)) + double(dw != nullptr);
+  timed("linear_backward_swiglu" + shape(N, F, OC), gemms * 2.0 * double(N) * double(F) * double(OC),
+        [&] { inner_.linear_backward_swiglu(dpre, dpre_bias, dw, dout, act, pre, w, N, F, OC, p); });
+}
+void TimedOps::rope_forward(TensorRef qkv, const float* table, int64_t table_T, const AttentionShape& s,
+                            int64_t rotary_dim) {
+  timed("rope_forward", 0, [&] { inner_.rope_forward(qkv, table, table_T, s, rotary_dim); });
+}
+void TimedOps::rope_backward(TensorRef dqkv, const float* table, int64_t table_T, const AttentionShape& s,
+                             int64_t rotary_dim) {
+  timed("rope_backward", 0, [&] { inner_.rope_backward(dqkv, table, table_T, s, rotary_dim); });
+}
 void TimedOps::gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) {
   timed("gelu_forward", 0, [&] { inner_.gelu_forward(out, inp, n); });
 }

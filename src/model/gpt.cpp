@@ -25,6 +25,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       seed_(seed),
       opt_(options),
       ops_(options.ops ? *options.ops : kernels::ops_for(options.device)),
+      block_(ops_, BlockShape::of(cfg, layout.tp_size)),
       params_layout_(cfg, layout),
       params_(options.device),
       grads_(options.device),
@@ -38,6 +39,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       d_fc_(options.device, storage_),
       d_branch_(options.device, storage_),
       embedding_(options.device),
+      rope_table_(options.device),
       tp_sum_(options.device),
       logits_(options.device, storage_),
       ce_max_(options.device),
@@ -54,6 +56,13 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
   params_layout_.initialize(host.data(), seed);
   params_.assign_from_host(host);
   grads_.resize(host.size());
+  if (block_.shape().rope) {
+    // The angles of every position a micro-batch may have, computed once on the host.
+    rope_positions_ = std::max(cfg.seq_length, cfg.max_position_embeddings);
+    std::vector<float> table(size_t(rope_positions_ * block_.shape().rotary_dim));
+    kernels::rope_table(table.data(), rope_positions_, block_.shape().rotary_dim, double(cfg.rotary_base));
+    rope_table_.assign_from_host(table);
+  }
 }
 
 void GptStage::zero_grads() { grads_.zero(); }
@@ -95,8 +104,20 @@ kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t sit
 }
 
 kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
-  const int64_t Hl = cfg_.num_attention_heads / layout_.tp_size;
-  return {B, T, Hl, cfg_.head_dim(), layout_.tp_rank * Hl, cfg_.num_attention_heads};
+  const BlockShape& b = block_.shape();
+  return {B, T, b.heads, b.D, layout_.tp_rank * b.heads, cfg_.num_attention_heads, b.groups};
+}
+
+void GptStage::rope(TensorRef qkv, const kernels::AttentionShape& shape, bool backward) {
+  const BlockShape& b = block_.shape();
+  if (!b.rope) return;
+  OCC_CHECK(shape.T <= rope_positions_, "internal: a micro-batch of {} tokens, RoPE's table has {} positions",
+            shape.T, rope_positions_);
+  if (backward)
+    ops_.rope_backward(qkv, rope_table_.data(), rope_positions_, shape, b.rotary_dim);
+  else
+    ops_.rope_forward(qkv, rope_table_.data(), rope_positions_, shape, b.rotary_dim);
+  lp(qkv, shape.B * shape.T * b.qkv);
 }
 
 int64_t GptStage::classifier_rows(int64_t N, int64_t V) const {
@@ -105,21 +126,21 @@ int64_t GptStage::classifier_rows(int64_t N, int64_t V) const {
 }
 
 void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {
-  const size_t N = size_t(B) * T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const size_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  const BlockShape& b = block_.shape();
+  const size_t N = size_t(B) * T, C = size_t(b.C), mean = b.layernorm() ? N : 0;
   a.ln1.resize(N * C);
-  a.ln1_mean.resize(N);
+  a.ln1_mean.resize(mean);
   a.ln1_rstd.resize(N);
-  a.qkv.resize(N * 3 * Cl);
+  a.qkv.resize(N * size_t(b.qkv));
   const kernels::Dropout attn_drop{0, training ? cfg_.attention_dropout : 0.0f, 0};
   a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(B, T), attn_drop, storage_)) : 0);
-  a.atty.resize(N * Cl);
+  a.atty.resize(N * size_t(b.attn));
   a.residual1.resize(N * C);
   a.ln2.resize(N * C);
-  a.ln2_mean.resize(N);
+  a.ln2_mean.resize(mean);
   a.ln2_rstd.resize(N);
-  a.fc.resize(N * Fl);
-  a.fc_gelu.resize(N * Fl);
+  a.fc.resize(N * size_t(b.fc));
+  a.fc_act.resize(N * size_t(b.ffn));
 }
 
 void GptStage::allocate(StageActivations& acts, int B, int T, bool training, bool head) {
@@ -137,7 +158,7 @@ void GptStage::allocate(StageActivations& acts, int B, int T, bool training, boo
   acts.output.resize(N * C);
   if (head) {  // only the slots the LM head runs in
     acts.lnf.resize(N * C);
-    acts.lnf_mean.resize(N);
+    acts.lnf_mean.resize(block_.shape().layernorm() ? N : 0);
     acts.lnf_rstd.resize(N);
     if (training) acts.dlnf.resize(N * C);
   }
@@ -176,7 +197,7 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
       ScopedPhase t(timers_, "tp_allreduce");
       tp_.allreduce_sum(e, size_t(N * C), Traffic::TensorParallel);
     }
-    ops_.position_forward(e, P + pl.position_embedding, N, mb.T, C);
+    if (cfg_.learned_positions()) ops_.position_forward(e, P + pl.position_embedding, N, mb.T, C);
     if (training)
       ops_.dropout_inplace(
           e, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
@@ -197,8 +218,8 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     ops_.copy(x_out, acts.output.ref(), N * C);
     return;
   }
-  ops_.layernorm_forward(acts.lnf.ref(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.ref(),
-                         P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
+  block_.norm_forward(acts.lnf.ref(), stats(acts.lnf_mean, acts.lnf_rstd), acts.output.ref(), P + pl.final_ln_w,
+                      at(P, pl.final_ln_b), N);
   lp(acts.lnf.ref(), N * C);
   classifier(acts, mb, training);
 }
@@ -262,22 +283,23 @@ void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool tra
 void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& a, TensorRef out,
                              const MicroBatch& mb, bool training) {
   const LayerParams& w = params_layout_.layer(local);
+  const BlockShape& b = block_.shape();
   const ConstTensorRef P = weights();
-  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = b.C;
   const Precision p = opt_.precision;
   branch_.resize(size_t(N * C));
   const TensorRef branch = branch_.ref();
 
-  // Attention: LN -> column-parallel QKV -> causal attention -> row-parallel out-projection.
+  // Attention: norm -> column-parallel QKV (this rank's query groups) -> RoPE on
+  // q and k -> causal attention -> row-parallel out-projection.
   // Each tensor is rounded to the training precision as it is produced (lp: a
   // no-op in fp32 and for 16-bit storage, whose kernels round as they store).
-  ops_.layernorm_forward(a.ln1.ref(), a.ln1_mean.data(), a.ln1_rstd.data(), input, P + w.ln1_w, P + w.ln1_b, N, C,
-                         cfg_.layernorm_epsilon);
+  block_.norm_forward(a.ln1.ref(), stats(a.ln1_mean, a.ln1_rstd), input, P + w.ln1_w, at(P, w.ln1_b), N);
   lp(a.ln1.ref(), N * C);
-  ops_.linear_forward(a.qkv.ref(), a.ln1.ref(), P + w.qkv_w, P + w.qkv_b, N, C, 3 * Cl, p);
-  lp(a.qkv.ref(), N * 3 * Cl);
+  ops_.linear_forward(a.qkv.ref(), a.ln1.ref(), P + w.qkv_w, at(P, w.qkv_b), N, C, b.qkv, p);
+  lp(a.qkv.ref(), N * b.qkv);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
+  rope(a.qkv.ref(), shape, false);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
   float* saved = a.attn_saved.data();
   if (a.attn_saved.empty()) {  // selective recomputation: backward rebuilds it
@@ -285,22 +307,21 @@ void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& 
     saved = recompute_saved_.data();
   }
   ops_.attention_forward(a.atty.ref(), saved, a.qkv.ref(), shape, attn_drop);
-  lp(a.atty.ref(), N * Cl);
-  ops_.linear_forward(branch, a.atty.ref(), P + w.proj_w, nullptr, N, Cl, C, p);
+  lp(a.atty.ref(), N * b.attn);
+  ops_.linear_forward(branch, a.atty.ref(), P + w.proj_w, nullptr, N, b.attn, C, p);
   lp(branch, N * C);
   tp_allreduce(branch, N * C);
-  // residual1 = input + dropout(branch + bias), and the MLP's LayerNorm of it, in one pass.
-  ops_.bias_dropout_add_layernorm_forward(a.residual1.ref(), a.ln2.ref(), a.ln2_mean.data(), a.ln2_rstd.data(), input,
-                                          branch, P + w.proj_b,
-                                          dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training),
-                                          P + w.ln2_w, P + w.ln2_b, N, T, C, cfg_.layernorm_epsilon, p);
+  // residual1 = input + dropout(branch + bias), and the MLP's norm of it, in one pass.
+  block_.add_norm_forward(a.residual1.ref(), a.ln2.ref(), stats(a.ln2_mean, a.ln2_rstd), input, branch,
+                          at(P, w.proj_b), dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training),
+                          P + w.ln2_w, at(P, w.ln2_b), N, T, p);
 
-  // MLP: column-parallel h->4h with its GeLU -> row-parallel 4h->h.
-  ops_.linear_gelu_forward(a.fc.ref(), a.fc_gelu.ref(), a.ln2.ref(), P + w.fc_w, P + w.fc_b, N, C, Fl, p);
-  ops_.linear_forward(branch, a.fc_gelu.ref(), P + w.fcproj_w, nullptr, N, Fl, C, p);
+  // MLP: column-parallel h->4h with its GeLU (or [gate | up] with SwiGLU) -> row-parallel 4h->h.
+  block_.mlp_in_forward(a.fc.ref(), a.fc_act.ref(), a.ln2.ref(), P + w.fc_w, at(P, w.fc_b), N, p);
+  ops_.linear_forward(branch, a.fc_act.ref(), P + w.fcproj_w, nullptr, N, b.ffn, C, p);
   lp(branch, N * C);
   tp_allreduce(branch, N * C);
-  ops_.bias_dropout_add_forward(out, a.residual1.ref(), branch, P + w.fcproj_b,
+  ops_.bias_dropout_add_forward(out, a.residual1.ref(), branch, at(P, w.fcproj_b),
                                 dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, training), N, T, C);
   lp(out, N * C);
 }
@@ -325,8 +346,8 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     const TensorRef dlnf = acts.dlnf.ref();
     tp_allreduce(dlnf, N * C);
     ops_.fill(dresid, 0.0f, N * C);
-    ops_.layernorm_backward(dresid, G + pl.final_ln_w, G + pl.final_ln_b, dlnf, acts.output.ref(), P + pl.final_ln_w,
-                            acts.lnf_mean.data(), acts.lnf_rstd.data(), N, C);
+    block_.norm_backward(dresid, G + pl.final_ln_w, grad(pl.final_ln_b), dlnf, acts.output.ref(), P + pl.final_ln_w,
+                         stats(acts.lnf_mean, acts.lnf_rstd), N);
     lp(dresid, N * C);
     report(pl.final_ln_w);
   } else {
@@ -352,7 +373,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
                          {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
                          N, mb.T, C);
     lp(dresid, N * C);
-    ops_.position_backward(G + pl.position_embedding, dresid, N, mb.T, C);
+    if (cfg_.learned_positions()) ops_.position_backward(G + pl.position_embedding, dresid, N, mb.T, C);
     ops_.embedding_backward(G + pl.word_embedding, dresid, uploaded_ids(acts.tokens, mb.inputs), v0, Vl, N, C);
     report(0);
   } else {
@@ -363,39 +384,39 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
 void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations& a, TensorRef dresid,
                               const MicroBatch& mb) {
   const LayerParams& w = params_layout_.layer(local);
+  const BlockShape& b = block_.shape();
   const ConstTensorRef P = weights();
   float* G = grads_.data();
-  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
-  const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
+  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = b.C;
   const Precision p = opt_.precision;
   d_branch_.resize(size_t(N * C));
-  d_fc_.resize(size_t(N * Fl));
-  d_atty_.resize(size_t(N * Cl));
-  d_qkv_.resize(size_t(N * 3 * Cl));
+  d_fc_.resize(size_t(N * b.fc));
+  d_atty_.resize(size_t(N * b.attn));
+  d_qkv_.resize(size_t(N * b.qkv));
   const TensorRef d_branch = d_branch_.ref(), d_ln = d_ln_.ref();
 
   // MLP branch (dresid is the gradient of the layer output). Activation
   // gradients are rounded to the training precision as they are produced;
   // parameter gradients accumulate in fp32.
-  ops_.bias_dropout_add_backward(d_branch, G + w.fcproj_b, dresid,
+  ops_.bias_dropout_add_backward(d_branch, grad(w.fcproj_b), dresid,
                                  dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, true), N, T, C);
   lp(d_branch, N * C);
-  // Through the 4h->h projection and the GeLU in one step (fc's bias gradient with it).
-  ops_.linear_backward_gelu(d_fc_.ref(), G + w.fc_b, G + w.fcproj_w, d_branch, a.fc_gelu.ref(), a.fc.ref(),
-                            P + w.fcproj_w, N, Fl, C, p);
-  ops_.linear_backward(d_ln, G + w.fc_w, nullptr, d_fc_.ref(), a.ln2.ref(), P + w.fc_w, N, C, Fl, false, p);
+  // Through the 4h->h projection and the GeLU / SwiGLU in one step (fc's bias gradient with it).
+  block_.mlp_out_backward(d_fc_.ref(), grad(w.fc_b), G + w.fcproj_w, d_branch, a.fc_act.ref(), a.fc.ref(),
+                          P + w.fcproj_w, N, p);
+  ops_.linear_backward(d_ln, G + w.fc_w, nullptr, d_fc_.ref(), a.ln2.ref(), P + w.fc_w, N, C, b.fc, false, p);
   lp(d_ln, N * C);
   tp_allreduce(d_ln, N * C);
-  // LayerNorm 2's backward into dresid, then (the attention branch's
+  // The MLP norm's backward into dresid, then (the attention branch's
   // bias-dropout-add) the gradient of its output projection, in one pass.
-  ops_.layernorm_dropout_backward(dresid, d_branch, G + w.proj_b, G + w.ln2_w, G + w.ln2_b, d_ln, a.residual1.ref(),
-                                  P + w.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(),
-                                  dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, C, p);
+  block_.norm_dropout_backward(dresid, d_branch, grad(w.proj_b), G + w.ln2_w, grad(w.ln2_b), d_ln, a.residual1.ref(),
+                               P + w.ln2_w, stats(a.ln2_mean, a.ln2_rstd),
+                               dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, p);
 
   // Attention branch (dresid is now the gradient of residual1).
-  ops_.linear_backward(d_atty_.ref(), G + w.proj_w, nullptr, d_branch, a.atty.ref(), P + w.proj_w, N, Cl, C, false,
-                       p);
-  lp(d_atty_.ref(), N * Cl);
+  ops_.linear_backward(d_atty_.ref(), G + w.proj_w, nullptr, d_branch, a.atty.ref(), P + w.proj_w, N, b.attn, C,
+                       false, p);
+  lp(d_atty_.ref(), N * b.attn);
   const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
   const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
   const float* saved = a.attn_saved.data();
@@ -403,18 +424,19 @@ void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations&
     // Selective recomputation: rebuild attention's saved state from qkv; the
     // recomputed output equals a.atty and goes to a sink.
     recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop, storage_)));
-    recompute_out_.resize(size_t(N * Cl));
+    recompute_out_.resize(size_t(N * b.attn));
     ops_.attention_forward(recompute_out_.ref(), recompute_saved_.data(), a.qkv.ref(), shape, attn_drop);
     saved = recompute_saved_.data();
   }
   ops_.attention_backward(d_qkv_.ref(), d_atty_.ref(), a.qkv.ref(), a.atty.ref(), saved, shape, attn_drop);
-  lp(d_qkv_.ref(), N * 3 * Cl);
-  ops_.linear_backward(d_ln, G + w.qkv_w, G + w.qkv_b, d_qkv_.ref(), a.ln1.ref(), P + w.qkv_w, N, C, 3 * Cl, false,
+  lp(d_qkv_.ref(), N * b.qkv);
+  rope(d_qkv_.ref(), shape, true);  // to the gradient of the unrotated q and k
+  ops_.linear_backward(d_ln, G + w.qkv_w, grad(w.qkv_b), d_qkv_.ref(), a.ln1.ref(), P + w.qkv_w, N, C, b.qkv, false,
                        p);
   lp(d_ln, N * C);
   tp_allreduce(d_ln, N * C);
-  ops_.layernorm_backward(dresid, G + w.ln1_w, G + w.ln1_b, d_ln, input, P + w.ln1_w, a.ln1_mean.data(),
-                          a.ln1_rstd.data(), N, C);
+  block_.norm_backward(dresid, G + w.ln1_w, grad(w.ln1_b), d_ln, input, P + w.ln1_w, stats(a.ln1_mean, a.ln1_rstd),
+                       N);
   lp(dresid, N * C);
 }
 

@@ -17,6 +17,7 @@
 #include "core/tensor_buffer.h"
 #include "core/timer.h"
 #include "kernels/ops.h"
+#include "model/block.h"
 #include "model/config.h"
 #include "model/params.h"
 
@@ -58,22 +59,22 @@ using Buffer = DeviceBuffer<float>;
 // Activations one micro-batch keeps between its forward and its backward
 // (with full recomputation, only `input`; the rest lives in the stage's
 // scratch). Tensors are in the stage's storage format (Ops::storage_format);
-// softmax and LayerNorm statistics are fp32.
+// softmax and norm statistics are fp32. Widths are BlockShape's (this rank's).
 struct LayerActivations {
   LayerActivations(Device d, Precision storage)
       : input(d, storage), ln1(d, storage), ln1_mean(d), ln1_rstd(d), qkv(d, storage), attn_saved(d),
         atty(d, storage), residual1(d, storage), ln2(d, storage), ln2_mean(d), ln2_rstd(d), fc(d, storage),
-        fc_gelu(d, storage) {}
+        fc_act(d, storage) {}
   TensorBuffer input;              // [N, C] residual stream entering the layer
   TensorBuffer ln1;                // [N, C]
-  Buffer ln1_mean, ln1_rstd;       // [N]
-  TensorBuffer qkv;                // [N, 3C/T]
+  Buffer ln1_mean, ln1_rstd;       // [N] (the mean: LayerNorm only)
+  TensorBuffer qkv;                // [N, qkv]: q, k rotated (RoPE) as attention reads them
   Buffer attn_saved;               // what attention's backward needs (Ops::attention_saved_floats)
-  TensorBuffer atty;               // [N, C/T]
+  TensorBuffer atty;               // [N, attn]
   TensorBuffer residual1;          // [N, C] after attention's bias-dropout-add
   TensorBuffer ln2;
   Buffer ln2_mean, ln2_rstd;
-  TensorBuffer fc, fc_gelu;        // [N, 4C/T]: before and after the GeLU
+  TensorBuffer fc, fc_act;         // [N, fc] and [N, ffn]: before and after the GeLU / SwiGLU
 };
 
 struct StageActivations {
@@ -87,7 +88,7 @@ struct StageActivations {
   DeviceBuffer<int32_t> tokens, labels;
   std::vector<LayerActivations> layers;
   TensorBuffer output;              // [N, C] last layer's output
-  TensorBuffer lnf;                 // last stage: final LayerNorm [N, C]
+  TensorBuffer lnf;                 // last stage: final norm [N, C]
   Buffer lnf_mean, lnf_rstd;        // [N]
   // Last stage, training: d loss / d lnf (this rank's part, before the TP
   // all-reduce), computed by forward with the loss chunk by chunk, so that no
@@ -169,6 +170,13 @@ class GptStage {
   }
   kernels::Dropout dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
   kernels::AttentionShape attention_shape(int B, int T) const;
+  // A parameter's weights (its gradient) at `offset`; null where the layout has
+  // no such tensor (offset -1: a bias the architecture lacks).
+  static ConstTensorRef at(ConstTensorRef P, int64_t offset) { return offset < 0 ? ConstTensorRef() : P + offset; }
+  float* grad(int64_t offset) { return offset < 0 ? nullptr : grads_.data() + offset; }
+  NormStats stats(Buffer& mean, Buffer& rstd) const { return {mean.empty() ? nullptr : mean.data(), rstd.data()}; }
+  // RoPE on the layer's q and k (forward) or their gradients (backward); no-op without RoPE.
+  void rope(TensorRef qkv, const kernels::AttentionShape& shape, bool backward);
   // The working activations of the chunk's layer l: its own, or the shared
   // scratch under full recomputation.
   LayerActivations& layer_work(StageActivations& acts, int l);
@@ -199,6 +207,7 @@ class GptStage {
   uint64_t seed_;
   StageOptions opt_;
   kernels::Ops& ops_;
+  BlockOps block_;        // the layer's shape on this rank and its variant parts
   int chunk_layers_ = 0;  // transformer layers per model chunk
   ParamLayout params_layout_;
   Buffer params_, grads_;
@@ -209,6 +218,8 @@ class GptStage {
   TensorBuffer branch_;  // forward scratch [N, C]
   TensorBuffer d_resid_, d_ln_, d_qkv_, d_atty_, d_fc_, d_branch_;
   Buffer embedding_;     // [N, C] the embedding's sum in fp32 (its TP all-reduce is exact)
+  Buffer rope_table_;    // RoPE's cos / sin (kernels::rope_table) for rope_positions_ positions
+  int64_t rope_positions_ = 0;
   Buffer tp_sum_;        // fp32 copy of a 16-bit tensor during its TP all-reduce
   TensorBuffer logits_;  // one classifier chunk [rows, V/T]
   Buffer ce_max_, ce_sum_exp_, ce_target_;  // [rows]

@@ -22,6 +22,12 @@ int64_t ParamTensor::global_index(int64_t i, int tp_rank) const {
       int64_t r = i / shape[1], c = i % shape[1];
       return r * full_shape[1] + int64_t(tp_rank) * shape[1] + c;
     }
+    case TpSplit::Dim0Halves: {
+      const int64_t cols = numel / shape[0], half = shape[0] / 2, full_half = full_shape[0] / 2;
+      const int64_t r = i / cols, c = i % cols;
+      const int64_t row = r < half ? int64_t(tp_rank) * half + r : full_half + int64_t(tp_rank) * half + (r - half);
+      return row * cols + c;
+    }
   }
   return i;
 }
@@ -33,7 +39,7 @@ int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shap
   t.full_shape = full_shape;
   t.shape = full_shape;
   t.split = split;
-  if (split == TpSplit::Dim0) t.shape[0] /= layout_.tp_size;
+  if (split == TpSplit::Dim0 || split == TpSplit::Dim0Halves) t.shape[0] /= layout_.tp_size;
   if (split == TpSplit::Dim1) t.shape[1] /= layout_.tp_size;
   t.numel = 1;
   for (auto d : t.shape) t.numel *= d;
@@ -50,16 +56,30 @@ int64_t ParamLayout::add(const std::string& name, std::vector<int64_t> full_shap
 
 ParamLayout::ParamLayout(const GptConfig& cfg, const ParallelLayout& layout) : cfg_(cfg), layout_(layout) {
   const int64_t C = cfg.hidden_size, F = cfg.ffn_hidden_size(), V = cfg.padded_vocab_size();
+  const int64_t QKV = cfg.qkv_size(), FC = cfg.mlp_fc_size();
   const float std = cfg.init_method_std;
   const float out_std = std / std::sqrt(2.0f * float(cfg.num_layers));
   const auto N = InitKind::Normal, Z = InitKind::Zeros, O = InitKind::Ones;
   const auto none = TpSplit::None, rows = TpSplit::Dim0, cols = TpSplit::Dim1;
+  // SwiGLU's packed gate and up projections: each rank holds matching slices of both.
+  const auto fc_rows = cfg.swiglu ? TpSplit::Dim0Halves : rows;
+  const bool layernorm = cfg.normalization == Normalization::LayerNorm, bias = cfg.add_bias_linear;
+  const bool tied = cfg.tied_embeddings();
+  // A norm's weight, and its bias with LayerNorm (RMSNorm has none).
+  auto norm = [&](const std::string& name, int64_t& w, int64_t& b) {
+    w = add(name + ".weight", {C}, none, O, 0, false);
+    if (layernorm) b = add(name + ".bias", {C}, none, Z, 0, false);
+  };
+  auto linear_bias = [&](const std::string& name, int64_t size, TpSplit split) {
+    return bias ? add(name, {size}, split, Z, 0, false) : int64_t(-1);
+  };
 
   if (layout.first_stage()) {
     word_embedding = add("embedding.word_embeddings.weight", {V, C}, rows, N, std, true);
-    tensors_.back().word_embedding = true;
-    position_embedding = add("embedding.position_embeddings.weight", {cfg.max_position_embeddings, C}, none, N, std,
-                             true);
+    tensors_.back().word_embedding = tied;
+    if (cfg.learned_positions())
+      position_embedding = add("embedding.position_embeddings.weight", {cfg.max_position_embeddings, C}, none, N,
+                               std, true);
   }
   // The chunks' layers in model order, so the flat buffer runs from the
   // embedding up to the head and a backward finalises it from the top down.
@@ -68,28 +88,30 @@ ParamLayout::ParamLayout(const GptConfig& cfg, const ParallelLayout& layout) : c
     for (int l = range.begin; l < range.end; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       LayerParams lp;
-      lp.ln1_w = add(p + "input_layernorm.weight", {C}, none, O, 0, false);
-      lp.ln1_b = add(p + "input_layernorm.bias", {C}, none, Z, 0, false);
-      // QKV rows are ordered [head][q|k|v][head_dim] (Megatron), so a TP shard is
-      // a contiguous block of whole heads.
-      lp.qkv_w = add(p + "attention.query_key_value.weight", {3 * C, C}, rows, N, std, true);
-      lp.qkv_b = add(p + "attention.query_key_value.bias", {3 * C}, rows, Z, 0, false);
+      norm(p + "input_layernorm", lp.ln1_w, lp.ln1_b);
+      // QKV rows are ordered per query group [q of the group's heads | k | v]
+      // [head_dim] (Megatron; without GQA a group is one head: [q|k|v] per
+      // head), so a TP shard is a contiguous block of whole query groups.
+      lp.qkv_w = add(p + "attention.query_key_value.weight", {QKV, C}, rows, N, std, true);
+      lp.qkv_b = linear_bias(p + "attention.query_key_value.bias", QKV, rows);
       lp.proj_w = add(p + "attention.dense.weight", {C, C}, cols, N, out_std, true);
-      lp.proj_b = add(p + "attention.dense.bias", {C}, none, Z, 0, false);
-      lp.ln2_w = add(p + "post_attention_layernorm.weight", {C}, none, O, 0, false);
-      lp.ln2_b = add(p + "post_attention_layernorm.bias", {C}, none, Z, 0, false);
-      lp.fc_w = add(p + "mlp.dense_h_to_4h.weight", {F, C}, rows, N, std, true);
-      lp.fc_b = add(p + "mlp.dense_h_to_4h.bias", {F}, rows, Z, 0, false);
+      lp.proj_b = linear_bias(p + "attention.dense.bias", C, none);
+      norm(p + "post_attention_layernorm", lp.ln2_w, lp.ln2_b);
+      // With --swiglu: [gate; up] rows, F each.
+      lp.fc_w = add(p + "mlp.dense_h_to_4h.weight", {FC, C}, fc_rows, N, std, true);
+      lp.fc_b = linear_bias(p + "mlp.dense_h_to_4h.bias", FC, fc_rows);
       lp.fcproj_w = add(p + "mlp.dense_4h_to_h.weight", {C, F}, cols, N, out_std, true);
-      lp.fcproj_b = add(p + "mlp.dense_4h_to_h.bias", {C}, none, Z, 0, false);
+      lp.fcproj_b = linear_bias(p + "mlp.dense_4h_to_h.bias", C, none);
       layers_.push_back(lp);
       layer_index_.push_back(l);
     }
   }
   if (layout.last_stage()) {
-    final_ln_w = add("final_layernorm.weight", {C}, none, O, 0, false);
-    final_ln_b = add("final_layernorm.bias", {C}, none, Z, 0, false);
-    if (layout.first_stage()) {
+    norm("final_layernorm", final_ln_w, final_ln_b);
+    if (!tied) {
+      // Megatron's untied output layer: vocab-parallel like the embedding.
+      head_weight = add("output_layer.weight", {V, C}, rows, N, std, true);
+    } else if (layout.first_stage()) {
       head_weight = word_embedding;
     } else {
       // The last stage's copy of the tied embedding: same init key, so both

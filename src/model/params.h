@@ -11,7 +11,10 @@
 namespace occ {
 
 // Which dimension of the full tensor is split across the TP group.
-enum class TpSplit { None, Dim0, Dim1 };
+// Dim0Halves: the full tensor is two stacked halves [a; b] (SwiGLU's gate and up
+// projections, Megatron's packed --swiglu weight), each split along dim 0, and a
+// shard is [a_r; b_r]: every rank holds the gate and up rows of the same columns.
+enum class TpSplit { None, Dim0, Dim1, Dim0Halves };
 
 enum class InitKind { Normal, Zeros, Ones };
 
@@ -28,7 +31,7 @@ struct ParamTensor {
   // Counted once in the global grad norm: false for the TP copies (tp_rank > 0)
   // of replicated tensors and for the last stage's copy of the tied embedding.
   bool counts_in_norm = true;
-  bool word_embedding = false;       // either copy of the tied word embedding
+  bool word_embedding = false;       // either copy of the tied word embedding (never set when untied)
   uint64_t init_key = 0;             // identifies the full tensor for the RNG
 
   int64_t rows() const { return shape[0]; }
@@ -37,9 +40,12 @@ struct ParamTensor {
   int64_t global_index(int64_t i, int tp_rank) const;
 };
 
-// Offsets of the tensors a transformer layer uses, into the flat buffer.
+// Offsets of the tensors a transformer layer uses, into the flat buffer; -1 for
+// a tensor the architecture lacks (RMSNorm's bias, every linear bias with
+// --disable-bias-linear).
 struct LayerParams {
-  int64_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
+  int64_t ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1, ln2_b = -1,
+          fc_w = -1, fc_b = -1, fcproj_w = -1, fcproj_b = -1;
 };
 
 class ParamLayout {
@@ -56,8 +62,8 @@ class ParamLayout {
   int num_local_layers() const { return int(layers_.size()); }
   // -1 where this stage does not hold the tensor.
   int64_t word_embedding = -1, position_embedding = -1, final_ln_w = -1, final_ln_b = -1;
-  // The weight the LM head multiplies with: the word embedding itself on a
-  // single-stage run, else the last stage's own copy.
+  // The weight the LM head multiplies with: the untied output layer; tied, the
+  // word embedding itself on a single-stage run, else the last stage's own copy.
   int64_t head_weight = -1;
 
   // Fills `params` (size total()) with the init of the full model sliced to this shard.

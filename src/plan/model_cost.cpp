@@ -85,9 +85,12 @@ struct Placement {
   }
 };
 
+// Two FLOPs per weight of the layer's matrices for every token (GPT-2: 12 h^2; SwiGLU's
+// three MLP matrices and GQA's narrower k/v projections as GptConfig counts them), plus
+// attention's scores and weighted sum over the sequence (every query head: 4 s h).
 double layer_forward_flops(const PlanConfig& c) {
   const double N = double(c.tokens()), C = c.model.hidden_size, s = c.model.seq_length;
-  return 24.0 * N * C * C + 4.0 * N * s * C;
+  return 2.0 * N * double(c.model.layer_matrix_params()) + 4.0 * N * s * C;
 }
 
 }  // namespace

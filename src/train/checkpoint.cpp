@@ -90,6 +90,18 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
               "flags, or another --load",
               root, field, cfg.value(field, nlohmann::json()).dump(), want[field].dump());
   }
+  {
+    // The architecture (fields absent: a checkpoint from before the flags, GPT-2's).
+    const auto& cfg = meta["config"];
+    GptConfig saved = opt.model;  // (the shape was checked above)
+    architecture_from_json(cfg, saved, root);
+    const nlohmann::json have = architecture_json(saved), want_arch = architecture_json(opt.model);
+    for (const auto& [field, value] : want_arch.items())
+      OCC_CHECK(have[field] == value,
+                "checkpoint {} was saved with {} = {} but this run has {}; it is another architecture: use the saved "
+                "run's model flags, or another --load",
+                root, field, have[field].dump(), value.dump());
+  }
   if (meta["config"].value("seed", opt.seed) != opt.seed)
     std::printf("notice: checkpoint was trained with --seed %llu, this run uses %llu (data order and dropout change)\n",
                 (unsigned long long)meta["config"]["seed"].get<uint64_t>(), (unsigned long long)opt.seed);

@@ -8,6 +8,7 @@
 #include "core/tensor_file.h"
 #include "model/params.h"
 #include "train/checkpoint_store.h"
+#include "train/options.h"
 
 namespace occ {
 
@@ -54,6 +55,7 @@ GptConfig model_from_config(const nlohmann::json& c, const std::string& path) {
   m.make_vocab_size_divisible_by = padded;  // so that padded_vocab_size() == padded
   m.hidden_dropout = c.value("hidden_dropout", 0.0f);
   m.attention_dropout = c.value("attention_dropout", 0.0f);
+  architecture_from_json(c, m, path);
   OCC_CHECK(m.padded_vocab_size() == padded, "internal: padded vocabulary {} != {}", m.padded_vocab_size(), padded);
   return m;
 }
@@ -149,6 +151,12 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
         OCC_CHECK(meta["config"].value(field, nlohmann::json()) == config[field],
                   "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
                   path, field, meta["config"].value(field, nlohmann::json()).dump(), config[field].dump());
+      const nlohmann::json arch = architecture_json(model);  // (named: items() refers into it)
+      for (const auto& [field, value] : arch.items())
+        OCC_CHECK(meta["config"].value(field, nlohmann::json()) == config.value(field, nlohmann::json()),
+                  "checkpoint shard {} has {} = {} but shard mp_rank_00_000 has {}; the checkpoint mixes two runs",
+                  path, field, meta["config"].value(field, nlohmann::json()).dump(),
+                  config.value(field, nlohmann::json()).dump());
 
       OCC_CHECK(virtual_stage_layers(meta["config"], path) == chunk_layers,
                 "checkpoint shard {} has num_layers_per_virtual_pipeline_stage = {} but shard mp_rank_00_000 has {}; "

@@ -6,6 +6,52 @@
 
 namespace occ {
 
+nlohmann::json architecture_json(const GptConfig& m) {
+  return {{"normalization", normalization_name(m.normalization)},
+          {"norm_epsilon", m.norm_epsilon},
+          {"swiglu", m.swiglu},
+          {"ffn_hidden_size", m.ffn_hidden_size()},
+          {"position_embedding_type", position_embedding_name(m.position_embedding)},
+          {"rotary_base", m.rotary_base},
+          {"rotary_percent", m.rotary_percent},
+          {"num_query_groups", m.kv_heads()},
+          {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights},
+          {"add_bias_linear", m.add_bias_linear}};
+}
+
+void architecture_from_json(const nlohmann::json& c, GptConfig& m, const std::string& path) {
+  auto field = [&](const char* key) -> const nlohmann::json* {
+    return c.is_object() && c.contains(key) ? &c[key] : nullptr;
+  };
+  const GptConfig gpt2;
+  m.normalization = gpt2.normalization, m.norm_epsilon = gpt2.norm_epsilon, m.swiglu = gpt2.swiglu;
+  m.ffn_hidden = gpt2.ffn_hidden, m.position_embedding = gpt2.position_embedding, m.rotary_base = gpt2.rotary_base;
+  m.rotary_percent = gpt2.rotary_percent, m.group_query_attention = gpt2.group_query_attention;
+  m.num_query_groups = gpt2.num_query_groups;
+  m.untie_embeddings_and_output_weights = gpt2.untie_embeddings_and_output_weights;
+  m.add_bias_linear = gpt2.add_bias_linear;
+  try {
+    if (auto* v = field("normalization")) m.normalization = parse_normalization(v->get<std::string>());
+    if (auto* v = field("norm_epsilon")) m.norm_epsilon = v->get<float>();
+    if (auto* v = field("swiglu")) m.swiglu = v->get<bool>();
+    if (auto* v = field("position_embedding_type"))
+      m.position_embedding = parse_position_embedding(v->get<std::string>());
+    if (auto* v = field("rotary_base")) m.rotary_base = v->get<float>();
+    if (auto* v = field("rotary_percent")) m.rotary_percent = v->get<float>();
+    if (auto* v = field("untie_embeddings_and_output_weights")) m.untie_embeddings_and_output_weights = v->get<bool>();
+    if (auto* v = field("add_bias_linear")) m.add_bias_linear = v->get<bool>();
+    if (auto* v = field("ffn_hidden_size")) m.ffn_hidden = v->get<int>();
+    if (auto* v = field("num_query_groups")) {
+      const int groups = v->get<int>();
+      m.group_query_attention = groups != m.num_attention_heads;
+      m.num_query_groups = groups;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint {} has a malformed architecture field ({}); it was not written by optimus-cc train", path,
+         e.what());
+  }
+}
+
 LrSchedule TrainOptions::lr_schedule() const {
   LrSchedule s;
   s.max_lr = lr;
@@ -106,6 +152,9 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "sent between stages)",
             method_name(activation_comp.method));
   OCC_CHECK(!check_lep || (cb.enabled && cb.lazy_error), "--check-lep needs --inter-grad-comp and --use-error-feedback");
+  OCC_CHECK(!emb_comm_opt || model.tied_embeddings(),
+            "--emb-comm-opt (FE) fuses the synchronisation of the tied word embedding's two copies; with "
+            "--untie-embeddings-and-output-weights there is none: drop one of them");
   OCC_CHECK(recompute_granularity.empty() || recompute_granularity == "selective" || recompute_granularity == "full",
             "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
             recompute_granularity);
@@ -197,7 +246,6 @@ nlohmann::json TrainOptions::math_json() const {
   j["adam_eps"] = adam.eps;
   j["dp_bucket_elems"] = dp_bucket_elems;
   j["skip_nonfinite"] = skip_nonfinite;
-  j["layernorm_epsilon"] = model.layernorm_epsilon;
   return j;
 }
 
@@ -246,6 +294,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"selective_grad_comp_way", grad_comp.selective_way},
           {"emb_comm_opt", emb_comm_opt},
           {"use_distributed_optimizer", use_distributed_optimizer}};
+  j.update(architecture_json(model));
   // The per-set data flags, where given (the checkpoint's "data" records their datasets).
   if (!train_data_path.empty()) j["train_data_path"] = joined(train_data_path);
   if (!valid_data_path.empty()) j["valid_data_path"] = joined(valid_data_path);

@@ -25,6 +25,16 @@ namespace occ {
 // checkpoint from before GPT-2 BPE support gives its SentencePiece model only.
 TokenizerSpec tokenizer_from_config(const nlohmann::json& config);
 
+// The model's architecture fields as checkpoints record them (in to_json()):
+// normalization, norm_epsilon, swiglu, ffn_hidden_size, position_embedding_type,
+// rotary_base, rotary_percent, num_query_groups (k/v heads), untie_embeddings_and_
+// output_weights, add_bias_linear.
+nlohmann::json architecture_json(const GptConfig& model);
+// Sets m's architecture from a saved config (fields absent: GPT-2's defaults, as
+// they were). m's shape (hidden size, heads) must be set first. Throws a one-line
+// occ::Error naming `path` on a malformed field.
+void architecture_from_json(const nlohmann::json& config, GptConfig& m, const std::string& path);
+
 struct TrainOptions {
   GptConfig model;
   int tensor_parallel = 1, pipeline_parallel = 1;

@@ -338,6 +338,7 @@ void Trainer::run() {
                 opt_.model.num_attention_heads, opt_.model.seq_length, opt_.model.vocab_size,
                 opt_.model.padded_vocab_size(), layout_.tp_size, layout_.pp_size, layout_.dp_size,
                 (long long)opt_.num_micro_batches(layout_.dp_size), opt_.micro_batch_size);
+  if (is_logger()) std::printf("architecture: %s\n", opt_.model.describe_architecture().c_str());
   if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
   if (is_logger() && !comm_->modules_line().empty()) std::printf("%s\n", comm_->modules_line().c_str());
   if (is_logger() && layout_.vp_size > 1)

@@ -89,6 +89,26 @@ run_case c "--require-sensitive=gelu_erf,coupled_wd,lr_off_by_one,style_linear,s
   --init-method-std 0.2 --lr 1e-2 --min-lr 0 --lr-warmup-iters 0 --lr-decay-style cosine \
   --weight-decay 0.01 --clip-grad 1.0
 
+# (d) the Llama family: RMSNorm, SwiGLU (Megatron's default width int(8h/3 / 64) * 64 = 128),
+# RoPE (rotate-half, base 500 so that a wrong base shows at 16 positions), 4 query heads in 2
+# groups, an untied output layer, no linear biases; a 10x init std makes every variant's
+# deviation (interleaved RoPE pairs, mean-subtracting norm, swapped gate/up, wrong k/v head
+# per query head, the head tied back to the embedding) visible.
+run_case d "--require-clipping --require-sensitive=swiglu_swapped,rmsnorm_centered,rope_interleaved,rope_base_10000,gqa_interleaved_groups,tied_head,coupled_wd,lr_off_by_one,style_linear" \
+  --num-layers 2 --hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 2 \
+  --seq-length 16 --max-position-embeddings 16 --vocab-size 300 --micro-batch-size 3 --steps 6 --seed 11 \
+  --normalization RMSNorm --norm-epsilon 1e-6 --swiglu --position-embedding-type rope --rotary-base 500 \
+  --untie-embeddings-and-output-weights --disable-bias-linear --init-method-std 0.2 \
+  --lr 1e-2 --min-lr 1e-3 --lr-warmup-iters 1 --lr-decay-style cosine --weight-decay 0.1 --clip-grad 0.5
+
+# (e) the variants apart: RoPE on half of each head's dimensions, one k/v head for all 4 query
+# heads (multi-query), SwiGLU of an explicit width, with biases and tied embeddings.
+run_case e "--require-sensitive=swiglu_swapped,rmsnorm_centered,rope_interleaved,coupled_wd" \
+  --num-layers 1 --hidden-size 64 --num-attention-heads 4 --group-query-attention --num-query-groups 1 \
+  --seq-length 12 --max-position-embeddings 12 --vocab-size 130 --micro-batch-size 2 --steps 4 --seed 3 \
+  --normalization RMSNorm --swiglu --ffn-hidden-size 96 --position-embedding-type rope --rotary-percent 0.5 \
+  --init-method-std 0.2 --lr 1e-2 --min-lr 0 --lr-warmup-iters 0 --lr-decay-style linear --weight-decay 0.01
+
 echo
 if [[ ${#failures[@]} -ne 0 ]]; then
   echo "torch_reference: FAILED"

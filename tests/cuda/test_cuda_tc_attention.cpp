@@ -51,7 +51,8 @@ using cuda::tc_attention_supported;
 
 std::string tag_of(const AttentionShape& s, const Dropout& d, Precision f) {
   return std::string(" ") + precision_name(f) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-         " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D) + " head0=" + std::to_string(s.head0) +
+         " H=" + std::to_string(s.H) + " KV=" + std::to_string(s.kv_heads()) + " D=" + std::to_string(s.D) +
+         " head0=" + std::to_string(s.head0) +
          " p=" + std::to_string(d.p);
 }
 
@@ -64,7 +65,7 @@ struct GpuRun {
 };
 GpuRun run_gpu(const AttentionShape& s, const Dropout& d, Precision f, const std::vector<float>& qkv,
                const std::vector<float>& dout, const std::vector<float>* out_for_backward = nullptr) {
-  const size_t n_out = size_t(s.B * s.T * s.H * s.D), n_qkv = 3 * n_out;
+  const size_t n_out = size_t(s.B * s.T * s.H * s.D), n_qkv = size_t(s.B * s.T * s.qkv_width());
   const uint16_t nan16 = 0xffff;  // NaN in bf16 and fp16
   DeviceBuffer<uint16_t> g_qkv(Device::Cuda), g_dout(Device::Cuda), g_out(Device::Cuda), g_dqkv(Device::Cuda);
   g_qkv.assign_from_host(to_16bit(qkv, f));
@@ -93,7 +94,7 @@ struct CpuRun {
 };
 CpuRun run_cpu(const AttentionShape& s, const Dropout& d, const std::vector<float>& qkv,
                const std::vector<float>& dout) {
-  const int64_t B = s.B, T = s.T, H = s.H, D = s.D, ld = 3 * H * D;
+  const int64_t B = s.B, T = s.T, H = s.H, D = s.D, ld = s.qkv_width();
   CpuRun r;
   r.out.resize(size_t(B * T * H * D));
   r.dqkv.resize(size_t(B * T * ld));
@@ -108,10 +109,10 @@ CpuRun run_cpu(const AttentionShape& s, const Dropout& d, const std::vector<floa
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t tq = 0; tq < T; ++tq) {
-        const float* q = qkv.data() + (b * T + tq) * ld + h * 3 * D;
+        const float* q = qkv.data() + (b * T + tq) * ld + s.q_offset(h);
         double mx = -INFINITY;
         for (int64_t tk = 0; tk <= tq; ++tk) {
-          const float* k = qkv.data() + (b * T + tk) * ld + h * 3 * D + D;
+          const float* k = qkv.data() + (b * T + tk) * ld + s.k_offset(s.group_of(h));
           double dot = 0.0;
           for (int64_t c = 0; c < D; ++c) dot += double(q[c]) * double(k[c]);
           scores[size_t(tk)] = dot * scale;
@@ -124,13 +125,17 @@ CpuRun run_cpu(const AttentionShape& s, const Dropout& d, const std::vector<floa
   return r;
 }
 
-// Part `part` (0: q, 1: k, 2: v) of a [B*T, H*3*D] gradient, as [B*T, H*D].
+// Part `part` (0: q, 1: k, 2: v) of a [B*T, s.qkv_width()] gradient, as [B*T, heads*D]
+// (heads: H for q, the k/v heads for k and v).
 std::vector<float> qkv_part(const std::vector<float>& x, const AttentionShape& s, int part) {
-  std::vector<float> y(size_t(s.B * s.T * s.H * s.D));
+  const int64_t heads = part == 0 ? s.H : s.kv_heads();
+  std::vector<float> y(size_t(s.B * s.T * heads * s.D));
   for (int64_t n = 0; n < s.B * s.T; ++n)
-    for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t off = part == 0 ? s.q_offset(h) : part == 1 ? s.k_offset(h) : s.v_offset(h);
       for (int64_t c = 0; c < s.D; ++c)
-        y[size_t((n * s.H + h) * s.D + c)] = x[size_t(n * 3 * s.H * s.D + h * 3 * s.D + part * s.D + c)];
+        y[size_t((n * heads + h) * s.D + c)] = x[size_t(n * s.qkv_width() + off + c)];
+    }
   return y;
 }
 double max_abs(const std::vector<float>& v) {
@@ -143,7 +148,8 @@ void compare_with_cpu(const AttentionShape& s, const Dropout& d, Precision f) {
   const std::string tag = tag_of(s, d, f);
   const size_t n_out = size_t(s.B * s.T * s.H * s.D);
   const uint64_t seed = uint64_t(s.T * 1000 + s.D * 10 + (d.active() ? 1 : 0));
-  const std::vector<float> qkv = rounded(random_values(3 * n_out, seed, -2.0f, 2.0f), f);
+  const std::vector<float> qkv =
+      rounded(random_values(size_t(s.B * s.T * s.qkv_width()), seed + uint64_t(s.kv_heads()), -2.0f, 2.0f), f);
   const std::vector<float> dout = rounded(random_values(n_out, seed + 1), f);
   const CpuRun cpu = run_cpu(s, d, qkv, dout);
   const GpuRun gpu = run_gpu(s, d, f, qkv, dout);
@@ -185,6 +191,15 @@ TEST_F(CudaOpsTest, TcAttentionMatchesCpuBf16) {
         const AttentionShape s{c.B, c.T, c.H, D, 2, 8};
         compare_with_cpu(s, make_dropout(p, 0x77, 3), Precision::Bf16);
       }
+}
+
+TEST_F(CudaOpsTest, TcAttentionGroupedQueryHeadsMatchCpu) {
+  // Several query heads per k/v head (dK, dV summed over the group), multi-query (one k/v head), tails.
+  for (float p : {0.0f, 0.1f}) {
+    compare_with_cpu(AttentionShape{2, 100, 4, 64, 2, 8, 2}, make_dropout(p, 0x79, 5), Precision::Bf16);
+    compare_with_cpu(AttentionShape{1, 257, 3, 128, 0, 3, 1}, make_dropout(p, 0x7A, 2), Precision::Bf16);
+    compare_with_cpu(AttentionShape{2, 65, 6, 64, 6, 12, 2}, make_dropout(p, 0x7B, 9), Precision::Fp16);
+  }
 }
 
 TEST_F(CudaOpsTest, TcAttentionMatchesCpuFp16) {

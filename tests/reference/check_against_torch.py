@@ -11,7 +11,8 @@ model/training flags that were passed to optimus-cc (Megatron names, e.g. `--num
 ignores a flag cannot pass. --require-clipping asserts that global grad-norm clipping
 actually fired (reference norm > clip_grad) on at least one step whose update is observed
 by a later loss, so the clipping code is really exercised. --sensitivity reruns the
-reference with deliberate deviations from the specification (DEVs: gelu_erf, no_clip,
+reference with deliberate deviations from the specification (DEVs: gelu_erf, swiglu_swapped,
+rmsnorm_centered, rope_interleaved, rope_base_10000, gqa_interleaved_groups, tied_head, no_clip,
 clip_norm_per_tensor, wd_none, wd_all, wd_matrices_only, coupled_wd, lr_off_by_one,
 no_warmup, style_<other decay style>) and prints how far each would move the compared
 quantities, in units of the tolerance; --require-sensitive=... fails unless each named
@@ -24,10 +25,13 @@ What it does:
     `grad.<param>` of the same shape for every parameter and nothing else under `grad.`,
     `batch.0..S-1` I32 [B, T+1] with tokens in range, `logits` [B, T, V], `loss` [1],
     `losses` [S], the metadata keys, non-overlapping in-bounds data, finite values;
-  * rebuilds the Megatron GPT model (pre-LN, [head][q|k|v][head_dim] fused QKV, causal
-    softmax attention scaled by 1/sqrt(D), tanh-GeLU MLP, final LN, logits tied to the word
-    embedding over the padded vocab, mean token cross-entropy) in float64 from the dumped
-    initial weights, and compares logits, loss and every gradient of step 0:
+  * rebuilds the Megatron GPT model (pre-norm, fused QKV per query group [q of its heads |
+    k | v][head_dim] ([head][q|k|v] without GQA), causal softmax attention scaled by
+    1/sqrt(D), tanh-GeLU MLP, final norm, logits tied to the word embedding over the padded
+    vocab, mean token cross-entropy) in float64 from the dumped initial weights -- or its
+    Llama-family variants as the dump's metadata says (RMSNorm, SwiGLU [gate; up], RoPE
+    rotate-half on a share of each head, grouped-query attention, an untied output layer, no
+    linear biases) -- and compares logits, loss and every gradient of step 0:
     max|ours - torch| <= 1e-4 * max|torch| per tensor;
   * replays the S training steps (global L2 grad-norm clipping as clip_grad_norm_, AdamW
     with decoupled weight decay on 2-D tensors only, the warm-up + cosine/linear/constant
@@ -67,8 +71,17 @@ META_KEYS = {
     "max_position_embeddings": int, "padded_vocab_size": int, "micro_batch_size": int,
     "steps": int, "lr": float, "min_lr": float, "lr_warmup_iters": int,
     "lr_decay_style": str, "weight_decay": float, "adam_beta1": float, "adam_beta2": float,
-    "adam_eps": float, "clip_grad": float, "layernorm_epsilon": float,
+    "adam_eps": float, "clip_grad": float, "norm_epsilon": float,
+    # the architecture (Megatron's Llama-family flags; GPT-2: LayerNorm, 0, 4h,
+    # learned_absolute, ..., num_query_groups = heads, 0, 1)
+    "normalization": str, "swiglu": int, "ffn_hidden_size": int, "position_embedding_type": str,
+    "rotary_base": float, "rotary_percent": float, "num_query_groups": int,
+    "untie_embeddings_and_output_weights": int, "add_bias_linear": int,
 }
+# boolean flags (no value) -> how the metadata records them
+BOOL_FLAGS = {"swiglu": ("swiglu", "1"), "untie_embeddings_and_output_weights":
+              ("untie_embeddings_and_output_weights", "1"), "disable_bias_linear": ("add_bias_linear", "0"),
+              "group_query_attention": None}
 # CLI flags accepted by reference-dump that are checked against metadata in a special way
 INT_FLAGS_NOT_IN_META = {"vocab_size", "make_vocab_size_divisible_by", "seed"}
 # flags that change what the reference must compute but have no metadata key: the reference
@@ -182,16 +195,30 @@ def parse_meta(meta, rep):
             raise CheckFailed(f"metadata: {k}={cfg[k]} must be positive")
     if cfg["seq_length"] > cfg["max_position_embeddings"]:
         raise CheckFailed("metadata: seq_length exceeds max_position_embeddings")
+    if cfg["normalization"] not in ("LayerNorm", "RMSNorm"):
+        raise CheckFailed(f"metadata: normalization={cfg['normalization']!r} is not LayerNorm|RMSNorm")
+    if cfg["position_embedding_type"] not in ("learned_absolute", "rope"):
+        raise CheckFailed(f"metadata: position_embedding_type={cfg['position_embedding_type']!r} is not "
+                          "learned_absolute|rope")
+    H, G = cfg["num_attention_heads"], cfg["num_query_groups"]
+    if G <= 0 or H % G != 0:
+        raise CheckFailed(f"metadata: num_query_groups={G} does not divide num_attention_heads={H}")
+    if cfg["ffn_hidden_size"] <= 0:
+        raise CheckFailed("metadata: ffn_hidden_size must be positive")
     return cfg
 
 
 def parse_flags(argv):
-    """['--num-layers', '2', ...] -> {'num_layers': '2', ...}"""
+    """['--num-layers', '2', '--swiglu', ...] -> {'num_layers': '2', 'swiglu': None, ...}"""
     out, i = {}, 0
     while i < len(argv):
         a = argv[i]
         if not a.startswith("--"):
             raise CheckFailed(f"flags: expected --name, got {a!r}")
+        if a[2:].replace("-", "_") in BOOL_FLAGS:
+            out[a[2:].replace("-", "_")] = None
+            i += 1
+            continue
         if "=" in a:
             k, v = a[2:].split("=", 1)
             i += 1
@@ -208,6 +235,12 @@ def check_flags_against_meta(flags, meta, cfg, rep):
     """Every flag given to the binary must be reflected in the dump's metadata."""
     for k, v in flags.items():
         if k == "out":
+            continue
+        if k in BOOL_FLAGS:
+            if BOOL_FLAGS[k] is not None:
+                key, want = BOOL_FLAGS[k]
+                rep.require(meta.get(key) == want, f"flags: --{k.replace('_', '-')} but metadata {key}="
+                                                   f"{meta.get(key)!r}")
             continue
         if k == "vocab_size":
             div = int(flags.get("make_vocab_size_divisible_by", "128"))
@@ -250,27 +283,53 @@ def check_flags_against_meta(flags, meta, cfg, rep):
         rep.require(ok, f"flags: --{k.replace('_', '-')} {v} but metadata {k}={meta[k]!r}")
 
 
+def arch(cfg):
+    """The architecture fields with GPT-2's defaults (callers may pass a partial cfg)."""
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    return {"normalization": cfg.get("normalization", "LayerNorm"), "swiglu": bool(cfg.get("swiglu", 0)),
+            "ffn": cfg.get("ffn_hidden_size", 4 * C),
+            "rope": cfg.get("position_embedding_type", "learned_absolute") == "rope",
+            "rotary_base": cfg.get("rotary_base", 10000.0), "rotary_percent": cfg.get("rotary_percent", 1.0),
+            "groups": cfg.get("num_query_groups", H),
+            "untied": bool(cfg.get("untie_embeddings_and_output_weights", 0)),
+            "bias": bool(cfg.get("add_bias_linear", 1)),
+            "eps": cfg.get("norm_epsilon", cfg.get("layernorm_epsilon", 1e-5))}
+
+
 def param_shapes(cfg):
-    L, C, V = cfg["num_layers"], cfg["hidden_size"], cfg["padded_vocab_size"]
-    P, F = cfg["max_position_embeddings"], 4 * cfg["hidden_size"]
-    shapes = {
-        "embedding.word_embeddings.weight": (V, C),
-        "embedding.position_embeddings.weight": (P, C),
-    }
+    L, C, V, H = cfg["num_layers"], cfg["hidden_size"], cfg["padded_vocab_size"], cfg["num_attention_heads"]
+    a = arch(cfg)
+    P, F, G, D = cfg["max_position_embeddings"], a["ffn"], a["groups"], C // H
+    QKV, FC = (H + 2 * G) * D, (2 if a["swiglu"] else 1) * F
+    ln = a["normalization"] == "LayerNorm"
+    shapes = {"embedding.word_embeddings.weight": (V, C)}
+    if not a["rope"]:
+        shapes["embedding.position_embeddings.weight"] = (P, C)
+
+    def norm(name):
+        shapes[name + ".weight"] = (C,)
+        if ln:
+            shapes[name + ".bias"] = (C,)
+
     for i in range(L):
         p = f"layers.{i}."
-        shapes.update({
-            p + "input_layernorm.weight": (C,), p + "input_layernorm.bias": (C,),
-            p + "attention.query_key_value.weight": (3 * C, C),
-            p + "attention.query_key_value.bias": (3 * C,),
-            p + "attention.dense.weight": (C, C), p + "attention.dense.bias": (C,),
-            p + "post_attention_layernorm.weight": (C,),
-            p + "post_attention_layernorm.bias": (C,),
-            p + "mlp.dense_h_to_4h.weight": (F, C), p + "mlp.dense_h_to_4h.bias": (F,),
-            p + "mlp.dense_4h_to_h.weight": (C, F), p + "mlp.dense_4h_to_h.bias": (C,),
-        })
-    shapes["final_layernorm.weight"] = (C,)
-    shapes["final_layernorm.bias"] = (C,)
+        norm(p + "input_layernorm")
+        shapes[p + "attention.query_key_value.weight"] = (QKV, C)
+        if a["bias"]:
+            shapes[p + "attention.query_key_value.bias"] = (QKV,)
+        shapes[p + "attention.dense.weight"] = (C, C)
+        if a["bias"]:
+            shapes[p + "attention.dense.bias"] = (C,)
+        norm(p + "post_attention_layernorm")
+        shapes[p + "mlp.dense_h_to_4h.weight"] = (FC, C)
+        if a["bias"]:
+            shapes[p + "mlp.dense_h_to_4h.bias"] = (FC,)
+        shapes[p + "mlp.dense_4h_to_h.weight"] = (C, F)
+        if a["bias"]:
+            shapes[p + "mlp.dense_4h_to_h.bias"] = (C,)
+    norm("final_layernorm")
+    if a["untied"]:
+        shapes["output_layer.weight"] = (V, C)
     return shapes
 
 
@@ -308,8 +367,8 @@ def check_structure(tensors, dtypes, cfg, rep):
         | {f"batch.{k}" for k in range(S)}
     for name in sorted(set(tensors) - known):
         head = name.split(".", 1)[0]
-        if head in ("grad", "layers", "embedding", "final_layernorm", "batch", "logits",
-                    "loss", "losses"):
+        if head in ("grad", "layers", "embedding", "final_layernorm", "output_layer", "batch",
+                    "logits", "loss", "losses"):
             rep.fail(f"structure: unexpected tensor {name} {list(tensors[name].shape)} "
                      "(misnamed parameter/gradient, or a config mismatch?)")
         else:
@@ -329,7 +388,12 @@ def check_structure(tensors, dtypes, cfg, rep):
 def layer_norm(x, w, b, eps):
     mu = x.mean(dim=-1, keepdim=True)
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * w + b
+    y = (x - mu) / torch.sqrt(var + eps) * w
+    return y + b if b is not None else y
+
+
+def rms_norm(x, w, eps):
+    return x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps) * w
 
 
 def gelu_tanh(x):
@@ -340,37 +404,85 @@ def gelu_erf(x):  # only for the sensitivity probe (a plausible wrong GeLU)
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
+def rope(x, base, rot, interleaved=False):
+    """Rotary embedding of x [B, heads, T, D] on its first `rot` features: rotate-half pairs
+    (i, i + rot/2) (Megatron's default, Hugging Face's Llama); interleaved pairs (2i, 2i+1)
+    (Meta's original Llama) only for the sensitivity probe."""
+    T = x.shape[2]
+    inv = base ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)  # [rot/2]
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]     # [T, rot/2]
+    cos, sin = torch.cos(ang), torch.sin(ang)
+    xr, xp = x[..., :rot], x[..., rot:]
+    if interleaved:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+        y1, y2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+        yr = torch.stack((y1, y2), dim=-1).flatten(-2)
+    else:
+        x1, x2 = xr[..., :rot // 2], xr[..., rot // 2:]
+        yr = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return torch.cat((yr, xp), dim=-1)
+
+
 def forward(p, tokens, cfg, mut=frozenset()):
     """tokens: int64 [B, T+1] -> (logits [B, T, V], mean cross-entropy loss).
     mut: names of deliberate deviations, used only by the sensitivity probe."""
     L, C, H = cfg["num_layers"], cfg["hidden_size"], cfg["num_attention_heads"]
-    eps = cfg["layernorm_epsilon"]
+    a = arch(cfg)
+    eps, G, F = a["eps"], a["groups"], a["ffn"]
     D = C // H
+    r = H // G  # query heads per k/v head
     inputs, labels = tokens[:, :-1], tokens[:, 1:]
     B, T = inputs.shape
     wte = p["embedding.word_embeddings.weight"]
-    x = wte[inputs] + p["embedding.position_embeddings.weight"][:T].unsqueeze(0)
+    x = wte[inputs]
+    if not a["rope"]:
+        x = x + p["embedding.position_embeddings.weight"][:T].unsqueeze(0)
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)  # True where key > query
+
+    def norm(x, name):
+        if a["normalization"] == "RMSNorm":
+            if "rmsnorm_centered" in mut:
+                return layer_norm(x, p[name + ".weight"], None, eps)
+            return rms_norm(x, p[name + ".weight"], eps)
+        return layer_norm(x, p[name + ".weight"], p[name + ".bias"], eps)
+
+    def linear(x, name):
+        y = x @ p[name + ".weight"].t()
+        return y + p[name + ".bias"] if a["bias"] else y
+
     for i in range(L):
-        q_ = lambda s: p[f"layers.{i}.{s}"]  # noqa: E731
-        h = layer_norm(x, q_("input_layernorm.weight"), q_("input_layernorm.bias"), eps)
-        qkv = h @ q_("attention.query_key_value.weight").t() + q_("attention.query_key_value.bias")
-        qkv = qkv.view(B, T, H, 3, D)
-        q = qkv[:, :, :, 0, :].permute(0, 2, 1, 3)  # [B, H, T, D]
-        k = qkv[:, :, :, 1, :].permute(0, 2, 1, 3)
-        v = qkv[:, :, :, 2, :].permute(0, 2, 1, 3)
+        pre = f"layers.{i}."
+        h = norm(x, pre + "input_layernorm")
+        qkv = linear(h, pre + "attention.query_key_value")
+        qkv = qkv.view(B, T, G, r + 2, D)  # per query group [q of its r heads | k | v]
+        q = qkv[:, :, :, :r, :].reshape(B, T, H, D).permute(0, 2, 1, 3)  # [B, H, T, D], head g*r + j
+        k = qkv[:, :, :, r, :].permute(0, 2, 1, 3)  # [B, G, T, D]
+        v = qkv[:, :, :, r + 1, :].permute(0, 2, 1, 3)
+        if a["rope"]:
+            rot = int(D * a["rotary_percent"])
+            base = 10000.0 if "rope_base_10000" in mut else a["rotary_base"]
+            q = rope(q, base, rot, "rope_interleaved" in mut)
+            k = rope(k, base, rot, "rope_interleaved" in mut)
+        group = torch.arange(H) % G if "gqa_interleaved_groups" in mut else torch.arange(H) // r
+        k, v = k[:, group], v[:, group]  # the k/v head of each query head
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)  # [B, H, Tq, Tk]
         scores = scores.masked_fill(causal, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
-        y = (probs @ v).permute(0, 2, 1, 3).reshape(B, T, C)
-        x = x + (y @ q_("attention.dense.weight").t() + q_("attention.dense.bias"))
-        h = layer_norm(x, q_("post_attention_layernorm.weight"),
-                       q_("post_attention_layernorm.bias"), eps)
-        a = h @ q_("mlp.dense_h_to_4h.weight").t() + q_("mlp.dense_h_to_4h.bias")
-        act = gelu_erf(a) if "gelu_erf" in mut else gelu_tanh(a)
-        x = x + (act @ q_("mlp.dense_4h_to_h.weight").t() + q_("mlp.dense_4h_to_h.bias"))
-    x = layer_norm(x, p["final_layernorm.weight"], p["final_layernorm.bias"], eps)
-    logits = x @ wte.t()  # [B, T, V], padded entries included
+        y = (probs @ v).permute(0, 2, 1, 3).reshape(B, T, H * D)
+        x = x + linear(y, pre + "attention.dense")
+        h = norm(x, pre + "post_attention_layernorm")
+        fc = linear(h, pre + "mlp.dense_h_to_4h")
+        if a["swiglu"]:
+            gate, up = fc[..., :F], fc[..., F:]
+            if "swiglu_swapped" in mut:
+                gate, up = up, gate
+            act = torch.nn.functional.silu(gate) * up
+        else:
+            act = gelu_erf(fc) if "gelu_erf" in mut else gelu_tanh(fc)
+        x = x + linear(act, pre + "mlp.dense_4h_to_h")
+    x = norm(x, "final_layernorm")
+    head = p["output_layer.weight"] if a["untied"] and "tied_head" not in mut else wte
+    logits = x @ head.t()  # [B, T, V], padded entries included
     logp = torch.log_softmax(logits, dim=-1)
     nll = -logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     return logits, nll.mean()
@@ -428,6 +540,9 @@ def run_reference(tensors, cfg, mut=frozenset(), steps=None):
         opt.zero_grad(set_to_none=True)
         logits, loss = forward(p, tokens, cfg, mut)
         loss.backward()
+        for n in names:  # a tensor a deviation leaves unused (tied_head: the output layer) has no gradient
+            if p[n].grad is None:
+                p[n].grad = torch.zeros_like(p[n])
         out["losses"].append(loss.item())
         if k == 0:
             out["logits"] = logits.detach().numpy().copy()
@@ -504,8 +619,21 @@ def compare_losses(tensors, ref, cfg, rep):
 
 
 def mutations(cfg):
-    muts = {
-        "gelu_erf": "exact-erf GeLU instead of the tanh approximation",
+    a = arch(cfg)
+    muts = {} if a["swiglu"] else {"gelu_erf": "exact-erf GeLU instead of the tanh approximation"}
+    if a["swiglu"]:
+        muts["swiglu_swapped"] = "SwiGLU's silu on the up half instead of the gate half"
+    if a["normalization"] == "RMSNorm":
+        muts["rmsnorm_centered"] = "RMSNorm subtracting the mean (LayerNorm without bias)"
+    if a["rope"]:
+        muts["rope_interleaved"] = "RoPE pairing (2i, 2i+1) instead of rotate-half (i, i + r/2)"
+        if a["rotary_base"] != 10000.0:
+            muts["rope_base_10000"] = "RoPE with base 10000 instead of the configured rotary_base"
+    if a["groups"] not in (1, cfg["num_attention_heads"]):
+        muts["gqa_interleaved_groups"] = "query head h using k/v head h % groups instead of h // (heads/groups)"
+    if a["untied"]:
+        muts["tied_head"] = "logits from the word embedding instead of the untied output layer"
+    muts.update({
         "no_clip": "grad-norm clipping skipped",
         "clip_norm_per_tensor": "clipping by each tensor's own norm instead of the global norm",
         "wd_none": "no weight decay",
@@ -513,7 +641,7 @@ def mutations(cfg):
         "wd_matrices_only": "no weight decay on the embeddings",
         "coupled_wd": "L2 added to the gradient (Adam) instead of decoupled (AdamW)",
         "lr_off_by_one": "schedule evaluated at it-1 instead of it",
-    }
+    })
     if cfg["lr_warmup_iters"] > 1:  # with one warm-up step, warm-up changes nothing
         muts["no_warmup"] = "no warm-up"
     for style in ("cosine", "linear", "constant"):

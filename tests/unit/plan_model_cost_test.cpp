@@ -27,6 +27,27 @@ TEST(PlanModelCost, IterationFlopsMatchMegatronFormula) {
   EXPECT_DOUBLE_EQ(iteration_flops(c), 72 * L * C * C * B * S + 6 * V * C * B * S + 12 * L * B * S * S * C);
 }
 
+TEST(PlanModelCost, LlamaCountsSwiglusThreeMatricesAndGroupedKeyValues) {
+  // RMSNorm, SwiGLU (Megatron's default width int(8 x 128 / 3 / 64) x 64 = 320), RoPE,
+  // 4 heads in 2 query groups (QKV rows (4 + 2 x 2) x 32 = 256), untied, no biases.
+  PlanConfig c = small();
+  c.model.normalization = occ::Normalization::RMSNorm, c.model.swiglu = true;
+  c.model.position_embedding = occ::PositionEmbedding::Rope;
+  c.model.group_query_attention = true, c.model.num_query_groups = 2;
+  c.model.untie_embeddings_and_output_weights = true, c.model.add_bias_linear = false;
+  const double L = 4, C = 128, V = 4096, B = 32, S = 128, F = 320, QKV = 256;
+  ASSERT_EQ(c.model.ffn_hidden_size(), 320);
+  const double matrices = C * QKV + C * C + 3 * C * F;  // per layer
+  EXPECT_DOUBLE_EQ(iteration_flops(c), 6 * L * matrices * B * S + 6 * V * C * B * S + 12 * L * B * S * S * C);
+  // The stages' parameters (and so their DP bytes and model-state memory) are the
+  // model's: no position table, RMSNorm weights only, the output layer on the last stage.
+  const CostModel m = build_cost_model(c);
+  const double norms = C;
+  EXPECT_DOUBLE_EQ(double(m.facts[0].params), V * C + 2 * (2 * norms + matrices));
+  EXPECT_DOUBLE_EQ(double(m.facts[1].params), 2 * (2 * norms + matrices) + norms + V * C);
+  EXPECT_EQ(m.facts[0].params + m.facts[1].params, c.model.num_parameters());
+}
+
 TEST(PlanModelCost, DataParallelBytesEqualTheEngineCounters) {
   // Measured per rank in a T1 P2 D2 run of this model (train --metrics):
   // stage 0 sends 3,748,864 DP bytes, stage 1 3,684,352; emb all-reduce 2,097,152.

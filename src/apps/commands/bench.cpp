@@ -37,6 +37,7 @@ namespace {
 struct Preset {
   int num_layers, num_attention_heads, hidden_size, vocab_size, micro_batch_size, seq_length;
   const char* description;
+  int query_groups = 0;  // > 0: a Llama-style model (RMSNorm, SwiGLU, RoPE, GQA, untied, no biases)
 };
 
 // (a) the small model of the tests; (b) GPT-2-small-shaped layers with a small
@@ -44,6 +45,10 @@ struct Preset {
 const Preset kPresetA{4, 4, 128, 50304, 4, 64, "4 layers, 4 heads, hidden 128, vocab 50304, micro-batch 4, seq 64"};
 const Preset kPresetB{4, 12, 768, 1024, 4, 256,
                       "GPT-2-small-shaped layers: 4 layers, 12 heads, hidden 768, vocab 1024, micro-batch 4, seq 256"};
+// The same shapes as Llama-style models: RMSNorm, SwiGLU (Megatron's default width), RoPE,
+// grouped-query attention, untied embeddings, no linear biases.
+const Preset kPresetLlamaA{4, 4, 128, 50304, 4, 64, "preset a as Llama: 4 heads in 2 query groups", 2};
+const Preset kPresetLlamaB{4, 12, 768, 1024, 4, 256, "preset b as Llama: 12 heads in 4 query groups", 4};
 
 // The 1-minute load average: the machine may be shared, and a busy one slows every number here.
 double load_average() {
@@ -116,8 +121,9 @@ int bench(int argc, char** argv) {
   app.add_option("--preset", preset,
                  "a: 4 layers, 4 heads, hidden 128, vocab 50304, micro-batch 4, seq 64; "
                  "b: 4 layers, 12 heads, hidden 768, vocab 1024, micro-batch 4, seq 256; "
-                 "custom: the model flags (flags given explicitly override a preset)")
-      ->check(CLI::IsMember({"a", "b", "custom"}))
+                 "llama-a, llama-b: the same shapes Llama-style (RMSNorm, SwiGLU, RoPE, 2 / 4 query groups, untied, "
+                 "no biases); custom: the model flags (flags given explicitly override a preset)")
+      ->check(CLI::IsMember({"a", "b", "llama-a", "llama-b", "custom"}))
       ->capture_default_str();
   app.add_option("--vocab-size", opt.model.vocab_size, "vocabulary (padded by the model)")->capture_default_str();
   app.add_option("--micro-batch-size", opt.micro_batch_size)->capture_default_str();
@@ -139,10 +145,14 @@ int bench(int argc, char** argv) {
   add_attention_backend_flag(app, opt);
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  refuse_inapplicable_model_flags(app, opt.model);
 
   GptConfig& m = opt.model;
   if (preset != "custom") {
-    const Preset& p = preset == "a" ? kPresetA : kPresetB;
+    const Preset& p = preset == "a"         ? kPresetA
+                      : preset == "b"       ? kPresetB
+                      : preset == "llama-a" ? kPresetLlamaA
+                                            : kPresetLlamaB;
     auto set = [&](const char* flag, int& field, int value) {
       if (app.count(flag) == 0) field = value;
     };
@@ -152,6 +162,12 @@ int bench(int argc, char** argv) {
     set("--vocab-size", m.vocab_size, p.vocab_size);
     set("--micro-batch-size", opt.micro_batch_size, p.micro_batch_size);
     set("--seq-length", m.seq_length, p.seq_length);
+    if (p.query_groups > 0) {
+      m.normalization = Normalization::RMSNorm, m.swiglu = true, m.position_embedding = PositionEmbedding::Rope;
+      m.group_query_attention = true;
+      set("--num-query-groups", m.num_query_groups, p.query_groups);
+      m.untie_embeddings_and_output_weights = true, m.add_bias_linear = false;
+    }
   }
   if (app.count("--max-position-embeddings") == 0) m.max_position_embeddings = m.seq_length;
   OCC_CHECK(steps >= 1 && repeats >= 1 && warmup >= 0 && peak_reps >= 1,
@@ -170,7 +186,8 @@ int bench(int argc, char** argv) {
   const int threads = omp_get_max_threads();
   const int64_t tokens = int64_t(B) * T;
   // Matmul FLOPs of one step (forward 2 per multiply-add, backward twice the forward).
-  const double flops_layers = 6.0 * 12.0 * L * double(C) * C * double(tokens);  // 12 C^2 weights per layer
+  // The layers' matrices (GPT-2: 12 C^2 weights per layer; GptConfig counts SwiGLU's and GQA's).
+  const double flops_layers = 6.0 * L * double(m.layer_matrix_params()) * double(tokens);
   const double flops_head = 6.0 * double(V) * C * double(tokens);
   const double flops_attn = 12.0 * L * double(T) * T * C * B;  // full T x T, as computed
   const double flops = flops_layers + flops_head + flops_attn;
@@ -238,6 +255,7 @@ int bench(int argc, char** argv) {
               "%lld parameters, dropout %g/%g\n",
               preset.c_str(), L, m.num_attention_heads, C, T, B, m.vocab_size, V, (long long)nparams,
               m.hidden_dropout, m.attention_dropout);
+  std::printf("bench: architecture %s\n", m.describe_architecture().c_str());
   std::printf("bench: device %s, precision %s, recompute %s\nbench: attention %s\n",
               describe_device(opt.device).c_str(), precision_name(opt.precision()), recompute_name(opt.recompute()),
               stage.ops().attention_description(opt.precision()).c_str());

@@ -31,6 +31,7 @@ int reference_dump(int argc, char** argv) {
   app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full (recompute in backward)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  refuse_inapplicable_model_flags(app, opt.model);
   std::unique_ptr<MergedCheckpoint> merged;
   if (!load.empty()) {
     merged = std::make_unique<MergedCheckpoint>(merge_checkpoint(load));
@@ -116,7 +117,17 @@ int reference_dump(int argc, char** argv) {
   meta("adam_beta2", opt.adam.beta2);
   meta("adam_eps", opt.adam.eps);
   meta("clip_grad", opt.clip_grad);
-  meta("layernorm_epsilon", m.layernorm_epsilon);
+  meta("norm_epsilon", m.norm_epsilon);
+  // The architecture (tests/reference/check_against_torch.py builds the same model).
+  meta("normalization", normalization_name(m.normalization));
+  meta("swiglu", m.swiglu ? 1 : 0);
+  meta("ffn_hidden_size", m.ffn_hidden_size());
+  meta("position_embedding_type", position_embedding_name(m.position_embedding));
+  meta("rotary_base", m.rotary_base);
+  meta("rotary_percent", m.rotary_percent);
+  meta("num_query_groups", m.kv_heads());
+  meta("untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights ? 1 : 0);
+  meta("add_bias_linear", m.add_bias_linear ? 1 : 0);
   w.write(out);
   return 0;
 }

@@ -24,6 +24,46 @@ void add_model_flags(CLI::App& app, GptConfig& m) {
   app.add_option("--attention-dropout", m.attention_dropout, "dropout on attention probabilities")
       ->capture_default_str();
   app.add_option("--init-method-std", m.init_method_std, "std of the normal init")->capture_default_str();
+  // The Llama family's choices (Megatron's flags; the defaults are GPT-2).
+  app.add_option_function<std::string>(
+         "--normalization", [&m](const std::string& v) { m.normalization = parse_normalization(v); },
+         "LayerNorm (GPT-2) | RMSNorm (Llama: x / rms(x) * w, no bias)")
+      ->default_str(normalization_name(m.normalization));
+  app.add_option("--norm-epsilon", m.norm_epsilon, "epsilon of LayerNorm / RMSNorm")->capture_default_str();
+  app.add_flag("--swiglu", m.swiglu,
+               "SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up packed in one column-parallel weight");
+  app.add_option("--ffn-hidden-size", m.ffn_hidden,
+                 "the MLP's inner width (default: 4 x --hidden-size; with --swiglu Megatron's "
+                 "int(8 x hidden / 3 / 64) x 64)");
+  app.add_option_function<std::string>(
+         "--position-embedding-type",
+         [&m](const std::string& v) { m.position_embedding = parse_position_embedding(v); },
+         "learned_absolute (GPT-2) | rope (rotary embeddings on q and k in every layer, rotate-half pairs)")
+      ->default_str(position_embedding_name(m.position_embedding));
+  app.add_option("--rotary-base", m.rotary_base, "RoPE's base (Llama 2: 10000, Llama 3: 500000)")
+      ->capture_default_str();
+  app.add_option("--rotary-percent", m.rotary_percent, "share of each head's dimensions RoPE rotates")
+      ->capture_default_str();
+  app.add_flag("--group-query-attention", m.group_query_attention,
+               "grouped-query attention: --num-query-groups k/v heads, each shared by heads / groups query heads");
+  app.add_option("--num-query-groups", m.num_query_groups, "--group-query-attention: k/v heads (query groups)")
+      ->capture_default_str();
+  app.add_flag("--untie-embeddings-and-output-weights", m.untie_embeddings_and_output_weights,
+               "an output layer of its own (vocab-parallel) instead of the word embedding");
+  app.add_flag_callback("--disable-bias-linear", [&m] { m.add_bias_linear = false; },
+                        "no biases in the linear layers (QKV, attention output, MLP)");
+}
+
+void refuse_inapplicable_model_flags(const CLI::App& app, const GptConfig& m) {
+  auto given = [&app](const char* flag) { return app.count(flag) > 0; };
+  auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
+    throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));
+  };
+  if (given("--num-query-groups") && !m.group_query_attention)
+    refuse("--num-query-groups", "has no effect without --group-query-attention", "add --group-query-attention");
+  for (const char* f : {"--rotary-base", "--rotary-percent"})
+    if (given(f) && m.position_embedding != PositionEmbedding::Rope)
+      refuse(f, "has no effect without --position-embedding-type rope", "add --position-embedding-type rope");
 }
 
 void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
@@ -255,6 +295,7 @@ std::string flag_name(const std::string& arg) {
 }  // namespace
 
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
+  refuse_inapplicable_model_flags(app, o.model);
   auto given = [&app](const char* flag) { return app.count(flag) > 0; };
   auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
     throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));

@@ -25,5 +25,8 @@ int parse_command_line(CLI::App& app, int argc, char** argv);
 // --grad-comp-topk-fraction without --grad-comp, --inter-grad-comp-topk-fraction
 // with a method other than topk, --inter-grad-comp-rank with one other than powersgd).
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o);
+// The model flags' part of it (also for reference-dump and bench): --num-query-groups
+// without --group-query-attention, --rotary-base / --rotary-percent without RoPE.
+void refuse_inapplicable_model_flags(const CLI::App& app, const GptConfig& m);
 
 }  // namespace occ::cmd

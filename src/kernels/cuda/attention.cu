@@ -8,9 +8,12 @@
 // products per (sample, head) go through cuBLAS strided-batched GEMMs; the
 // causal softmax and its backward are one warp per row.
 //
-// qkv is [B*T, H*3*D] with features [head][q|k|v][D], so (sample, head)
-// matrices are not evenly spaced along one index: the calls loop over samples
-// and batch over heads (or the reverse when there are more samples than heads).
+// qkv is [B*T, (H + 2G)*D] with features per query group [q of its heads | k |
+// v][D] (kernels.h), so (sample, head) matrices are not evenly spaced along one
+// index: the calls loop over samples and batch over heads (or the reverse when
+// there are more samples than heads). With grouped-query attention (G < H)
+// they loop over heads and batch over samples, and a k/v head's gradients add
+// up over its group's query heads, in head order.
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -26,16 +29,25 @@ constexpr int kWarpsPerBlock = kBlock / 32;
 // between outer steps and between batch entries, and the sample/head each index maps to.
 struct Batching {
   int64_t outer, inner;           // loop count, GEMM batch count
-  int64_t qkv_outer, qkv_inner;   // in qkv / dqkv
+  int64_t qkv_outer, qkv_inner;   // in qkv / dqkv (samples outer: per sample; heads outer: unused)
   int64_t out_outer, out_inner;   // in out / dout [B*T, H*D]
   int64_t p_outer, p_inner;       // in probs [B, H, T, T]
   int64_t b_outer, b_inner, h_outer, h_inner;
+  bool heads_outer;               // the loop runs over heads (q, k, v offsets from the shape)
+  // q, k and v of outer step o's first batch entry.
+  int64_t q(const AttentionShape& s, int64_t o) const { return heads_outer ? s.q_offset(o) : o * qkv_outer; }
+  int64_t k(const AttentionShape& s, int64_t o) const {
+    return heads_outer ? s.k_offset(s.group_of(o)) : o * qkv_outer + s.D;
+  }
+  int64_t v(const AttentionShape& s, int64_t o) const { return k(s, o) + s.D; }
+  // The k/v gradients of outer step o overwrite (the group's first head) or add up (the others).
+  float kv_beta(const AttentionShape& s, int64_t o) const { return heads_outer && o % s.group_size() ? 1.0f : 0.0f; }
 };
 
 Batching batching(const AttentionShape& s) {
-  const int64_t T = s.T, H = s.H, D = s.D, ld = 3 * H * D, TT = T * T;
-  if (s.B <= s.H) return {s.B, H, T * ld, 3 * D, T * H * D, D, H * TT, TT, 1, 0, 0, 1};
-  return {H, s.B, 3 * D, T * ld, D, T * H * D, TT, H * TT, 0, 1, 1, 0};
+  const int64_t T = s.T, H = s.H, D = s.D, ld = s.qkv_width(), TT = T * T;
+  if (s.B <= s.H && s.group_size() == 1) return {s.B, H, T * ld, 3 * D, T * H * D, D, H * TT, TT, 1, 0, 0, 1, false};
+  return {H, s.B, 0, T * ld, D, T * H * D, TT, H * TT, 0, 1, 1, 0, true};
 }
 
 // The rows handled by one launch: row r of the launch is query tq = r % T of
@@ -160,15 +172,15 @@ void CudaOps::attention_forward(TensorRef out, float* saved, ConstTensorRef qkv,
     tc_attention_forward(out.data(), saved, qkv.data(), s, d, qkv.format(), stream_);
     return;
   }
-  const int64_t N = s.B * s.T, HD = s.H * s.D;
+  const int64_t N = s.B * s.T, HD = s.H * s.D, W = s.qkv_width();
   float* out32 = out.is_fp32() ? out.f32() : nullptr;
   const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;
   if (!qkv.is_fp32()) {
     // The fp32 kernels on widened copies; the output is rounded once when narrowed.
-    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * 4 * HD)));
-    copy(TensorRef(wide, Precision::Fp32), qkv, N * 3 * HD);
+    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * (W + HD))));
+    copy(TensorRef(wide, Precision::Fp32), qkv, N * W);
     qkv32 = wide;
-    out32 = wide + N * 3 * HD;
+    out32 = wide + N * W;
   }
   if (use_fused_attention(s))
     attention_forward_fused(out32, saved, qkv32, s, d);
@@ -187,37 +199,37 @@ void CudaOps::attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTenso
                           stream_);
     return;
   }
-  const int64_t N = s.B * s.T, HD = s.H * s.D;
+  const int64_t N = s.B * s.T, HD = s.H * s.D, W = s.qkv_width();
   float* dqkv32 = dqkv.is_fp32() ? dqkv.f32() : nullptr;
   const float* qkv32 = qkv.is_fp32() ? qkv.f32() : nullptr;
   const float* dout32 = dout.is_fp32() ? dout.f32() : nullptr;
   if (!qkv.is_fp32()) {
-    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * 7 * HD)));
-    copy(TensorRef(wide, Precision::Fp32), qkv, N * 3 * HD);
-    copy(TensorRef(wide + N * 3 * HD, Precision::Fp32), dout, N * HD);
+    float* wide = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * (2 * W + HD))));
+    copy(TensorRef(wide, Precision::Fp32), qkv, N * W);
+    copy(TensorRef(wide + N * W, Precision::Fp32), dout, N * HD);
     qkv32 = wide;
-    dout32 = wide + N * 3 * HD;
-    dqkv32 = wide + N * 4 * HD;
+    dout32 = wide + N * W;
+    dqkv32 = wide + N * (W + HD);
   }
   if (use_fused_attention(s))
     attention_backward_fused(dqkv32, dout32, qkv32, saved, s, d);
   else
     attention_backward_gemm(dqkv32, dout32, qkv32, saved, s, d);
-  if (!dqkv.is_fp32()) copy(dqkv, ConstTensorRef(dqkv32, Precision::Fp32), N * 3 * HD);
+  if (!dqkv.is_fp32()) copy(dqkv, ConstTensorRef(dqkv32, Precision::Fp32), N * W);
 }
 
 void CudaOps::attention_forward_gemm(float* out, float* saved, const float* qkv, const AttentionShape& s,
                                      const Dropout& d) {
-  const int64_t T = s.T, D = s.D, ld = 3 * s.H * D, HD = s.H * D;
+  const int64_t T = s.T, D = s.D, ld = s.qkv_width(), HD = s.H * D;
   const float scale = 1.0f / std::sqrt(float(D));
   const Batching bt = batching(s);
   float* probs = saved;
   float* dropped = d.active() ? saved + s.B * s.H * T * T : nullptr;
   const DropoutParams dp = dropout_params(d);
   for (int64_t o = 0; o < bt.outer; ++o) {
-    const float* q = qkv + o * bt.qkv_outer;
-    const float* k = q + D;
-    const float* v = q + 2 * D;
+    const float* q = qkv + bt.q(s, o);
+    const float* k = qkv + bt.k(s, o);
+    const float* v = qkv + bt.v(s, o);
     float* P = probs + o * bt.p_outer;
     // S = scale * Q K^T  ->  S^T = scale * K Q^T
     gemm(true, false, T, T, D, scale, k, ld, q, ld, 0.0f, P, T, bt.inner, bt.qkv_inner, bt.qkv_inner, bt.p_inner);
@@ -233,7 +245,7 @@ void CudaOps::attention_forward_gemm(float* out, float* saved, const float* qkv,
 
 void CudaOps::attention_backward_gemm(float* dqkv, const float* dout, const float* qkv, const float* saved,
                                       const AttentionShape& s, const Dropout& d) {
-  const int64_t T = s.T, D = s.D, ld = 3 * s.H * D, HD = s.H * D, TT = T * T;
+  const int64_t T = s.T, D = s.D, ld = s.qkv_width(), HD = s.H * D, TT = T * T;
   const float scale = 1.0f / std::sqrt(float(D));
   const Batching bt = batching(s);
   const float* probs = saved;
@@ -242,25 +254,26 @@ void CudaOps::attention_backward_gemm(float* dqkv, const float* dout, const floa
   // dP / dS of one outer step's batch entries.
   float* dP = static_cast<float*>(scratch(sizeof(float) * size_t(bt.inner * TT)));
   for (int64_t o = 0; o < bt.outer; ++o) {
-    const float* q = qkv + o * bt.qkv_outer;
-    const float* k = q + D;
-    const float* v = q + 2 * D;
-    float* dq = dqkv + o * bt.qkv_outer;
-    float* dk = dq + D;
-    float* dv = dq + 2 * D;
+    const float* q = qkv + bt.q(s, o);
+    const float* k = qkv + bt.k(s, o);
+    const float* v = qkv + bt.v(s, o);
+    float* dq = dqkv + bt.q(s, o);
+    float* dk = dqkv + bt.k(s, o);
+    float* dv = dqkv + bt.v(s, o);
+    const float beta = bt.kv_beta(s, o);  // GQA: the group's later heads add onto dK, dV
     const float* dy = dout + o * bt.out_outer;
     const float* Pd = dropped + o * bt.p_outer;
     // dPd = dY V^T  ->  dPd^T = V dY^T
     gemm(true, false, T, T, D, 1.0f, v, ld, dy, HD, 0.0f, dP, T, bt.inner, bt.qkv_inner, bt.out_inner, TT);
-    // dV = Pd^T dY  ->  dV^T = dY^T Pd
-    gemm(false, true, D, T, T, 1.0f, dy, HD, Pd, T, 0.0f, dv, ld, bt.inner, bt.out_inner, bt.p_inner, bt.qkv_inner);
+    // dV (+)= Pd^T dY  ->  dV^T = dY^T Pd
+    gemm(false, true, D, T, T, 1.0f, dy, HD, Pd, T, beta, dv, ld, bt.inner, bt.out_inner, bt.p_inner, bt.qkv_inner);
     const RowMap map{T, s.H, bt.inner * T, o * bt.b_outer, bt.b_inner, o * bt.h_outer, bt.h_inner, s.head0};
     causal_softmax_backward_kernel<<<row_blocks(map.rows), kBlock, 0, stream_>>>(dP, probs, map, dp, scale);
     OCC_CUDA_CHECK_LAUNCH();
     // dQ = dS K  ->  dQ^T = K^T dS^T
     gemm(false, false, D, T, T, 1.0f, k, ld, dP, T, 0.0f, dq, ld, bt.inner, bt.qkv_inner, TT, bt.qkv_inner);
-    // dK = dS^T Q  ->  dK^T = Q^T dS
-    gemm(false, true, D, T, T, 1.0f, q, ld, dP, T, 0.0f, dk, ld, bt.inner, bt.qkv_inner, TT, bt.qkv_inner);
+    // dK (+)= dS^T Q  ->  dK^T = Q^T dS
+    gemm(false, true, D, T, T, 1.0f, q, ld, dP, T, beta, dk, ld, bt.inner, bt.qkv_inner, TT, bt.qkv_inner);
   }
 }
 

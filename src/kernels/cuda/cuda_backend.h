@@ -88,6 +88,28 @@ class CudaOps final : public Ops {
                                   ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w, const float* mean,
                                   const float* rstd, const Dropout& d, int64_t N, int64_t T, int64_t C,
                                   Precision p) override;
+  void rmsnorm_forward(TensorRef out, float* rstd, ConstTensorRef inp, ConstTensorRef w, int64_t N, int64_t C,
+                       float eps) override;
+  void rmsnorm_backward(TensorRef dinp, float* dw, ConstTensorRef dout, ConstTensorRef inp, ConstTensorRef w,
+                        const float* rstd, int64_t N, int64_t C) override;
+  void bias_dropout_add_rmsnorm_forward(TensorRef residual_out, TensorRef norm_out, float* rstd,
+                                        ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,
+                                        const Dropout& d, ConstTensorRef w, int64_t N, int64_t T, int64_t C, float eps,
+                                        Precision p) override;
+  void rmsnorm_dropout_backward(TensorRef dresid, TensorRef dx, float* dbias, float* dw, ConstTensorRef dout,
+                                ConstTensorRef inp, ConstTensorRef w, const float* rstd, const Dropout& d, int64_t N,
+                                int64_t T, int64_t C, Precision p) override;
+  void swiglu_forward(TensorRef out, ConstTensorRef inp, int64_t N, int64_t F) override;
+  void swiglu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t N, int64_t F) override;
+  void linear_swiglu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
+                             int64_t N, int64_t C, int64_t F, Precision p) override;
+  void linear_backward_swiglu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout, ConstTensorRef act,
+                              ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t F, int64_t OC,
+                              Precision p) override;
+  void rope_forward(TensorRef qkv, const float* table, int64_t table_T, const AttentionShape& s,
+                    int64_t rotary_dim) override;
+  void rope_backward(TensorRef dqkv, const float* table, int64_t table_T, const AttentionShape& s,
+                     int64_t rotary_dim) override;
   void gelu_forward(TensorRef out, ConstTensorRef inp, int64_t n) override;
   void gelu_backward(TensorRef dinp, ConstTensorRef inp, ConstTensorRef dout, int64_t n) override;
   void bias_dropout_add_forward(TensorRef out, ConstTensorRef residual, ConstTensorRef x, ConstTensorRef bias,

@@ -9,8 +9,12 @@
 //   forward  : a block owns kRows query rows of one (sample, head) and streams
 //              key/value tiles through shared memory with an online softmax;
 //   backward : Delta = rowsum(dout * out) first; then one kernel per key block
-//              accumulates dK, dV over the queries at or after each key, and
-//              another per query block accumulates dQ over the keys up to it.
+//              accumulates dK, dV over the queries at or after each key (with
+//              grouped-query attention, over every query head of the k/v
+//              head's group in turn), and another per query block
+//              accumulates dQ over the keys up to it.
+// q, k and v sit where kernels.h's AttentionShape says (per query group
+// [q of its heads | k | v]); query head h reads k/v head h / group_size.
 //
 // Each row (query or key) is handled by R = D / 32 consecutive threads of a
 // warp, each holding 32 of the D features, so every thread keeps 32-float
@@ -107,6 +111,7 @@ __device__ __forceinline__ void load_tile(float (*tile)[D], const float* src, in
 
 struct FlashArgs {
   const float* qkv;
+  AttentionShape s;  // offsets of q, k, v within a row (and the row stride)
   int64_t T, H;
   int64_t head0;
   float scale;
@@ -121,13 +126,16 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
   __shared__ __align__(16) float Ks[kTile][D];
   __shared__ __align__(16) float Vs[kTile][D];
   const int r = threadIdx.x % R;
-  const int64_t T = a.T, b = blockIdx.z, h = blockIdx.y, ld = 3 * a.H * D;
+  const int64_t T = a.T, b = blockIdx.z, h = blockIdx.y, ld = a.s.qkv_width();
   const int64_t q0 = int64_t(blockIdx.x) * F::kRows, tq = q0 + threadIdx.x / R;
   const int64_t q_last = (q0 + F::kRows < T ? q0 + F::kRows : T) - 1;
   const bool valid = tq < T;
-  const float* head = a.qkv + b * T * ld + h * 3 * D;  // q of token 0; k at +D, v at +2D
+  const float* rows = a.qkv + b * T * ld;  // token 0 of the sample
+  const float* qh = rows + a.s.q_offset(h);
+  const float* kh = rows + a.s.k_offset(a.s.group_of(h));
+  const float* vh = rows + a.s.v_offset(a.s.group_of(h));
   float q[32], acc[32];
-  load_slice<R>(q, head + tq * ld, valid, r);
+  load_slice<R>(q, qh + tq * ld, valid, r);
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
@@ -136,8 +144,8 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
 
   for (int64_t k0 = 0; k0 <= q_last; k0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<D, kTile>(Ks, head + D, ld, k0, T);
-    load_tile<D, kTile>(Vs, head + 2 * D, ld, k0, T);
+    load_tile<D, kTile>(Ks, kh, ld, k0, T);
+    load_tile<D, kTile>(Vs, vh, ld, k0, T);
     __syncthreads();
     float s[kTile];
     float tile_max = -INFINITY;
@@ -201,13 +209,15 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
   __shared__ __align__(16) float Ks[kTile][D];
   __shared__ __align__(16) float Vs[kTile][D];
   const int r = threadIdx.x % R;
-  const int64_t T = a.T, b = blockIdx.z, h = blockIdx.y, ld = 3 * a.H * D, HD = a.H * D;
+  const int64_t T = a.T, b = blockIdx.z, h = blockIdx.y, ld = a.s.qkv_width(), HD = a.H * D;
   const int64_t q0 = int64_t(blockIdx.x) * F::kRows, tq = q0 + threadIdx.x / R;
   const int64_t q_last = (q0 + F::kRows < T ? q0 + F::kRows : T) - 1;
   const bool valid = tq < T;
-  const float* head = a.qkv + b * T * ld + h * 3 * D;
+  const float* rows = a.qkv + b * T * ld;
+  const float* kh = rows + a.s.k_offset(a.s.group_of(h));
+  const float* vh = rows + a.s.v_offset(a.s.group_of(h));
   float q[32], g[32], dq[32];
-  load_slice<R>(q, head + tq * ld, valid, r);
+  load_slice<R>(q, rows + a.s.q_offset(h) + tq * ld, valid, r);
   load_slice<R>(g, dout + (b * T + tq) * HD + h * D, valid, r);
 #pragma unroll
   for (int i = 0; i < 32; ++i) dq[i] = 0.0f;
@@ -218,8 +228,8 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
 
   for (int64_t k0 = 0; k0 <= q_last; k0 += kTile) {
     __syncthreads();
-    load_tile<D, kTile>(Ks, head + D, ld, k0, T);
-    load_tile<D, kTile>(Vs, head + 2 * D, ld, k0, T);
+    load_tile<D, kTile>(Ks, kh, ld, k0, T);
+    load_tile<D, kTile>(Vs, vh, ld, k0, T);
     __syncthreads();
     PhiloxBlock blk{};
     for (int j = 0; j < kTile; ++j) {
@@ -238,11 +248,12 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
       axpy_slice<R>(dq, ds, Ks[j], r);
     }
   }
-  if (valid) store_slice<R>(dqkv + (b * T + tq) * ld + h * 3 * D, dq, 1.0f, r);
+  if (valid) store_slice<R>(dqkv + (b * T + tq) * ld + a.s.q_offset(h), dq, 1.0f, r);
 }
 
-// dK, dV for kRows key rows: sums over queries tq >= tk of
-// dv += P' dout[tq], dk += dS[tq, tk] q[tq] (P' = P through the dropout mask).
+// dK, dV for kRows key rows of k/v head g: sums over the group's query heads h
+// (in order) and their queries tq >= tk of dv += P' dout[tq], dk += dS[tq, tk]
+// q[tq] (P' = P through the dropout mask).
 template <int D>
 __global__ void __launch_bounds__(FlashTile<D>::kThreads)
     flash_backward_dkv_kernel(float* dqkv, const float* dout, const float* lse, const float* delta, FlashArgs a) {
@@ -252,76 +263,81 @@ __global__ void __launch_bounds__(FlashTile<D>::kThreads)
   __shared__ __align__(16) float Gs[kTile][D];
   __shared__ float Ls[kTile], Ds[kTile];
   const int r = threadIdx.x % R;
-  const int64_t T = a.T, b = blockIdx.z, h = blockIdx.y, ld = 3 * a.H * D, HD = a.H * D;
+  const int64_t T = a.T, b = blockIdx.z, g = blockIdx.y, ld = a.s.qkv_width(), HD = a.H * D;
   const int64_t k_first = int64_t(blockIdx.x) * F::kRows, tk = k_first + threadIdx.x / R;
   const bool valid = tk < T;
-  const float* head = a.qkv + b * T * ld + h * 3 * D;
+  const float* rows = a.qkv + b * T * ld;
   float k[32], v[32], dk[32], dv[32];
-  load_slice<R>(k, head + tk * ld + D, valid, r);
-  load_slice<R>(v, head + tk * ld + 2 * D, valid, r);
+  load_slice<R>(k, rows + a.s.k_offset(g) + tk * ld, valid, r);
+  load_slice<R>(v, rows + a.s.v_offset(g) + tk * ld, valid, r);
 #pragma unroll
   for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.0f;
   const uint64_t sample = uint64_t(a.drop.sample_base + b);
-  const int64_t stat0 = (b * a.H + h) * T;
+  const int64_t group = a.s.group_size();
 
-  // Queries before k_first see none of this block's keys (k_first is a multiple of kTile).
-  for (int64_t q0 = k_first; q0 < T; q0 += kTile) {
-    __syncthreads();
-    load_tile<D, kTile>(Qs, head, ld, q0, T);
-    load_tile<D, kTile>(Gs, dout + b * T * HD + h * D, HD, q0, T);
-    for (int j = threadIdx.x; j < kTile; j += blockDim.x) {
-      Ls[j] = q0 + j < T ? lse[stat0 + q0 + j] : 0.0f;
-      Ds[j] = q0 + j < T ? delta[stat0 + q0 + j] : 0.0f;
-    }
-    __syncthreads();
-    for (int j = 0; j < kTile; ++j) {
-      const float sq = row_sum<R>(dot_slice<R>(k, Qs[j], r));
-      const float dp = row_sum<R>(dot_slice<R>(v, Gs[j], r));
-      const int64_t tq = q0 + j;
-      if (!valid || tq < tk || tq >= T) continue;  // no shuffles below this point
-      const float p = expf(sq * a.scale - Ls[j]);
-      float mult = 1.0f;
-      if (a.drop.active) {
-        // Consecutive queries are T apart in the stream: one Philox block per pair.
-        const uint64_t idx = (uint64_t(a.head0 + h) * uint64_t(T) + uint64_t(tq)) * uint64_t(T) + uint64_t(tk);
-        mult = dropout_multiplier(philox_word(Philox::block(a.drop.key, sample, idx >> 2), int(idx & 3)), a.drop);
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    const int64_t stat0 = (b * a.H + h) * T;
+    const float* qh = rows + a.s.q_offset(h);
+    // Queries before k_first see none of this block's keys (k_first is a multiple of kTile).
+    for (int64_t q0 = k_first; q0 < T; q0 += kTile) {
+      __syncthreads();
+      load_tile<D, kTile>(Qs, qh, ld, q0, T);
+      load_tile<D, kTile>(Gs, dout + b * T * HD + h * D, HD, q0, T);
+      for (int j = threadIdx.x; j < kTile; j += blockDim.x) {
+        Ls[j] = q0 + j < T ? lse[stat0 + q0 + j] : 0.0f;
+        Ds[j] = q0 + j < T ? delta[stat0 + q0 + j] : 0.0f;
       }
-      axpy_slice<R>(dv, p * mult, Gs[j], r);
-      const float ds = p * (dp * mult - Ds[j]) * a.scale;
-      axpy_slice<R>(dk, ds, Qs[j], r);
+      __syncthreads();
+      for (int j = 0; j < kTile; ++j) {
+        const float sq = row_sum<R>(dot_slice<R>(k, Qs[j], r));
+        const float dp = row_sum<R>(dot_slice<R>(v, Gs[j], r));
+        const int64_t tq = q0 + j;
+        if (!valid || tq < tk || tq >= T) continue;  // no shuffles below this point
+        const float p = expf(sq * a.scale - Ls[j]);
+        float mult = 1.0f;
+        if (a.drop.active) {
+          // Consecutive queries are T apart in the stream: one Philox block per pair.
+          const uint64_t idx = (uint64_t(a.head0 + h) * uint64_t(T) + uint64_t(tq)) * uint64_t(T) + uint64_t(tk);
+          mult = dropout_multiplier(philox_word(Philox::block(a.drop.key, sample, idx >> 2), int(idx & 3)), a.drop);
+        }
+        axpy_slice<R>(dv, p * mult, Gs[j], r);
+        const float ds = p * (dp * mult - Ds[j]) * a.scale;
+        axpy_slice<R>(dk, ds, Qs[j], r);
+      }
     }
   }
   if (!valid) return;
-  float* row = dqkv + (b * T + tk) * ld + h * 3 * D;
-  store_slice<R>(row + D, dk, 1.0f, r);
-  store_slice<R>(row + 2 * D, dv, 1.0f, r);
+  store_slice<R>(dqkv + (b * T + tk) * ld + a.s.k_offset(g), dk, 1.0f, r);
+  store_slice<R>(dqkv + (b * T + tk) * ld + a.s.v_offset(g), dv, 1.0f, r);
 }
 
+// Blocks of kRows rows (queries, or keys) x `heads` (query heads, or k/v heads) x samples.
 template <int D>
-dim3 flash_grid(const AttentionShape& s) {
-  if (s.H > 65535 || s.B > 65535) throw_error("fused attention: more than 65535 heads or samples per call");
-  return dim3(unsigned((s.T + FlashTile<D>::kRows - 1) / FlashTile<D>::kRows), unsigned(s.H), unsigned(s.B));
+dim3 flash_grid(const AttentionShape& s, int64_t heads) {
+  if (heads > 65535 || s.B > 65535) throw_error("fused attention: more than 65535 heads or samples per call");
+  return dim3(unsigned((s.T + FlashTile<D>::kRows - 1) / FlashTile<D>::kRows), unsigned(heads), unsigned(s.B));
 }
 
 template <int D>
 void flash_forward(cudaStream_t stream, float* out, float* saved, const FlashArgs& a, const AttentionShape& s) {
   float* lse = saved;
   float* out_saved = saved + s.B * s.H * s.T;
-  flash_forward_kernel<D><<<flash_grid<D>(s), FlashTile<D>::kThreads, 0, stream>>>(out, lse, out_saved, a);
+  flash_forward_kernel<D><<<flash_grid<D>(s, s.H), FlashTile<D>::kThreads, 0, stream>>>(out, lse, out_saved, a);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
 template <int D>
 void flash_backward(cudaStream_t stream, float* dqkv, const float* dout, const float* lse, const float* delta,
                     const FlashArgs& a, const AttentionShape& s) {
-  flash_backward_dkv_kernel<D><<<flash_grid<D>(s), FlashTile<D>::kThreads, 0, stream>>>(dqkv, dout, lse, delta, a);
+  flash_backward_dkv_kernel<D>
+      <<<flash_grid<D>(s, s.kv_heads()), FlashTile<D>::kThreads, 0, stream>>>(dqkv, dout, lse, delta, a);
   OCC_CUDA_CHECK_LAUNCH();
-  flash_backward_dq_kernel<D><<<flash_grid<D>(s), FlashTile<D>::kThreads, 0, stream>>>(dqkv, dout, lse, delta, a);
+  flash_backward_dq_kernel<D><<<flash_grid<D>(s, s.H), FlashTile<D>::kThreads, 0, stream>>>(dqkv, dout, lse, delta, a);
   OCC_CUDA_CHECK_LAUNCH();
 }
 
 FlashArgs flash_args(const float* qkv, const AttentionShape& s, const Dropout& d) {
-  return FlashArgs{qkv, s.T, s.H, s.head0, 1.0f / std::sqrt(float(s.D)), dropout_params(d)};
+  return FlashArgs{qkv, s, s.T, s.H, s.head0, 1.0f / std::sqrt(float(s.D)), dropout_params(d)};
 }
 
 }  // namespace

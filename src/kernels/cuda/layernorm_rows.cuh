@@ -4,7 +4,10 @@
 // produces its input, the backward with the dropout gradient that follows it.
 // Formulas are kernels/layernorm.cpp's, term for term (two-pass mean and
 // variance, the same products in the same order); only the order of the row
-// and column sums differs (fixed, see row_groups.cuh).
+// and column sums differs (fixed, see row_groups.cuh). With `rms` the same
+// kernels are RMSNorm (kernels/layernorm.cpp rmsnorm_*): the mean is 0 (not
+// computed, not stored), there is no bias, and the input gradient drops the
+// mean term; every other product is LayerNorm's with m = 0, as on the CPU.
 #include "kernels/cuda/row_groups.cuh"
 
 namespace occ::kernels::cuda {
@@ -18,11 +21,12 @@ struct LayerNormForwardArgs {
   const S* inp;  // fused: the residual
   const X* x;    // fused: the branch (X: S, or fp32 from a TP all-reduce)
   const S* bias;  // fused, nullptr: none
-  const S *w, *b;
+  const S *w, *b;  // b: LayerNorm's bias (null with rms)
   DropoutParams d;
   int64_t N, T, C;
   float eps;
   Precision p;
+  bool rms;  // RMSNorm
 };
 
 // Groups take rows blockIdx.x * groups + group, then a grid's worth further on.
@@ -64,8 +68,8 @@ __global__ void layernorm_forward_rows_kernel(LayerNormForwardArgs<S, X> a, int 
 #pragma unroll
       for (int j = 0; j < V; ++j) sum[0] += v[i][j];
     }
-    group_sum(sum, warps);
-    const float m = sum[0] / float(a.C);
+    if (!a.rms) group_sum(sum, warps);  // (a.rms is uniform over the grid)
+    const float m = a.rms ? 0.0f : sum[0] / float(a.C);
     float var[1] = {0.0f};
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -85,13 +89,18 @@ __global__ void layernorm_forward_rows_kernel(LayerNormForwardArgs<S, X> a, int 
       if (pk >= row_packs) continue;
       float wv[V], bv[V], y[V];
       load_values<V>(a.w + pk * V, wv);
-      load_values<V>(a.b + pk * V, bv);
+      if (a.b) {
+        load_values<V>(a.b + pk * V, bv);
 #pragma unroll
-      for (int j = 0; j < V; ++j) y[j] = stored_value<S>((v[i][j] - m) * s * wv[j] + bv[j], a.p);
+        for (int j = 0; j < V; ++j) y[j] = stored_value<S>((v[i][j] - m) * s * wv[j] + bv[j], a.p);
+      } else {  // RMSNorm: x s w
+#pragma unroll
+        for (int j = 0; j < V; ++j) y[j] = stored_value<S>(v[i][j] * s * wv[j], a.p);
+      }
       store_values<V>(a.out + n * a.C + pk * V, y);
     }
     if (g.t == 0) {
-      a.mean[n] = m;
+      if (a.mean) a.mean[n] = m;
       a.rstd[n] = s;
     }
   }
@@ -104,10 +113,11 @@ struct LayerNormBackwardArgs {
   S* dx;           // fused: dropout'(the new dinp) rounded to p (nullptr: none)
   float* partial;  // [K][gridDim.x][C] the blocks' column sums (nullptr: no parameter gradient wanted)
   const S *dout, *inp, *w;
-  const float *mean, *rstd;
+  const float *mean, *rstd;  // mean: null with rms
   DropoutParams d;
   int64_t N, T, C, rows_per_group;
   Precision p;
+  bool rms;  // RMSNorm: m = 0, no mean term in the input gradient
 };
 
 // Group `group` of block b takes the rows_per_group rows from
@@ -132,7 +142,7 @@ __global__ void layernorm_backward_rows_kernel(LayerNormBackwardArgs<S> a, int w
   for (int64_t r = 0; r < a.rows_per_group; ++r) {  // uniform over the block (group_sum's barriers)
     const int64_t n = first + r;
     const bool row = n < a.N;
-    const float m = row ? a.mean[n] : 0.0f, s = row ? a.rstd[n] : 0.0f;
+    const float m = row && !a.rms ? a.mean[n] : 0.0f, s = row ? a.rstd[n] : 0.0f;
     float dy[P][V], xhat[P][V];
     float sums[2] = {0.0f, 0.0f};  // sum of g = dy * w, sum of g * xhat
 #pragma unroll
@@ -157,7 +167,7 @@ __global__ void layernorm_backward_rows_kernel(LayerNormBackwardArgs<S> a, int w
     }
     if (!a.dinp) continue;  // uniform: a kernel argument
     group_sum(sums, warps);
-    const float sum_g = sums[0] / float(a.C), sum_gx = sums[1] / float(a.C);
+    const float sum_g = a.rms ? 0.0f : sums[0] / float(a.C), sum_gx = sums[1] / float(a.C);
     if (!row) continue;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -167,7 +177,10 @@ __global__ void layernorm_backward_rows_kernel(LayerNormBackwardArgs<S> a, int w
       load_values<V>(a.w + pk * V, wv);
       load_values<V>(a.dinp + at, o);
 #pragma unroll
-      for (int j = 0; j < V; ++j) o[j] = stored_value<S>(o[j] + s * (dy[i][j] * wv[j] - sum_g - xhat[i][j] * sum_gx), a.p);
+      for (int j = 0; j < V; ++j) {
+        const float gw = a.rms ? dy[i][j] * wv[j] : dy[i][j] * wv[j] - sum_g;  // RMSNorm: no mean term
+        o[j] = stored_value<S>(o[j] + s * (gw - xhat[i][j] * sum_gx), a.p);
+      }
       store_values<V>(a.dinp + at, o);
       if (!a.dx) continue;
       float mult[V];

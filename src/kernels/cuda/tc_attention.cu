@@ -26,6 +26,7 @@ namespace tc_impl {
 
 TcArgs make_args(const AttentionShape& s, const Dropout& d) {
   TcArgs a{};
+  a.s = s;
   a.T = s.T;
   a.H = s.H;
   a.head0 = s.head0;
@@ -44,7 +45,7 @@ void check_call(const char* what, const AttentionShape& s, const Dropout& d, Pre
                 std::initializer_list<const void*> aligned16) {
   if (!tc_attention_supported(s))
     throw_error(std::string(what) + ": unsupported shape B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-                " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D) +
+                " H=" + std::to_string(s.H) + " KV=" + std::to_string(s.kv_heads()) + " D=" + std::to_string(s.D) +
                 " (the tensor-core kernels take D 64 or 128, T in [1, 2^22], B, H >= 1; use the fp32 kernels)");
   if (!(d.p >= 0.0f && d.p < 1.0f))
     throw_error(std::string(what) + ": dropout probability " + std::to_string(d.p) + " is outside [0, 1)");
@@ -88,15 +89,18 @@ __global__ void __launch_bounds__(F::kThreads)
   const int64_t T = a.T, H = a.H, b = blockIdx.x / H, h = blockIdx.x % H;
   // The last query blocks have the most key tiles: launch them first.
   const int64_t q0 = int64_t(gridDim.y - 1 - blockIdx.y) * BM;
-  const int64_t ld = 3 * H * D;
-  const Elem* head = qkv + b * T * ld + h * 3 * D;  // q of token 0; k at +D, v at +2D
+  const int64_t ld = a.s.qkv_width();
+  const Elem* rows = qkv + b * T * ld;  // token 0 of the sample
+  const Elem* qhead = rows + a.s.q_offset(h);
+  const Elem* khead = rows + a.s.k_offset(a.s.group_of(h));  // the k/v head of h's query group
+  const Elem* vhead = rows + a.s.v_offset(a.s.group_of(h));
   const uint64_t sample = uint64_t(a.sample_base + b), head_global = uint64_t(a.head0 + h);
   const int n_tiles = tc::key_tiles_for_queries(q0, BM, T, BN);
   const int64_t warp_first = q0 + warp * F::kRowsPerWarp, warp_last = warp_first + F::kRowsPerWarp - 1;
 
-  load_rows_async<BM, D, F::kThreads>(sQ, head, ld, q0, T, tid);
-  load_rows_async<BN, D, F::kThreads>(sK, head + D, ld, 0, T, tid);
-  load_rows_async<BN, D, F::kThreads>(sV, head + 2 * D, ld, 0, T, tid);
+  load_rows_async<BM, D, F::kThreads>(sQ, qhead, ld, q0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sK, khead, ld, 0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sV, vhead, ld, 0, T, tid);
   cp_async_commit();
 
   float o[MT][F::kDTiles][4];
@@ -112,8 +116,8 @@ __global__ void __launch_bounds__(F::kThreads)
     const int64_t k0 = int64_t(j) * BN;
     const int buf = j & 1;
     if (j + 1 < n_tiles) {  // buffer buf ^ 1 was last read in tile j - 1, before its closing barrier
-      load_rows_async<BN, D, F::kThreads>(sK + (buf ^ 1) * BN * S, head + D, ld, k0 + BN, T, tid);
-      load_rows_async<BN, D, F::kThreads>(sV + (buf ^ 1) * BN * S, head + 2 * D, ld, k0 + BN, T, tid);
+      load_rows_async<BN, D, F::kThreads>(sK + (buf ^ 1) * BN * S, khead, ld, k0 + BN, T, tid);
+      load_rows_async<BN, D, F::kThreads>(sV + (buf ^ 1) * BN * S, vhead, ld, k0 + BN, T, tid);
     }
     cp_async_commit();  // (an empty group on the last tile keeps the wait count uniform)
     // The keep bits of tile j, drawn while the copies are in flight; the mask
@@ -220,7 +224,8 @@ void launch_forward(void* out, float* lse, const void* qkv, const TcArgs& a, int
 
 bool tc_attention_supported(const AttentionShape& s) {
   return (s.D == 64 || s.D == 128) && s.T >= 1 && s.T <= tc_impl::kMaxT && s.B >= 1 && s.H >= 1 &&
-         s.B * s.H < (int64_t(1) << 31) && s.B * s.H * s.T < (int64_t(1) << 31) && s.head0 >= 0;
+         s.kv_heads() >= 1 && s.H % s.kv_heads() == 0 && s.B * s.H < (int64_t(1) << 31) &&
+         s.B * s.H * s.T < (int64_t(1) << 31) && s.head0 >= 0;
 }
 
 int64_t tc_attention_stats_floats(const AttentionShape& s) { return s.B * s.H * s.T; }

@@ -20,7 +20,10 @@
 //   format, accumulate in fp32, and outputs are rounded once (to nearest even)
 //   from fp32 when stored. lse and the scratch are fp32.
 // Layouts (elements, row-major):
-//   qkv  [B*T, H*3*D]: row b*T + t, features [head][q|k|v][D];
+//   qkv  [B*T, s.qkv_width()]: row b*T + t, features per query group [q of its
+//        heads | k | v][D] (kernels.h AttentionShape; without grouped-query
+//        attention [head][q|k|v][D]); query head h attends with k/v head
+//        h / s.group_size(), whose dK and dV sum over the group's query heads;
 //   out  [B*T, H*D]:   features [head][D]; dout the same;
 //   dqkv like qkv, written entirely (not accumulated); it must not alias qkv, out or dout;
 //   lse  [B, H, T] fp32: natural-log log-sum-exp of the scaled, undropped scores
@@ -33,7 +36,7 @@
 //   overwritten (Delta = rowsum(dout o out) in fp32, [B, H, T]).
 // Stream: every launch goes to `stream`, in order; nothing synchronises the host.
 //   Backward is three launches (Delta, dK/dV, dQ) that depend only on stream order.
-// Shapes: tc_attention_supported(s): D in {64, 128}, T >= 1, B, H >= 1, head0 >= 0
+// Shapes: tc_attention_supported(s): D in {64, 128}, T >= 1, B, H >= 1, k/v heads dividing H, head0 >= 0
 //   (grid limits: T <= 2^22, B*H*T < 2^31). Other shapes throw; keep the fp32
 //   kernels for them (e.g. D = 32).
 // Determinism: no atomics; every output element is summed by one thread in a
@@ -58,7 +61,7 @@ namespace occ::kernels::cuda {
 bool tc_attention_supported(const AttentionShape& s);
 // Floats of softmax statistics forward keeps for backward: lse [B, H, T].
 int64_t tc_attention_stats_floats(const AttentionShape& s);
-// out [B*T, H*D] and lse [B, H, T] from qkv [B*T, H*3*D] (16-bit, `format`).
+// out [B*T, H*D] and lse [B, H, T] from qkv [B*T, s.qkv_width()] (16-bit, `format`).
 void tc_attention_forward(void* out, float* lse, const void* qkv, const AttentionShape& s, const Dropout& d,
                           Precision format, cudaStream_t stream);
 // Device scratch the backward needs (bytes).

@@ -3,8 +3,10 @@
 // Three launches on the stream, none with atomics, so every gradient element
 // is summed by one thread in a fixed order (bit-for-bit repeatable):
 //   delta: Delta[b, h, t] = dout . out over D (fp32 from the 16-bit tensors);
-//   dK/dV: a block owns 16 keys per warp and walks the query tiles at or after
-//          its first key, recomputing per tile the transposed scores
+//   dK/dV: a block owns 16 keys per warp of one k/v head and walks, for each
+//          query head of its group in turn (one head without grouped-query
+//          attention), the query tiles at or after its first key, recomputing
+//          per tile the transposed scores
 //          S^T = K Q^T, P^T = exp2(S^T scale log2e - lse log2e), dP^T = V dO^T,
 //          then dV += (P o keep)^T dO and dK += dS^T Q with
 //          dS = P o (dP o M - Delta) (M: 0 or 1/(1-p)); 1/(1-p) and the softmax
@@ -71,17 +73,20 @@ __global__ void __launch_bounds__(F::kThreads)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t T = a.T, H = a.H, b = blockIdx.x / H, h = blockIdx.x % H;
   const int64_t q0 = int64_t(gridDim.y - 1 - blockIdx.y) * BM;  // most work first
-  const int64_t ld = 3 * H * D, ldo = H * D;
-  const Elem* head = qkv + b * T * ld + h * 3 * D;
+  const int64_t ld = a.s.qkv_width(), ldo = H * D;
+  const Elem* rows = qkv + b * T * ld;
+  const Elem* qhead = rows + a.s.q_offset(h);
+  const Elem* khead = rows + a.s.k_offset(a.s.group_of(h));
+  const Elem* vhead = rows + a.s.v_offset(a.s.group_of(h));
   const Elem* dhead = dout + b * T * ldo + h * D;
   const uint64_t sample = uint64_t(a.sample_base + b), head_global = uint64_t(a.head0 + h);
   const int n_tiles = tc::key_tiles_for_queries(q0, BM, T, BN);
   const int64_t warp_first = q0 + 16 * warp, warp_last = warp_first + 15;
 
-  load_rows_async<BM, D, F::kThreads>(sQ, head, ld, q0, T, tid);
+  load_rows_async<BM, D, F::kThreads>(sQ, qhead, ld, q0, T, tid);
   load_rows_async<BM, D, F::kThreads>(sdO, dhead, ldo, q0, T, tid);
-  load_rows_async<BN, D, F::kThreads>(sK, head + D, ld, 0, T, tid);
-  load_rows_async<BN, D, F::kThreads>(sV, head + 2 * D, ld, 0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sK, khead, ld, 0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sV, vhead, ld, 0, T, tid);
   cp_async_commit();
 
   // This thread's two rows (g and g + 8 of the warp's 16): log2-domain lse and Delta.
@@ -100,8 +105,8 @@ __global__ void __launch_bounds__(F::kThreads)
     const int64_t k0 = int64_t(j) * BN;
     const int buf = j & 1;
     if (j + 1 < n_tiles) {
-      load_rows_async<BN, D, F::kThreads>(sK + (buf ^ 1) * BN * S, head + D, ld, k0 + BN, T, tid);
-      load_rows_async<BN, D, F::kThreads>(sV + (buf ^ 1) * BN * S, head + 2 * D, ld, k0 + BN, T, tid);
+      load_rows_async<BN, D, F::kThreads>(sK + (buf ^ 1) * BN * S, khead, ld, k0 + BN, T, tid);
+      load_rows_async<BN, D, F::kThreads>(sV + (buf ^ 1) * BN * S, vhead, ld, k0 + BN, T, tid);
     }
     cp_async_commit();
     if (a.dropout) fill_keep_mask<BM, W, F::kThreads>(sMask, a, sample, head_global, q0, k0, tid);
@@ -145,7 +150,7 @@ __global__ void __launch_bounds__(F::kThreads)
   for (int rh = 0; rh < 2; ++rh) {
     const int64_t tq = q0 + tc::block_row(warp, 16, 0, lane, 2 * rh);
     if (tq >= T) continue;
-    Elem* dst = dqkv + (b * T + tq) * ld + h * 3 * D;
+    Elem* dst = dqkv + (b * T + tq) * ld + a.s.q_offset(h);
 #pragma unroll
     for (int dt = 0; dt < F::kDTiles; ++dt)
       store_pair(dst + tc::tile_col(dt, lane, 2 * rh), dq[0][dt][2 * rh] * a.scale, dq[0][dt][2 * rh + 1] * a.scale);
@@ -179,36 +184,37 @@ __global__ void __launch_bounds__(F::kThreads)
   uint32_t* sMask = reinterpret_cast<uint32_t*>(sDelta + 2 * BM);  // [BM][W]: query rows, key bits
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t T = a.T, H = a.H, b = blockIdx.x / H, h = blockIdx.x % H;
+  const int64_t T = a.T, H = a.H, G = a.s.kv_heads(), b = blockIdx.x / G, g = blockIdx.x % G;
   const int64_t k0 = int64_t(blockIdx.y) * BN;  // the first key blocks have the most query tiles
-  const int64_t ld = 3 * H * D, ldo = H * D;
-  const Elem* head = qkv + b * T * ld + h * 3 * D;
-  const Elem* dhead = dout + b * T * ldo + h * D;
-  const float* lse_row = lse + (b * H + h) * T;
-  const float* delta_row = delta + (b * H + h) * T;
-  const uint64_t sample = uint64_t(a.sample_base + b), head_global = uint64_t(a.head0 + h);
-  const int64_t i0 = tc::first_query_tile(k0, BM), n_q = tc::query_tiles(T, BM);
+  const int64_t ld = a.s.qkv_width(), ldo = H * D, group = a.s.group_size();
+  const Elem* rows = qkv + b * T * ld;
+  const uint64_t sample = uint64_t(a.sample_base + b);
+  const int64_t i0 = tc::first_query_tile(k0, BM), span = tc::query_tiles(T, BM) - i0;
+  const int64_t steps = tc::dkv_steps(group, span);  // the group's query heads x their query tiles
   const int64_t key_first = k0 + 16 * warp;
 
-  load_rows_async<BN, D, F::kThreads>(sK, head + D, ld, k0, T, tid);
-  load_rows_async<BN, D, F::kThreads>(sV, head + 2 * D, ld, k0, T, tid);
-  auto load_query_tile = [&](int buf, int64_t q0) {
-    load_rows_async<BM, D, F::kThreads>(sQ + buf * BM * S, head, ld, q0, T, tid);
-    load_rows_async<BM, D, F::kThreads>(sdO + buf * BM * S, dhead, ldo, q0, T, tid);
-    load_floats_async<BM, F::kThreads>(sLse + buf * BM, lse_row, q0, T, tid);
-    load_floats_async<BM, F::kThreads>(sDelta + buf * BM, delta_row, q0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sK, rows + a.s.k_offset(g), ld, k0, T, tid);
+  load_rows_async<BN, D, F::kThreads>(sV, rows + a.s.v_offset(g), ld, k0, T, tid);
+  // Step it's query tile (of query head g * group + dkv_step_head) into buffer buf.
+  auto load_query_tile = [&](int buf, int64_t it) {
+    const int64_t h = g * group + tc::dkv_step_head(it, span), q0 = tc::dkv_step_tile(it, span, i0) * BM;
+    load_rows_async<BM, D, F::kThreads>(sQ + buf * BM * S, rows + a.s.q_offset(h), ld, q0, T, tid);
+    load_rows_async<BM, D, F::kThreads>(sdO + buf * BM * S, dout + b * T * ldo + h * D, ldo, q0, T, tid);
+    load_floats_async<BM, F::kThreads>(sLse + buf * BM, lse + (b * H + h) * T, q0, T, tid);
+    load_floats_async<BM, F::kThreads>(sDelta + buf * BM, delta + (b * H + h) * T, q0, T, tid);
   };
-  load_query_tile(0, i0 * BM);
+  load_query_tile(0, 0);
   cp_async_commit();
 
   float dk[1][F::kDTiles][4], dv[1][F::kDTiles][4];
   zero(dk);
   zero(dv);
 
-  for (int64_t i = i0; i < n_q; ++i) {
-    const int64_t q0 = i * BM;
-    const int buf = int(i - i0) & 1;
-    if (i + 1 < n_q) load_query_tile(buf ^ 1, q0 + BM);
+  for (int64_t it = 0; it < steps; ++it) {
+    const int64_t h = g * group + tc::dkv_step_head(it, span), q0 = tc::dkv_step_tile(it, span, i0) * BM;
+    const uint64_t head_global = uint64_t(a.head0 + h);
+    const int buf = int(it & 1);
+    if (it + 1 < steps) load_query_tile(buf ^ 1, it + 1);
     cp_async_commit();
     if (a.dropout) fill_keep_mask<BM, W, F::kThreads>(sMask, a, sample, head_global, q0, k0, tid);
     cp_async_wait<1>();
@@ -257,12 +263,12 @@ __global__ void __launch_bounds__(F::kThreads)
   for (int rh = 0; rh < 2; ++rh) {
     const int64_t tk = k0 + tc::block_row(warp, 16, 0, lane, 2 * rh);
     if (tk >= T) continue;
-    Elem* dst = dqkv + (b * T + tk) * ld + h * 3 * D;
+    Elem* dst = dqkv + (b * T + tk) * ld;
 #pragma unroll
     for (int dt = 0; dt < F::kDTiles; ++dt) {
       const int c = tc::tile_col(dt, lane, 2 * rh);
-      store_pair(dst + D + c, dk[0][dt][2 * rh] * a.scale, dk[0][dt][2 * rh + 1] * a.scale);
-      store_pair(dst + 2 * D + c, dv[0][dt][2 * rh] * a.out_scale, dv[0][dt][2 * rh + 1] * a.out_scale);
+      store_pair(dst + a.s.k_offset(g) + c, dk[0][dt][2 * rh] * a.scale, dk[0][dt][2 * rh + 1] * a.scale);
+      store_pair(dst + a.s.v_offset(g) + c, dv[0][dt][2 * rh] * a.out_scale, dv[0][dt][2 * rh + 1] * a.out_scale);
     }
   }
 }
@@ -283,7 +289,7 @@ void launch_backward(void* dqkv, const void* dout, const void* qkv, const void* 
   static_assert(kMaxT / Fkv::kBlockN <= 65535, "key blocks must fit gridDim.y");
   static std::atomic<uint64_t> kv_configured{0};
   allow_dynamic_smem(tc_dkv_kernel<Elem, Fkv>, Fkv::kSmemBytes, kv_configured);
-  const dim3 kv_grid(unsigned(B * a.H), unsigned((a.T + Fkv::kBlockN - 1) / Fkv::kBlockN));
+  const dim3 kv_grid(unsigned(B * a.s.kv_heads()), unsigned((a.T + Fkv::kBlockN - 1) / Fkv::kBlockN));
   tc_dkv_kernel<Elem, Fkv><<<kv_grid, Fkv::kThreads, Fkv::kSmemBytes, stream>>>(g, go, x, lse, delta, a);
   OCC_CUDA_CHECK_LAUNCH();
 

@@ -117,6 +117,19 @@ OCC_HD inline int ldsm_bnk_col(int lane) { return ((lane >> 3) & 1) << 3; }
 OCC_HD inline int ldsm_bkn_row(int lane) { return (lane & 7) + (((lane >> 3) & 1) << 3); }
 OCC_HD inline int ldsm_bkn_col(int lane) { return (lane >> 4) << 3; }
 
+// ---- grouped-query attention ------------------------------------------------------------------
+// q, k and v of a head lie where kernels.h's AttentionShape says (per query
+// group [q of its heads | k | v]). Forward and dQ blocks own one query head and
+// read the k/v head of its group; a dK/dV block owns one k/v head and walks,
+// for each query head of its group in order, the query tiles [first, first +
+// span) that see its keys: step `it` of its loop is the group's query head
+// dkv_step_head(it, span) and the query tile dkv_step_tile(it, span, first),
+// so one loop (and one double-buffered pipeline) covers the whole group and
+// each gradient element is still summed by one thread in a fixed order.
+OCC_HD inline int64_t dkv_steps(int64_t group_size, int64_t span) { return group_size * span; }
+OCC_HD inline int64_t dkv_step_head(int64_t it, int64_t span) { return it / span; }
+OCC_HD inline int64_t dkv_step_tile(int64_t it, int64_t span, int64_t first) { return first + it % span; }
+
 // ---- dropout ------------------------------------------------------------------------------
 // The CPU keeps element idx of sample `sample` iff bits_to_unit(word) > p, where
 // word = Philox::block(key, sample, idx >> 2)[idx & 3] and bits_to_unit(w) =

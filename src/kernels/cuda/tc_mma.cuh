@@ -260,6 +260,7 @@ __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
 
 // ---- arguments ---------------------------------------------------------------------------------
 struct TcArgs {
+  AttentionShape s;  // where q, k and v lie in a qkv row (kernels.h), the groups of grouped-query attention
   int64_t T, H;
   int64_t head0;        // global index of local head 0 (dropout coordinates)
   int64_t sample_base;  // global sample of local sample 0
