@@ -54,6 +54,27 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
   params_layout_.initialize(host.data(), seed);
   params_.assign_from_host(host);
   grads_.resize(host.size());
+  stale_.assign(1, {0, params_layout_.total()});
+  const auto& pl = params_layout_;
+  if (pl.word_embedding >= 0) {
+    const Span word = tensor_span(pl.word_embedding), position = tensor_span(pl.position_embedding);
+    embedding_span_ = {word.offset, position.offset + position.numel - word.offset};
+  }
+  for (int l = 0; l < pl.num_local_layers(); ++l) {
+    const Span last = tensor_span(pl.layer(l).fcproj_b);
+    layer_spans_.push_back({pl.layer(l).ln1_w, last.offset + last.numel - pl.layer(l).ln1_w});
+  }
+  if (pl.final_ln_w >= 0) {
+    const Span bias = tensor_span(pl.final_ln_b);
+    final_ln_span_ = {pl.final_ln_w, bias.offset + bias.numel - pl.final_ln_w};
+    head_weight_span_ = tensor_span(pl.head_weight);
+  }
+}
+
+GptStage::Span GptStage::tensor_span(int64_t offset) const {
+  for (const ParamTensor& t : params_layout_.tensors())
+    if (t.offset == offset) return {t.offset, t.numel};
+  fail("internal: no parameter tensor at offset {}", offset);
 }
 
 void GptStage::zero_grads() { grads_.zero(); }
@@ -64,14 +85,25 @@ double GptStage::take_loss_sum() {
   return loss;
 }
 
-ConstTensorRef GptStage::weights() {
+ConstTensorRef GptStage::weights_for(Span span) {
+  if (params_ready_ && span.numel > 0) params_ready_(span.offset, span.numel);
   if (opt_.precision == Precision::Fp32) return params_.data();
-  if (weights_stale_) {
-    params_lp_.resize(params_.size());
-    ops_.copy(params_lp_.ref(), params_.data(), int64_t(params_.size()));  // rounds into 16-bit storage
-    lp(params_lp_.ref(), int64_t(params_lp_.size()));                       // rounds fp32 storage
-    weights_stale_ = false;
+  if (params_lp_.size() != params_.size()) params_lp_.resize(params_.size());
+  // Rounding is element by element, so refreshing range by range gives the
+  // copy a whole refresh would.
+  std::vector<Span> still;
+  for (const Span& r : stale_) {
+    const int64_t lo = std::max(r.offset, span.offset), hi = std::min(r.offset + r.numel, span.offset + span.numel);
+    if (lo >= hi) {
+      still.push_back(r);
+      continue;
+    }
+    ops_.copy(params_lp_.ref() + lo, params_.data() + lo, hi - lo);  // rounds into 16-bit storage
+    lp(params_lp_.ref() + lo, hi - lo);                              // rounds fp32 storage
+    if (r.offset < lo) still.push_back({r.offset, lo - r.offset});
+    if (hi < r.offset + r.numel) still.push_back({hi, r.offset + r.numel - hi});
   }
+  stale_ = std::move(still);
   return params_lp_.ref();
 }
 
@@ -159,7 +191,6 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
   allocate(acts, mb.B, mb.T, training, layout_.holds_head(chunk));
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const ConstTensorRef P = weights();
   const auto& pl = params_layout_;
   TensorRef x = chunk_layers_ > 0 ? acts.layers[0].input.ref() : acts.output.ref();
   const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
@@ -169,6 +200,7 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     // rank, so the all-reduce is exact), then stored rounded once.
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
+    const ConstTensorRef P = weights_for(embedding_span_);
     embedding_.resize(size_t(N * C));
     float* e = embedding_.data();
     ops_.embedding_forward(e, tokens, P + pl.word_embedding, v0, Vl, N, C);
@@ -197,6 +229,7 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     ops_.copy(x_out, acts.output.ref(), N * C);
     return;
   }
+  const ConstTensorRef P = weights_for(final_ln_span_);
   ops_.layernorm_forward(acts.lnf.ref(), acts.lnf_mean.data(), acts.lnf_rstd.data(), acts.output.ref(),
                          P + pl.final_ln_w, P + pl.final_ln_b, N, C, cfg_.layernorm_epsilon);
   lp(acts.lnf.ref(), N * C);
@@ -210,7 +243,7 @@ void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool tra
   // straight into the head's weight gradient and d loss / d lnf.
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
   const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-  const ConstTensorRef P = weights();
+  const ConstTensorRef P = weights_for(head_weight_span_);
   const auto& pl = params_layout_;
   training = training && mb.labels;
   const int32_t* labels = mb.labels ? upload_ids(acts.labels, mb.labels, N) : nullptr;
@@ -262,7 +295,7 @@ void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool tra
 void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& a, TensorRef out,
                              const MicroBatch& mb, bool training) {
   const LayerParams& w = params_layout_.layer(local);
-  const ConstTensorRef P = weights();
+  const ConstTensorRef P = weights_for(layer_spans_[size_t(local)]);
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = cfg_.hidden_size, tp = layout_.tp_size;
   const int64_t Cl = C / tp, Fl = cfg_.ffn_hidden_size() / tp;
   const Precision p = opt_.precision;
