@@ -663,7 +663,7 @@ def cmd_hf(a):
         dcfg = {"vocab_size": int(meta["padded_vocab_size"]), "n_positions": int(meta["max_position_embeddings"]),
                 "n_embd": dC, "n_layer": dL, "n_head": dH, "n_inner": 4 * dC,
                 "activation_function": "gelu_new",
-                "layer_norm_epsilon": float(meta.get("layernorm_epsilon", cfg["layernorm_epsilon"])),
+                "layer_norm_epsilon": float(meta.get("norm_epsilon", meta.get("layernorm_epsilon", cfg["layernorm_epsilon"]))),
                 "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "tie_word_embeddings": True,
                 "scale_attn_weights": True}
         dhf = to_hf({k: dump[k] for k in names}, dL, dC, dH)

@@ -26,8 +26,11 @@ iters = int(iters)
 skip = max(3, math.ceil(0.1 * iters) + 1)  # DP PowerSGD warm-up is the first 10 %
 ORDER = ["baseline", "dp_powersgd", "cb_lep_ec", "fe", "full", "auto", "nocomm"]
 LABEL = {"baseline": "Baseline", "dp_powersgd": "DP-only PowerSGD", "cb_lep_ec": "CB+LEP+EC", "fe": "+FE",
-         "full": "+SC (Optimus-CC)", "auto": "auto plan (quality-aware)", "nocomm": "Baseline, unshaped (T_nocomm)"}
-PHASES = ["forward", "backward", "pp_wait", "dp_allreduce", "emb_allreduce", "compress", "decompress", "norm_allreduce", "optimizer"]
+         "full": "+SC (Optimus-CC)", "auto": "auto plan (quality-aware)", "nocomm": "Baseline, unshaped (T_nocomm)",
+         "dp_powersgd_distopt": "DP-only PowerSGD, distributed optimizer",
+         "dp_powersgd_overlap": "DP-only PowerSGD, distributed optimizer, --overlap-param-gather"}
+PHASES = ["forward", "backward", "pp_wait", "dp_allreduce", "dp_allgather", "emb_allreduce", "compress", "decompress",
+          "norm_allreduce", "optimizer"]
 CLASSES = ["pp_fwd", "pp_bwd", "dp", "emb", "tp", "other"]
 # Variants not listed above (an OCC_VARIANTS experiment) are reported after them, under their own name.
 found = {m.group(1) for f in glob.glob(os.path.join(runs, "*.r[0-9]*.jsonl"))
@@ -238,7 +241,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 n_stages = len(base["stages"])
 fig, axes = plt.subplots(1, n_stages, figsize=(6 * n_stages, 5), sharey=True)
 axes = [axes] if n_stages == 1 else axes
-colors = plt.cm.tab10.colors
+colors = plt.cm.tab10.colors if len(PHASES) + 1 <= 10 else plt.cm.tab20.colors
 for s, ax in enumerate(axes):
     bottom = [0.0] * len(res)
     for i, p in enumerate(PHASES + ["other"]):

@@ -18,5 +18,10 @@ speedup_variants() {
     [fe]="$cb --emb-comm-opt"
     [full]="$cb --emb-comm-opt $dpc --selective-grad-comp-way $((P > 1 ? P - 1 : 1))"
     [nocomm]=""
+    # Not in the default list (OCC_VARIANTS="baseline dp_powersgd_distopt dp_powersgd_overlap"): DP-only
+    # PowerSGD with the distributed optimizer, its parameter all-gather after the update or beside the
+    # next forward (--overlap-param-gather).
+    [dp_powersgd_distopt]="$dpc --use-distributed-optimizer"
+    [dp_powersgd_overlap]="$dpc --use-distributed-optimizer --overlap-param-gather"
   )
 }

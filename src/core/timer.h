@@ -25,7 +25,7 @@ inline double process_cpu_seconds() {
 struct TraceEvent {
   std::string name;
   double start = 0, end = 0;  // seconds (steady clock)
-  int thread = 0;             // 0: main (compute + pipeline), 1: data-parallel reducer
+  int thread = 0;             // 0: main (compute + pipeline), 1: data-parallel reducer, 2: parameter all-gather
 };
 
 // Accumulates wall time per named phase; reset once per iteration. When

@@ -63,6 +63,32 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
     kernels::rope_table(table.data(), rope_positions_, block_.shape().rotary_dim, double(cfg.rotary_base));
     rope_table_.assign_from_host(table);
   }
+  stale_.assign(1, {0, params_layout_.total()});
+  const auto& pl = params_layout_;
+  // Biases, norm shifts and learned positions may be absent (Llama): a part's span covers
+  // the tensors it has, which the layout places next to each other.
+  embedding_span_ = span_covering({pl.word_embedding, pl.position_embedding});
+  for (int l = 0; l < pl.num_local_layers(); ++l) {
+    const LayerParams& w = pl.layer(l);
+    layer_spans_.push_back(span_covering({w.ln1_w, w.ln1_b, w.qkv_w, w.qkv_b, w.proj_w, w.proj_b, w.ln2_w, w.ln2_b,
+                                          w.fc_w, w.fc_b, w.fcproj_w, w.fcproj_b}));
+  }
+  final_ln_span_ = span_covering({pl.final_ln_w, pl.final_ln_b});
+  head_weight_span_ = span_covering({pl.head_weight});
+}
+
+GptStage::Span GptStage::span_covering(std::initializer_list<int64_t> offsets) const {
+  int64_t begin = -1, end = -1;
+  for (int64_t offset : offsets) {
+    if (offset < 0) continue;
+    const ParamTensor* tensor = nullptr;
+    for (const ParamTensor& t : params_layout_.tensors())
+      if (t.offset == offset) tensor = &t;
+    OCC_CHECK(tensor, "internal: no parameter tensor at offset {}", offset);
+    begin = begin < 0 ? offset : std::min(begin, offset);
+    end = std::max(end, offset + tensor->numel);
+  }
+  return begin < 0 ? Span{0, 0} : Span{begin, end - begin};
 }
 
 void GptStage::zero_grads() { grads_.zero(); }
@@ -73,14 +99,25 @@ double GptStage::take_loss_sum() {
   return loss;
 }
 
-ConstTensorRef GptStage::weights() {
+ConstTensorRef GptStage::weights_for(Span span) {
+  if (params_ready_ && span.numel > 0) params_ready_(span.offset, span.numel);
   if (opt_.precision == Precision::Fp32) return params_.data();
-  if (weights_stale_) {
-    params_lp_.resize(params_.size());
-    ops_.copy(params_lp_.ref(), params_.data(), int64_t(params_.size()));  // rounds into 16-bit storage
-    lp(params_lp_.ref(), int64_t(params_lp_.size()));                       // rounds fp32 storage
-    weights_stale_ = false;
+  if (params_lp_.size() != params_.size()) params_lp_.resize(params_.size());
+  // Rounding is element by element, so refreshing range by range gives the
+  // copy a whole refresh would.
+  std::vector<Span> still;
+  for (const Span& r : stale_) {
+    const int64_t lo = std::max(r.offset, span.offset), hi = std::min(r.offset + r.numel, span.offset + span.numel);
+    if (lo >= hi) {
+      still.push_back(r);
+      continue;
+    }
+    ops_.copy(params_lp_.ref() + lo, params_.data() + lo, hi - lo);  // rounds into 16-bit storage
+    lp(params_lp_.ref() + lo, hi - lo);                              // rounds fp32 storage
+    if (r.offset < lo) still.push_back({r.offset, lo - r.offset});
+    if (hi < r.offset + r.numel) still.push_back({hi, r.offset + r.numel - hi});
   }
+  stale_ = std::move(still);
   return params_lp_.ref();
 }
 
@@ -180,7 +217,6 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
   allocate(acts, mb.B, mb.T, training, layout_.holds_head(chunk));
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
-  const ConstTensorRef P = weights();
   const auto& pl = params_layout_;
   TensorRef x = chunk_layers_ > 0 ? acts.layers[0].input.ref() : acts.output.ref();
   const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
@@ -190,6 +226,7 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     // rank, so the all-reduce is exact), then stored rounded once.
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
+    const ConstTensorRef P = weights_for(embedding_span_);
     embedding_.resize(size_t(N * C));
     float* e = embedding_.data();
     ops_.embedding_forward(e, tokens, P + pl.word_embedding, v0, Vl, N, C);
@@ -218,6 +255,7 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     ops_.copy(x_out, acts.output.ref(), N * C);
     return;
   }
+  const ConstTensorRef P = weights_for(final_ln_span_);
   block_.norm_forward(acts.lnf.ref(), stats(acts.lnf_mean, acts.lnf_rstd), acts.output.ref(), P + pl.final_ln_w,
                       at(P, pl.final_ln_b), N);
   lp(acts.lnf.ref(), N * C);
@@ -231,7 +269,7 @@ void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool tra
   // straight into the head's weight gradient and d loss / d lnf.
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
   const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
-  const ConstTensorRef P = weights();
+  const ConstTensorRef P = weights_for(head_weight_span_);
   const auto& pl = params_layout_;
   training = training && mb.labels;
   const int32_t* labels = mb.labels ? upload_ids(acts.labels, mb.labels, N) : nullptr;
@@ -284,7 +322,7 @@ void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& 
                              const MicroBatch& mb, bool training) {
   const LayerParams& w = params_layout_.layer(local);
   const BlockShape& b = block_.shape();
-  const ConstTensorRef P = weights();
+  const ConstTensorRef P = weights_for(layer_spans_[size_t(local)]);
   const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = b.C;
   const Precision p = opt_.precision;
   branch_.resize(size_t(N * C));

@@ -9,6 +9,7 @@
 // CPU and on a GPU.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -111,7 +112,7 @@ class GptStage {
   // stale, so whoever changes the weights (optimizer, checkpoint load) never
   // leaves the step computing with old ones.
   Buffer& params() {
-    weights_stale_ = true;
+    stale_.assign(1, {0, int64_t(params_.size())});
     return params_;
   }
   const Buffer& params() const { return params_; }
@@ -159,7 +160,20 @@ class GptStage {
 
   PhaseTimers& timers() { return timers_; }
 
+  // Called before the stage reads the parameters [offset, offset + numel) of
+  // params(): forward calls it for the embedding, each layer and the head just
+  // before their use, and every other reader for the whole buffer. The owner of
+  // the parameters (the trainer's overlapped all-gather of the distributed
+  // optimizer, --overlap-param-gather) blocks there until they are complete.
+  // Unset: they always are. The reduced-precision copy of a range is refreshed
+  // after its wait, range by range, so it never holds half-gathered values.
+  using ParamsReady = std::function<void(int64_t offset, int64_t numel)>;
+  void set_params_ready(ParamsReady ready) { params_ready_ = std::move(ready); }
+
  private:
+  struct Span {
+    int64_t offset = 0, numel = 0;
+  };
   void allocate(StageActivations& acts, int B, int T, bool training, bool head);
   void allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const;
   // Forward: `host` ids on this stage's device (uploaded into buf off the CPU).
@@ -191,8 +205,13 @@ class GptStage {
   // sum rounded to the training precision.
   void tp_allreduce(TensorRef x, int64_t n);
   // The weights the step computes with: the master weights, or their copy in
-  // the training precision (refreshed when stale), in the storage format.
-  ConstTensorRef weights();
+  // the training precision (refreshed where stale), in the storage format.
+  // weights() makes the whole buffer ready; weights_for(span) only that range
+  // (the rest of the returned view may be stale: read only the span).
+  ConstTensorRef weights() { return weights_for({0, int64_t(params_.size())}); }
+  ConstTensorRef weights_for(Span span);
+  // The smallest range holding the tensors at these offsets (-1: absent, skipped).
+  Span span_covering(std::initializer_list<int64_t> offsets) const;
   // Rounds an fp32-stored tensor to the training precision (a 16-bit tensor
   // was rounded by the kernel that wrote it: nothing to do).
   void lp(TensorRef x, int64_t n) {
@@ -213,7 +232,11 @@ class GptStage {
   Buffer params_, grads_;
   Precision storage_ = Precision::Fp32;
   TensorBuffer params_lp_;  // the weights in the training precision (bf16/fp16 only), storage format
-  bool weights_stale_ = true;
+  std::vector<Span> stale_;  // ranges of params_lp_ older than params_ (disjoint)
+  ParamsReady params_ready_;
+  // What forward reads, part by part (empty spans where the stage has no such part).
+  Span embedding_span_, final_ln_span_, head_weight_span_;
+  std::vector<Span> layer_spans_;  // per local layer
   // Scratch shared by all micro-batches (one forward or backward runs at a time).
   TensorBuffer branch_;  // forward scratch [N, C]
   TensorBuffer d_resid_, d_ln_, d_qkv_, d_atty_, d_fc_, d_branch_;

@@ -25,6 +25,8 @@ class OptimizerShards {
   // regions: disjoint, together the whole buffer (checked against total).
   OptimizerShards(std::vector<BufferSpan> regions, int64_t total, MpiCommunicator& dp);
 
+  // The regions, in buffer order (each all-gathered on its own).
+  const std::vector<BufferSpan>& regions() const { return regions_; }
   // This rank's chunk of each region (buffer offsets), in region order.
   const std::vector<BufferSpan>& owned() const { return owned_; }
   int64_t owned_numel() const { return owned_numel_; }

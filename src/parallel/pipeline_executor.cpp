@@ -48,12 +48,14 @@ void PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
   for (size_t i = 0; i < free_slots.size(); ++i) free_slots[i] = int(free_slots.size() - 1 - i);
   std::vector<int> slot_of(size_t(V) * size_t(M), -1);
 
-  // Times a compute scope excluding the TP collectives inside it.
+  // Times a compute scope excluding the TP collectives inside it, and the
+  // waits for parameters still being all-gathered (--overlap-param-gather).
+  auto inside = [&] { return timers_.ms("tp_allreduce") + timers_.ms("dp_allgather"); };
   auto compute = [&](const char* phase, const std::string& event, auto&& body) {
-    const double t0 = now_seconds(), tp0 = timers_.ms("tp_allreduce");
+    const double t0 = now_seconds(), in0 = inside();
     body();
     const double t1 = now_seconds();
-    timers_.add(phase, (t1 - t0) - (timers_.ms("tp_allreduce") - tp0) / 1e3);
+    timers_.add(phase, (t1 - t0) - (inside() - in0) / 1e3);
     timers_.add_event(event, t0, t1);
   };
 

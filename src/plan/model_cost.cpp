@@ -5,6 +5,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "comm/ring_volume.h"
 #include "compress/powersgd.h"
 #include "core/error.h"
 #include "model/params.h"
@@ -54,6 +55,14 @@ void PlanConfig::validate() const {
   usage(grad_comp.selective_way == -1 || (grad_comp.selective_way >= 1 && grad_comp.selective_way <= pp),
         fmt::format("--selective-grad-comp-way must be between 1 and the pipeline size {} (or -1: all stages)", pp));
   usage(bytes_per_value == 2 || bytes_per_value == 4, "--bytes-per-value must be 2 (fp16) or 4 (fp32)");
+  usage(grad_bytes_per_value == 0 || grad_bytes_per_value == 2 || grad_bytes_per_value == 4,
+        "--grad-bytes-per-value must be 2 or 4 (or 0: --bytes-per-value)");
+  usage(!sequence_parallel || tp > 1,
+        "--sequence-parallel splits the sequence over the tensor-parallel ranks and needs "
+        "--tensor-model-parallel-size > 1; drop it for T = 1");
+  usage(!overlap_param_gather || use_distributed_optimizer,
+        "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
+        "add --use-distributed-optimizer, or drop it");
   usage(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
   const ClusterSpec& c = cluster;
   usage(c.nodes >= 1 && c.devices_per_node >= 1, "--nodes and --devices-per-node must be >= 1");
@@ -102,6 +111,21 @@ int node_sharing(const PlanConfig& cfg, int rank, int stage) {
   return std::max(count, 1);
 }
 
+double layer_activation_bytes(const PlanConfig& c) {
+  const double s = c.model.seq_length, b = c.micro_batch_size, h = c.model.hidden_size, a = c.model.num_attention_heads;
+  const double t = c.tp, v = c.bytes_per_value, sbh = s * b * h;
+  const double split = c.sequence_parallel ? t : 1.0;
+  if (c.recompute_activations) return sbh * v / split;  // the layer's input
+  // Values (v bytes) per s·b·h: LayerNorm inputs 2, QKV input 1, Q K V 3,
+  // out-projection input 1, MLP input 1, GeLU input 4, MLP-down input 4; masks
+  // (1 byte): 2 dropouts; per a·s·s·b: softmax output and dropout output
+  // (values), dropout mask. Inside the TP region (Q K V, out-projection input,
+  // GeLU and MLP-down inputs, attention) / t; the rest / t with SP.
+  const double attention = c.selective_recompute ? 0.0 : a * s * s * b * (2 * v + 1) / t;
+  const double outside = sbh * (4 * v + 2), inside = sbh * 12 * v / t;
+  return outside / split + inside + attention;
+}
+
 double iteration_flops(const PlanConfig& c) {
   const double N = double(c.tokens()), C = c.model.hidden_size, V = c.model.padded_vocab_size();
   const double fwd = c.model.num_layers * layer_forward_flops(c) + 2.0 * N * C * V;
@@ -115,7 +139,8 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     cfg.cluster.intra = cfg.cluster.inter = free;
   }
   const Placement place{cfg};
-  const int T = cfg.tp, P = cfg.pp, D = cfg.dp, bpv = cfg.bytes_per_value;
+  const int T = cfg.tp, P = cfg.pp, D = cfg.dp, bpv = cfg.bytes_per_value, gbv = cfg.grad_bytes();
+  const bool sp = cfg.sequence_parallel && T > 1;
   const double N = double(cfg.tokens()), C = cfg.model.hidden_size, V = cfg.model.padded_vocab_size();
   const int Ls = cfg.model.num_layers / P;
   const bool use_stage_measures = measured && int(measured->stages.size()) == P;
@@ -178,9 +203,36 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     std::vector<int> tp_group;
     for (int t = 0; t < T; ++t) tp_group.push_back(place.rank(s, 0, t));
     const LinkSpec tp_link = place.link(tp_group);
+    // An [N, C] all-reduce; with SP a reduce-scatter or all-gather of it (half
+    // the ring each), and the backward's all-gather of a column-parallel
+    // layer's input again, exposed only where longer than that layer's
+    // input-gradient GEMM (Megatron overlaps the two).
     const double big = ring_allreduce_seconds(N * C * bpv, T, tp_link), small = ring_allreduce_seconds(N * 4, T, tp_link);
-    const double tp_f = (2 * Ls + (first ? 1 : 0)) * big + (last ? 3 : 0) * small;
-    const double tp_b = (2 * Ls + (last ? 1 : 0)) * big + (cfg.recompute_activations ? tp_f : 0.0);
+    const double half = ring_allgather_seconds(N * C * bpv, T, tp_link);
+    const double regather = sp ? std::max(0.0, half - 2 * N * C * 3 * C / T / rate) +
+                                     std::max(0.0, half - 2 * N * C * 4 * C / T / rate)
+                               : 0.0;
+    // Per chunk of `layers` layers holding the embedding and / or the head.
+    auto tp_forward = [&](int layers, bool emb, bool head) {
+      return 2 * layers * big + (emb ? (sp ? half : big) : 0.0) + (head ? (sp ? half : 0.0) + 3 * small : 0.0);
+    };
+    auto tp_backward = [&](int layers, bool emb, bool head) {
+      return 2 * layers * big + layers * regather + (emb && sp ? half : 0.0) + (head ? (sp ? half : big) : 0.0) +
+             (cfg.recompute_activations ? tp_forward(layers, emb, head) : 0.0);
+    };
+    const double tp_f = tp_forward(Ls, first, last), tp_b = tp_backward(Ls, first, last);
+    {
+      // The same as the ring's bytes per rank (comm/ring_volume.h), rank 0 of the group.
+      const size_t nc = size_t(N * C);
+      const double ar = double(ring_allreduce_bytes(nc, T, 0, size_t(bpv)));
+      const double rs = double(ring_reduce_scatter_bytes(nc, T, 0, size_t(bpv)));
+      const double ag = double(ring_allgather_bytes(nc / size_t(T), T, size_t(bpv)));
+      const double ce = 3.0 * double(ring_allreduce_bytes(size_t(N), T, 0, 4));
+      const double layer = sp ? 2 * (rs + ag) : 2 * ar;
+      f.tp_bytes_forward = Ls * layer + (first ? (sp ? rs : ar) : 0.0) + (last ? (sp ? ag : 0.0) + ce : 0.0);
+      f.tp_bytes_backward = Ls * layer + (sp ? 2 * Ls * ag : 0.0) + (first && sp ? ag : 0.0) +
+                            (last ? (sp ? rs : ar) : 0.0) + (cfg.recompute_activations ? f.tp_bytes_forward : 0.0);
+    }
     if (use_stage_measures) {
       const StageMeasure& m = measured->stages[size_t(s)];
       st.forward = m.forward + (T > 1 ? m.tp_forward : 0.0);
@@ -198,8 +250,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
         const bool emb = first && c == 0, head = last && c == chunks - 1;
         const double flops = (Ls / chunks * layer_forward_flops(cfg) + (head ? 2.0 * N * C * V : 0.0)) / T;
         const double back = 2.0 * flops + (cfg.recompute_activations ? flops : 0.0);
-        const double tf = (2 * Ls / chunks + (emb ? 1 : 0)) * big + (head ? 3 : 0) * small;
-        const double tb = (2 * Ls / chunks + (head ? 1 : 0)) * big + (cfg.recompute_activations ? tf : 0.0);
+        const double tf = tp_forward(Ls / chunks, emb, head), tb = tp_backward(Ls / chunks, emb, head);
         st.chunk_forwards.push_back(flops / rate + tf);
         st.chunk_backwards.push_back(back / rate + tb);
       }
@@ -221,17 +272,21 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       st.compress = compress_s;
     }
     if (wraps || !last) st.decompress = decompress_s;
-    st.gather = ring_allgather_seconds(N * C * bpv, T, tp_link);
+    st.gather = sp ? 0.0 : ring_allgather_seconds(N * C * bpv, T, tp_link);  // SP: each rank keeps its slice
 
-    // Data parallel: the engine's own bucketing of this stage's shard.
+    // Data parallel: the engine's own bucketing of this stage's shard
+    // (train/gradient_sync.cpp's groups: FE's word embedding out, the matrices
+    // DP compression takes apart, and sharded, each word-embedding copy alone).
     ParallelLayout pl_layout;
     pl_layout.tp_size = T, pl_layout.pp_size = P, pl_layout.dp_size = D, pl_layout.pp_rank = s;
     pl_layout.vp_size = chunks;
     const ParamLayout pl(cfg.model, pl_layout);
     f.params = pl.total();
     const bool compress_stage = cfg.grad_comp.stage_compresses(s) && D > 1;
+    const bool sharded = cfg.use_distributed_optimizer && D > 1;
     auto fused = [&](const ParamTensor& t) { return cfg.emb_comm_opt && t.word_embedding; };
     auto compressible = [&](const ParamTensor& t) { return compress_stage && t.shape.size() >= 2 && !fused(t); };
+    auto own_bucket = [&](const ParamTensor& t) { return sharded && t.word_embedding && !fused(t); };
     std::vector<int> dp_group;
     for (int d = 0; d < D; ++d) dp_group.push_back(place.rank(s, d, 0));
     const LinkSpec dp_link = place.link(dp_group);
@@ -245,26 +300,27 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     };
     double total_work = 0;
     for (const auto& t : pl.tensors()) total_work += work(t);
+    std::vector<GradBucket> buckets;
     if (D > 1) {
       std::unordered_map<std::string, int> group_of;  // by name: make_buckets sees only TensorDescs
-      for (const auto& t : pl.tensors()) group_of[t.name] = fused(t) ? -1 : compressible(t) ? 1 : 0;
-      const auto buckets = make_buckets(describe(pl.tensors()), cfg.dp_bucket_elems,
-                                        [&](const TensorDesc& t) { return group_of.at(t.name); });
+      for (const auto& t : pl.tensors())
+        group_of[t.name] = fused(t) ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
+      buckets = make_buckets(describe(pl.tensors()), cfg.dp_bucket_elems,
+                             [&](const TensorDesc& t) { return group_of.at(t.name); });
       for (const GradBucket& b : buckets) {
         const double elems = double(b.end - b.begin);
         // The distributed optimizer reduce-scatters instead of all-reducing: half the ring.
-        const double share = cfg.use_distributed_optimizer ? 0.5 : 1.0;
-        f.dp_dense_bytes += share * ring * elems * bpv;
+        const double share = sharded ? 0.5 : 1.0;
+        f.dp_dense_bytes += share * ring * elems * gbv;
         if (b.compressible() && compress_stage) continue;
         double done = 0;
         for (const auto& t : pl.tensors())
           if (t.offset >= b.begin) done += work(t);
         st.buckets.push_back({total_work > 0 ? done / total_work : 1.0,
-                              cfg.use_distributed_optimizer
-                                  ? ring_allgather_seconds(elems * bpv, D, dp_link, dp_sharing)
-                                  : ring_allreduce_seconds(elems * bpv, D, dp_link, dp_sharing),
-                              elems * bpv});
-        f.dp_bytes += share * ring * elems * bpv;
+                              sharded ? ring_allgather_seconds(elems * gbv, D, dp_link, dp_sharing)
+                                      : ring_allreduce_seconds(elems * gbv, D, dp_link, dp_sharing),
+                              elems * gbv});
+        f.dp_bytes += share * ring * elems * gbv;
       }
       f.buckets = int(st.buckets.size());
     }
@@ -280,10 +336,10 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       }
       const double ef = cfg.grad_comp.error_feedback ? 3.0 : 0.0;
       st.dp_compression = {
-          {"dp compress (encode)", Category::Compress, kernel(4 * elems, elems * bpv * (2 + ef) + 4 * words)},
+          {"dp compress (encode)", Category::Compress, kernel(4 * elems, elems * gbv * (2 + ef) + 4 * words)},
           {"dp all-gather", Category::DataParallel, ring_allgather_seconds(4 * words * D, D, dp_link, dp_sharing)},
           {"dp decompress (decode + sum)", Category::Decompress,
-           kernel(2 * elems * D, elems * bpv * (1 + 2.0 * D) + 4 * words * D)}};
+           kernel(2 * elems * D, elems * gbv * (1 + 2.0 * D) + 4 * words * D)}};
       f.dp_bytes += (D - 1) * 4 * words;
     } else if (compress_stage) {
       double c1 = 0, c2 = 0, dec = 0, mem = 0, pf = 0, qf = 0;
@@ -291,29 +347,97 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
         if (!compressible(t)) continue;
         const double n = double(t.shape[0]), m = double(t.numel) / n;
         const double k = double(powersgd::effective_rank(int64_t(n), int64_t(m), cfg.grad_comp.rank));
-        c1 += 2 * n * m * k, c2 += 4 * n * k * k + 2 * n * m * k, dec += 2 * n * m * k, mem += n * m * bpv;
+        c1 += 2 * n * m * k, c2 += 4 * n * k * k + 2 * n * m * k, dec += 2 * n * m * k, mem += n * m * gbv;
         pf += n * k, qf += m * k;
         f.compressed_params += t.numel;
       }
       const double ef = cfg.grad_comp.error_feedback ? 2.0 : 0.0;
       st.dp_compression = {
           {"dp compress (P = M Q)", Category::Compress, kernel(c1, mem * (1 + ef))},
-          {"dp all-reduce P", Category::DataParallel, ring_allreduce_seconds(pf * bpv, D, dp_link, dp_sharing)},
+          {"dp all-reduce P", Category::DataParallel, ring_allreduce_seconds(pf * gbv, D, dp_link, dp_sharing)},
           {"dp compress (Q = M^T P)", Category::Compress, kernel(c2, mem)},
-          {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * bpv, D, dp_link, dp_sharing)},
+          {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * gbv, D, dp_link, dp_sharing)},
           {"dp decompress", Category::Decompress, kernel(dec, mem * (2 + ef))}};
-      f.dp_bytes += ring * (pf + qf) * bpv;
+      f.dp_bytes += ring * (pf + qf) * gbv;
     }
     st.optimizer = use_stage_measures ? measured->stages[size_t(s)].optimizer
                                       : double(f.params) * 36.0 / cfg.cluster.memory_bandwidth;
     // fp32 weights and gradients, and Adam's two moments (or their 1/D shard).
-    const bool sharded = cfg.use_distributed_optimizer && D > 1;
     f.model_state_bytes = double(f.params) * (8.0 + 8.0 / (sharded ? D : 1));
     f.in_flight = max_in_flight(pipeline_program(P, chunks, s, cfg.micro_batches()));
+    // Activations: every layer of the micro-batches in flight (each holds one
+    // chunk's layers); with full recomputation their inputs, plus the whole
+    // activations of the one layer being recomputed.
+    f.activation_bytes_per_layer = layer_activation_bytes(cfg);
+    f.activation_bytes = f.in_flight * double(Ls / chunks) * f.activation_bytes_per_layer;
+    if (cfg.recompute_activations) {
+      PlanConfig kept = cfg;
+      kept.recompute_activations = false;
+      f.activation_bytes += layer_activation_bytes(kept);
+    }
+    if (sp) {
+      // Sequence parallelism: the LayerNorm and row-parallel bias gradients are
+      // partial sums per TP rank (fp32), summed over TP once per iteration.
+      const double elems = 6.0 * C * (cfg.model.num_layers / P) + (last ? 2.0 * C : 0.0);
+      st.sp_grad_allreduce = ring_allreduce_seconds(elems * 4, T, tp_link);
+    }
     if (sharded) {
-      // Each rank updates its 1/D and all-gathers the updated parameters.
+      // Each rank updates its 1/D, then every region (bucket, and FE's word
+      // embedding) is all-gathered: after the update on the main thread, or
+      // overlapped with the next forward on a thread of its own (the DP
+      // reducer's per-step cost), each region waited for where forward first
+      // reads it.
       st.optimizer /= D;
-      st.param_allgather = ring_allgather_seconds(double(f.params) * bpv, D, dp_link, dp_sharing);
+      struct Region {
+        int64_t offset, numel;
+      };
+      std::vector<Region> regions;
+      for (const GradBucket& b : buckets) regions.push_back({b.begin, b.end - b.begin});
+      for (const auto& t : pl.tensors())
+        if (fused(t)) regions.push_back({t.offset, t.numel});
+      std::sort(regions.begin(), regions.end(), [](const Region& x, const Region& y) { return x.offset < y.offset; });
+      // Where each chunk's forward first reads a tensor: the share of the
+      // chunk's forward FLOPs that runs before (embedding first, then the
+      // layers, the final LayerNorm and the head).
+      const int per_chunk = Ls / chunks;
+      auto chunk_flops = [&](int c) {
+        return per_chunk * layer_forward_flops(cfg) + (last && c == chunks - 1 ? 2.0 * N * C * V : 0.0);
+      };
+      struct Use {
+        int64_t begin, end;
+        int chunk;
+        double before;
+      };
+      std::vector<Use> uses;
+      auto end_of = [&](int64_t offset) {
+        for (const auto& t : pl.tensors())
+          if (t.offset == offset) return t.offset + t.numel;
+        return offset;
+      };
+      if (first) uses.push_back({pl.word_embedding, end_of(pl.position_embedding), 0, 0.0});
+      for (int l = 0; l < pl.num_local_layers(); ++l)
+        uses.push_back({pl.layer(l).ln1_w, end_of(pl.layer(l).fcproj_b), l / per_chunk,
+                        (l % per_chunk) * layer_forward_flops(cfg) / chunk_flops(l / per_chunk)});
+      if (last) {
+        const double before = per_chunk * layer_forward_flops(cfg) / chunk_flops(chunks - 1);
+        uses.push_back({pl.final_ln_w, end_of(pl.final_ln_b), chunks - 1, before});
+        if (pl.head_weight != pl.word_embedding) uses.push_back({pl.head_weight, end_of(pl.head_weight), chunks - 1, before});
+      }
+      LinkSpec main_link = dp_link;  // the blocking gather runs on the main thread
+      main_link.latency = main_link.message_latency();
+      for (const Region& r : regions) {
+        const double bytes = double(r.numel) * bpv;
+        if (cfg.overlap_param_gather) {
+          const Use* use = nullptr;
+          for (const Use& u : uses)
+            if (r.offset >= u.begin && r.offset < u.end) use = &u;
+          OCC_CHECK(use, "internal: parameter region at {} is read by no forward", r.offset);
+          st.param_gather_regions.push_back(
+              {ring_allgather_seconds(bytes, D, dp_link, dp_sharing), use->chunk, use->before});
+        } else {
+          st.param_allgather += ring_allgather_seconds(bytes, D, main_link, dp_sharing);
+        }
+      }
       f.dp_bytes += (D - 1.0) / D * double(f.params) * bpv;
       f.dp_dense_bytes += (D - 1.0) / D * double(f.params) * bpv;
     }
@@ -322,7 +446,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   }
 
   // Tied word embedding: baseline {first, last} pair; FE {first, last} x DP.
-  out.embedding_bytes = V / T * C * bpv;
+  out.embedding_bytes = V / T * C * gbv;
   std::vector<int> emb_group;
   const bool fe = cfg.emb_comm_opt;
   for (int d = 0; d < (fe ? D : 1); ++d) {

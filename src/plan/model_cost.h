@@ -27,13 +27,30 @@ struct PlanConfig {
   int tp = 1, pp = 1, dp = 1;
   int layers_per_virtual_stage = 0;  // interleaved 1F1B (0: plain)
   bool use_distributed_optimizer = false;  // ZeRO-1: reduce-scatter, shard update, parameter all-gather
+  // --overlap-param-gather: that all-gather runs beside the next forward, region
+  // by region, each waited for where the forward first reads it.
+  bool overlap_param_gather = false;
+  // --sequence-parallel (Megatron's, T > 1): LayerNorm / dropout regions hold
+  // [s/T, b, h]; per layer and direction 2 reduce-scatters + 2 all-gathers
+  // instead of 2 all-reduces (the same ring volume); Megatron's backward
+  // all-gathers each column-parallel layer's input again for its weight
+  // gradient, hidden behind the input gradient's GEMM where it is shorter;
+  // pipeline messages are each rank's own slice (no all-gather after a
+  // receive); LayerNorm and row-parallel bias gradients summed over TP once per
+  // iteration; activation memory per Korthikanti et al. (2022).
+  bool sequence_parallel = false;
   CompressedBackpropConfig cb;
   GradCompressionConfig grad_comp;
   ActivationCompressionConfig activation_comp;
   bool emb_comm_opt = false;
   int64_t dp_bucket_elems = 1 << 18;
-  int bytes_per_value = 4;         // on the wire and in the all-reduces (our engine: fp32)
-  bool recompute_activations = false;
+  int bytes_per_value = 4;         // activations, TP collectives, pipeline messages, parameters (our engine: fp32)
+  // Gradients on the DP wire (buckets, DP compression factors, embedding sync);
+  // 0: bytes_per_value. Megatron's --bf16 all-reduces fp32 gradients (4).
+  int grad_bytes_per_value = 0;
+  int grad_bytes() const { return grad_bytes_per_value > 0 ? grad_bytes_per_value : bytes_per_value; }
+  bool recompute_activations = false;  // full recomputation (Megatron's --checkpoint-activations): FLOPs and memory
+  bool selective_recompute = false;    // attention's softmax rebuilt in backward: memory only (its FLOPs are small)
   bool blocking_sends = false;     // Megatron's blocking p2p (ours are nonblocking)
   ClusterSpec cluster;
 
@@ -70,6 +87,13 @@ struct StageFacts {
   // activations the schedule holds at once (each of a chunk's layers).
   double model_state_bytes = 0;
   int in_flight = 0;
+  // Activations of one transformer layer for one micro-batch, as kept for its
+  // backward (Korthikanti et al. 2022, Sec. 4, with `bytes_per_value` values and
+  // 1-byte dropout masks; with full recomputation the layer's input only), and
+  // the most this rank holds at once: every layer of the micro-batches in
+  // flight (+ one layer's whole activations while it is recomputed).
+  double activation_bytes_per_layer = 0, activation_bytes = 0;
+  double tp_bytes_forward = 0, tp_bytes_backward = 0;  // TP ring bytes per rank per micro-batch
 };
 
 struct CostModel {
@@ -94,5 +118,12 @@ inline int rank_of(const PlanConfig& cfg, int pp, int dp, int tp) {
 
 // The full-model forward+backward FLOPs of one iteration (all micro-batches, all ranks).
 double iteration_flops(const PlanConfig& cfg);
+
+// Activation bytes one transformer layer keeps for its backward, per micro-batch
+// and TP rank (Korthikanti et al. 2022: s·b·h·(10 + 24/t + 5·a·s/(h·t)) without
+// sequence parallelism, s·b·h/t·(34 + 5·a·s/h) with it, for 2-byte values; the
+// attention term drops with selective recomputation). Full recomputation keeps
+// the layer's input alone (s·b·h values, / t with sequence parallelism).
+double layer_activation_bytes(const PlanConfig& cfg);
 
 }  // namespace occ::plan

@@ -90,6 +90,40 @@ SimResult simulate(const SimInput& in) {
   std::vector<std::vector<int>> fwd_msg(size_t(P), std::vector<int>(size_t(V) * size_t(M), -1)), bwd_msg = fwd_msg;
   std::vector<std::vector<int>> sends(static_cast<size_t>(P));
   auto at = [M](int c, int j) { return size_t(c) * size_t(M) + size_t(j); };
+  // --overlap-param-gather: the previous update's regions, gathered one after
+  // the other from the iteration's start on a thread of their own.
+  std::vector<std::vector<int>> gathered(static_cast<size_t>(P));
+  std::vector<std::vector<bool>> first_forward_done(size_t(P), std::vector<bool>(size_t(V), false));
+  for (int s = 0; s < P; ++s) {
+    int prev_region = -1;
+    for (size_t r = 0; r < in.stages[size_t(s)].param_gather_regions.size(); ++r) {
+      prev_region = g.add(fmt::format("s{} dp all-gather parameters region {} (overlapped)", s, r),
+                          Category::DataParallel, s, {g.end_of(prev_region)},
+                          in.stages[size_t(s)].param_gather_regions[r].seconds);
+      gathered[size_t(s)].push_back(prev_region);
+    }
+  }
+  // A forward of chunk c: the first one waits for each region where it first reads its parameters.
+  auto forward = [&](int s, int c, const std::string& name, int th) {
+    const StageTimes& st = in.stages[size_t(s)];
+    const double total = st.chunk_forward(c, V);
+    if (st.param_gather_regions.empty() || first_forward_done[size_t(s)][size_t(c)])
+      return g.add(fmt::format("s{} F{}", s, name), Category::Compute, s, {g.end_of(th)}, total);
+    first_forward_done[size_t(s)][size_t(c)] = true;
+    double done = 0;  // fraction of the forward already run
+    for (size_t r = 0; r < st.param_gather_regions.size(); ++r) {
+      const GatherRegion& region = st.param_gather_regions[r];
+      if (region.chunk != c) continue;
+      if (region.needed_at > done) {
+        th = g.add(fmt::format("s{} F{} (part)", s, name), Category::Compute, s, {g.end_of(th)},
+                   (region.needed_at - done) * total);
+        done = region.needed_at;
+      }
+      th = g.add(fmt::format("s{} F{} waits for parameters region {}", s, name, r), Category::Sync, s,
+                 {g.end_of(th), g.end_of(gathered[size_t(s)][r])}, 0.0);
+    }
+    return g.add(fmt::format("s{} F{}", s, name), Category::Compute, s, {g.end_of(th)}, (1.0 - done) * total);
+  };
 
   // Runs each stage's program as far as its messages allow; 1F1B (plain or
   // interleaved) never deadlocks.
@@ -110,7 +144,7 @@ SimResult simulate(const SimInput& in) {
             th = g.add(fmt::format("s{} recv F{} gather", s, name), Category::TpGather, s,
                        {g.end_of(th), g.end_of(msg)}, st.gather);
           }
-          th = g.add(fmt::format("s{} F{}", s, name), Category::Compute, s, {g.end_of(th)}, st.chunk_forward(c, V));
+          th = forward(s, c, name, th);
           if (vs < last_virtual) {
             const int x = g.add(fmt::format("s{} send F{} to s{}", s, name, nxt), Category::PipelineComm, s,
                                 {g.end_of(th), g.end_of(link_fwd[size_t(s)])}, st.send_forward);
@@ -172,6 +206,9 @@ SimResult simulate(const SimInput& in) {
       reducer = g.add(fmt::format("s{} dp all-reduce bucket {}", s, b), Category::DataParallel, s,
                       {ready, g.end_of(reducer)}, st.buckets[b].seconds);
     }
+    if (st.sp_grad_allreduce > 0)  // Megatron: after the backward, before the DP gradients are used
+      th = g.add(fmt::format("s{} sequence-parallel LayerNorm gradients all-reduce (TP)", s), Category::Sync, s,
+                 {g.end_of(th)}, st.sp_grad_allreduce);
     th = g.add(fmt::format("s{} dp wait", s), Category::Sync, s, {g.end_of(th), g.end_of(reducer)}, 0.0);
     for (const Phase& ph : st.dp_compression)
       th = g.add(fmt::format("s{} {}", s, ph.name), ph.category, s, {g.end_of(th)}, ph.seconds);
@@ -189,7 +226,9 @@ SimResult simulate(const SimInput& in) {
   const int norm = g.add("grad-norm all-reduce (all stages)", Category::Sync, -1, {g.end_of(latest)}, in.grad_norm_sync);
   int final_opt = -1;
   for (int s = 0; s < P; ++s) {
-    int o = g.add(fmt::format("s{} optimizer", s), Category::Optimizer, s, {g.end_of(norm)},
+    // Overlapped, every region has arrived before the update (the forwards waited for them all).
+    const int gather_end = gathered[size_t(s)].empty() ? -1 : gathered[size_t(s)].back();
+    int o = g.add(fmt::format("s{} optimizer", s), Category::Optimizer, s, {g.end_of(norm), g.end_of(gather_end)},
                   in.stages[size_t(s)].optimizer);
     if (in.stages[size_t(s)].param_allgather > 0)  // distributed optimizer: every shard to every DP rank
       o = g.add(fmt::format("s{} dp all-gather parameters", s), Category::DataParallel, s, {g.end_of(o)},

@@ -8,7 +8,9 @@
 // thread that all-reduces buckets as the last micro-batch's backward
 // finalises them, then DP PowerSGD, embedding synchronisation, the global
 // grad-norm all-reduce, the optimizer (and the distributed optimizer's
-// parameter all-gather). Every node keeps the predecessor
+// parameter all-gather after it, or, overlapped, the previous update's
+// gathered from the iteration's start beside the forwards that wait for each
+// region). Every node keeps the predecessor
 // that determined its start, so the critical path falls out by walking back.
 // All durations are inputs (seconds): plan/model_cost.h derives them.
 #include <map>
@@ -27,6 +29,17 @@ struct BucketTime {
   double ready_fraction = 1.0;  // of the last backward, when its gradients are final
   double seconds = 0.0;         // the all-reduce
   double bytes = 0.0;           // per rank, for reports
+};
+
+// --overlap-param-gather: one region (gradient bucket) of the distributed
+// optimizer's parameter all-gather. The regions of the previous update are
+// gathered one after the other on a thread of their own from the start of the
+// iteration; the first forward of `chunk` waits for a region once `needed_at`
+// (a fraction) of its compute has run: where it first reads those parameters.
+struct GatherRegion {
+  double seconds = 0.0;
+  int chunk = 0;
+  double needed_at = 0.0;
 };
 
 // One phase of DP PowerSGD on the main thread (compress, P all-reduce, ...).
@@ -54,7 +67,9 @@ struct StageTimes {
   std::vector<BucketTime> buckets;    // DP reducer thread, in order
   std::vector<Phase> dp_compression;  // DP PowerSGD after the buckets (SC: empty on stages >= K)
   double optimizer = 0;
-  double param_allgather = 0;         // distributed optimizer: after the update (0: none)
+  double param_allgather = 0;         // distributed optimizer: after the update (0: none or overlapped)
+  std::vector<GatherRegion> param_gather_regions;  // overlapped instead, in gather order
+  double sp_grad_allreduce = 0;       // sequence parallelism: LayerNorm / bias gradients over TP, after the schedule
 };
 
 struct SimInput {

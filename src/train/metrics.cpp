@@ -183,6 +183,8 @@ void write_chrome_trace(Topology& topo, const std::vector<TraceEvent>& events, c
     ev.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r}, {"args", {{"sort_index", r}}}});
     ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute + pipeline"}}}});
     ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1}, {"args", {{"name", "dp reducer"}}}});
+    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 2},
+                  {"args", {{"name", "dp parameter all-gather (--overlap-param-gather)"}}}});
     for (auto& e : nlohmann::json::parse(all.substr(size_t(displs[size_t(r)]), size_t(lens[size_t(r)]))))
       ev.push_back(std::move(e));
   }

@@ -121,6 +121,9 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
   OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
+  OCC_CHECK(!overlap_param_gather || use_distributed_optimizer,
+            "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
+            "add --use-distributed-optimizer, or drop it");
   choose_comm_backend(parse_comm_backend(comm_backend_name), device, 1, 1, 1);  // throws on a bad name, nccl on the CPU
   OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
   OCC_CHECK(cb.rank >= 1, "--inter-grad-comp-rank must be >= 1 (got {})", cb.rank);
@@ -245,6 +248,8 @@ nlohmann::json TrainOptions::math_json() const {
   j["adam_beta2"] = adam.beta2;
   j["adam_eps"] = adam.eps;
   j["dp_bucket_elems"] = dp_bucket_elems;
+  // Not the values (they are the blocking gather's), but the collectives every DP rank must run alike.
+  j["overlap_param_gather"] = overlap_param_gather;
   j["skip_nonfinite"] = skip_nonfinite;
   return j;
 }

@@ -83,6 +83,9 @@ struct TrainOptions {
   // Distributed runs.
   int64_t dp_bucket_elems = 1 << 18;  // gradient elements per data-parallel all-reduce bucket
   bool use_distributed_optimizer = false;  // ZeRO-1: Adam state sharded over DP (parallel/optimizer_shards.h)
+  // --overlap-param-gather: that optimizer's parameter all-gather runs beside
+  // the next iteration's forward, bucket by bucket (parallel/param_gather.h).
+  bool overlap_param_gather = false;
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
   ExitOptions exit;                  // --exit-signal-handler, --exit-interval, --exit-duration-in-mins
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's

@@ -70,6 +70,12 @@ void Trainer::connect(double comm_timeout_s) {
     // The all-gather of the updated shards works on the parameters' host view.
     params_host_ =
         std::make_unique<HostMirror>(opt_.device, stage_->params().data(), stage_->params().size(), staged);
+    if (opt_.overlap_param_gather) {
+      // The model asks for each part's parameters just before it reads them.
+      param_gather_ = std::make_unique<OverlappedParamGather>(*shards_, *params_host_, *topo_->dp, topo_->counters,
+                                                              comm_timeout_s);
+      stage_->set_params_ready([this](int64_t offset, int64_t numel) { wait_for_params(offset, numel); });
+    }
   }
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
@@ -223,12 +229,19 @@ IterationStats Trainer::train_step() {
     skip = nonfinite_.check(*topo_->world, layout_, stage_->ops(), pl, grads.data(), s.iteration, s.loss, s.grad_norm);
   s.skipped_nonfinite = nonfinite_.skipped();
   s.lr = opt_.lr_schedule().at(s.iteration);
+  // The forwards have waited for every region; this only collects the trace.
+  wait_for_params();
   if (!skip) {
     ScopedPhase t(timers, "optimizer");
     clip_grads(stage_->ops(), grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
   }
-  if (!skip && shards_) {
+  if (!skip && param_gather_ && s.iteration < opt_.train_iters) {
+    // Beside the next iteration's forward, which waits region by region
+    // (wait_for_params). The last iteration has no forward to hide it behind.
+    param_gather_->start();
+    stage_->params();  // the reduced-precision copy is stale: refreshed range by range after each wait
+  } else if (!skip && shards_) {
     ScopedPhase t(timers, "dp_allgather");  // every rank's updated shard to all
     params_host_->download_all();
     shards_->allgather(params_host_->host(), Traffic::DataParallel);
@@ -262,7 +275,21 @@ void Trainer::check_lep(int slot, int chunk, const float* grad) {
   lep_probe_.observe(residual.to_host(), lep_input_.data(), lep_grad_.data(), stage_->timers());
 }
 
+void Trainer::wait_for_params(int64_t offset, int64_t numel) {
+  if (!param_gather_) return;
+  PhaseTimers& timers = stage_->timers();
+  const double start = now_seconds();
+  const double waited = numel < 0 ? param_gather_->wait_all() : param_gather_->wait(offset, numel);
+  if (waited > 0) {
+    timers.add("dp_allgather", waited);
+    timers.add_event("dp_allgather wait", start, start + waited);
+  }
+  if (!param_gather_->in_flight())
+    for (auto& e : param_gather_->take_events()) timers.add_event(e.name, e.start, e.end, e.thread);
+}
+
 double Trainer::evaluate(const SampleSource& data) {
+  wait_for_params();  // the whole parameters, not only the layers forward asks for
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
   const int64_t total = opt_.eval_iters * opt_.global_batch_size;
@@ -375,11 +402,13 @@ void Trainer::run() {
       break;
     }
   }
+  wait_for_params();  // nothing in flight when the run ends
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
 }
 
 void Trainer::save_checkpoint() {
+  wait_for_params();  // a checkpoint holds the whole updated parameters
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();

@@ -21,6 +21,7 @@
 #include "data/gpt_dataset.h"
 #include "data/training_data.h"
 #include "model/gpt.h"
+#include "parallel/param_gather.h"
 #include "parallel/pipeline_exchange.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/topology.h"
@@ -56,6 +57,10 @@ class Trainer {
   void read_micro_batch(const SampleSource& data, int64_t first_sample, int slot);
   MicroBatch micro_batch(int slot, int64_t sample_base, float grad_scale) const;
   void check_lep(int slot, int chunk, const float* grad);
+  // --overlap-param-gather: blocks until the parameters [offset, offset +
+  // numel) of the last update have been all-gathered (numel < 0: all of them),
+  // adding the time waited to dp_allgather (the exposed part).
+  void wait_for_params(int64_t offset = 0, int64_t numel = -1);
   void save_checkpoint();
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
@@ -82,6 +87,7 @@ class Trainer {
   std::unique_ptr<GptStage> stage_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<OptimizerShards> shards_;                // --use-distributed-optimizer with DP > 1
+  std::unique_ptr<OverlappedParamGather> param_gather_;    // and --overlap-param-gather
   std::unique_ptr<LossScaler> loss_scaler_;                // --fp16 (inactive otherwise)
   std::unique_ptr<GradientSync> grad_sync_;
   std::unique_ptr<PipelineExchange> exchange_;

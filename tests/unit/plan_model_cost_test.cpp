@@ -1,6 +1,7 @@
 // The cost model against the engine's own counts and the FLOP formula.
 #include <gtest/gtest.h>
 
+#include "comm/ring_volume.h"
 #include "compress/powersgd.h"
 #include "plan/model_cost.h"
 
@@ -211,4 +212,97 @@ TEST(PlanModelCost, InterleavedChunksAndDistributedOptimizer) {
   }
   c.global_batch_size = 24;  // 3 micro-batches per DP rank: not a multiple of P
   EXPECT_THROW(c.validate(), occ::UsageError);
+}
+
+TEST(PlanModelCost, SequenceParallelMovesTheAllReducesBytesAsReduceScatterPlusAllGather) {
+  // The engine's ring: a reduce-scatter and an all-gather of the same [N, C]
+  // move exactly an all-reduce's bytes (comm/ring_volume.h).
+  for (int T : {2, 4})
+    for (size_t n : {size_t(4096), size_t(4 * 128 * 128)})
+      EXPECT_EQ(occ::ring_reduce_scatter_bytes(n, T, 0, 4) + occ::ring_allgather_bytes(n / size_t(T), T, 4),
+                occ::ring_allreduce_bytes(n, T, 0, 4));
+  for (int T : {2, 4})
+    for (int P : {1, 3}) {
+      PlanConfig c = small(T, P, 1);
+      c.model.num_layers = 6;
+      c.cluster.nodes = P;
+      const CostModel plain = build_cost_model(c);
+      c.sequence_parallel = true;
+      const CostModel sp = build_cost_model(c);
+      const double NC = 4.0 * 128 * 128, ag = (T - 1.0) * NC / T * 4;  // one all-gather of [N, C] per rank
+      for (int s = 0; s < P; ++s) {
+        const StageFacts &a = plain.facts[size_t(s)], &b = sp.facts[size_t(s)];
+        const int layers = 6 / P;
+        // Per stage the embedding's all-reduce becomes a reduce-scatter (forward)
+        // + all-gather (backward), the head's input gathered (forward) and its
+        // gradient reduce-scattered (backward): the same bytes in all; Megatron's
+        // backward gathers each column-parallel layer's input again (2 per layer).
+        EXPECT_DOUBLE_EQ(b.tp_bytes_forward + b.tp_bytes_backward,
+                         a.tp_bytes_forward + a.tp_bytes_backward + 2 * layers * ag)
+            << "T" << T << " P" << P << " stage " << s;
+        if (s > 0 && s < P - 1) EXPECT_DOUBLE_EQ(b.tp_bytes_forward, a.tp_bytes_forward);  // no embedding, no head
+        // Each rank keeps its own slice between stages: no all-gather after a receive.
+        EXPECT_GT(plain.input.stages[size_t(s)].gather, 0);
+        EXPECT_EQ(sp.input.stages[size_t(s)].gather, 0);
+        EXPECT_EQ(a.activation_bytes_per_layer > b.activation_bytes_per_layer, true);
+      }
+      if (P == 1) EXPECT_DOUBLE_EQ(sp.facts[0].tp_bytes_forward, plain.facts[0].tp_bytes_forward);
+      // The re-gather hides behind the input-gradient GEMM where it is shorter: never below the plain backward.
+      EXPECT_GE(sp.input.stages[0].backward, plain.input.stages[0].backward - 1e-15);
+      EXPECT_GT(sp.input.stages[0].sp_grad_allreduce, 0);
+    }
+  PlanConfig bad = small(1, 2, 2);
+  bad.sequence_parallel = true;
+  EXPECT_THROW(bad.validate(), occ::UsageError);
+}
+
+TEST(PlanModelCost, ActivationMemoryFollowsKorthikantiEtAl) {
+  // GPT-2.5B's layer at T8, 2-byte values: s·b·h·(10 + 24/t + 5·a·s/(h·t)) and s·b·h/t·(34 + 5·a·s/h).
+  PlanConfig c;
+  c.model.num_layers = 52, c.model.hidden_size = 1920, c.model.num_attention_heads = 24;
+  c.model.seq_length = 1024, c.micro_batch_size = 8, c.tp = 8, c.bytes_per_value = 2;
+  const double s = 1024, b = 8, h = 1920, a = 24, t = 8, sbh = s * b * h;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c), sbh * (10 + 24 / t + 5 * a * s / (h * t)));
+  c.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c), sbh / t * (34 + 5 * a * s / h));
+  c.selective_recompute = true;  // the attention term goes
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c), sbh / t * 34);
+  c.recompute_activations = true;  // full: the input only
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(c), 2 * sbh / t);
+  // fp32 values, 1-byte masks: 16 values + 2 mask bytes per s·b·h, 2 values + 1 byte per a·s·s·b.
+  PlanConfig f = c;
+  f.selective_recompute = f.recompute_activations = f.sequence_parallel = false;
+  f.bytes_per_value = 4;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(f), sbh * (18 + 48 / t) + a * s * s * b * 9 / t);
+  // Held at the peak: every layer of the micro-batches in flight.
+  const CostModel m = build_cost_model(small(2, 2, 1));
+  EXPECT_DOUBLE_EQ(m.facts[0].activation_bytes, m.facts[0].in_flight * 2 * m.facts[0].activation_bytes_per_layer);
+}
+
+TEST(PlanModelCost, OverlappedParameterGatherByRegion) {
+  PlanConfig c = small(1, 2, 2);
+  c.model.num_layers = 8;
+  c.dp_bucket_elems = 100000;
+  c.use_distributed_optimizer = true;
+  const CostModel blocking = build_cost_model(c);
+  c.overlap_param_gather = true;
+  const CostModel overlap = build_cost_model(c);
+  for (int s = 0; s < 2; ++s) {
+    const StageTimes &b = blocking.input.stages[size_t(s)], &o = overlap.input.stages[size_t(s)];
+    EXPECT_GT(b.param_allgather, 0);
+    EXPECT_TRUE(b.param_gather_regions.empty());
+    EXPECT_EQ(o.param_allgather, 0);
+    ASSERT_GT(o.param_gather_regions.size(), 2u);
+    // In buffer order, which is the order forward first reads them.
+    for (size_t r = 1; r < o.param_gather_regions.size(); ++r)
+      EXPECT_GE(o.param_gather_regions[r].needed_at, o.param_gather_regions[r - 1].needed_at);
+    EXPECT_LT(o.param_gather_regions.back().needed_at, 1.0);
+    EXPECT_DOUBLE_EQ(blocking.facts[size_t(s)].dp_bytes, overlap.facts[size_t(s)].dp_bytes);
+  }
+  EXPECT_EQ(overlap.input.stages[0].param_gather_regions.front().needed_at, 0.0);  // the embedding, first
+  // Hidden behind the next forward: never slower than blocking.
+  EXPECT_LT(simulate(overlap.input).iteration, simulate(blocking.input).iteration);
+  PlanConfig bad = small(1, 2, 2);
+  bad.overlap_param_gather = true;
+  EXPECT_THROW(bad.validate(), occ::UsageError);
 }

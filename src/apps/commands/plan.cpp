@@ -32,7 +32,7 @@ void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimRe
   for (Category c : all_categories())
     if (r.busy_per_stage.at(c) > 0) std::printf(" %s %.3f", category_name(c), r.busy_per_stage.at(c) * 1e3);
   std::printf("\nper stage: stage | forward ms/mb | backward ms/mb | DP bytes/rank | DP exposed ms | ready ms | "
-              "weights+grads+Adam GiB/rank | micro-batches in flight\n");
+              "weights+grads+Adam GiB/rank | micro-batches in flight | activations GiB/rank\n");
   for (int s = 0; s < cfg.pp; ++s) {
     const auto& st = model.input.stages[size_t(s)];
     double exposed = 0;
@@ -45,9 +45,9 @@ void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimRe
         exposed = n.end - sched_end;
       }
     const StageFacts& f = model.facts[size_t(s)];
-    std::printf("  %d | %.3f | %.3f | %.4g | %.3f | %.3f | %.2f | %d\n", s, st.forward * 1e3, st.backward * 1e3,
+    std::printf("  %d | %.3f | %.3f | %.4g | %.3f | %.3f | %.2f | %d | %.3f\n", s, st.forward * 1e3, st.backward * 1e3,
                 f.dp_bytes, exposed * 1e3, r.stage_ready[size_t(s)] * 1e3, f.model_state_bytes / double(1 << 30),
-                f.in_flight);
+                f.in_flight, f.activation_bytes / double(1 << 30));
   }
   std::printf("messages per TP rank: activation %.4g B, compressed gradient %.4g B; embedding gradient %.4g B\n",
               model.pp_message_bytes, model.pp_compressed_bytes, model.embedding_bytes);
@@ -98,7 +98,14 @@ int plan(int argc, char** argv) {
   app.add_option("--bytes-per-value", cfg.bytes_per_value,
                  "bytes per activation / gradient value on the wire (our engine: 4; Megatron fp16: 2)")
       ->capture_default_str();
+  app.add_option("--grad-bytes-per-value", cfg.grad_bytes_per_value,
+                 "bytes per gradient value on the DP wire (default: --bytes-per-value; Megatron's --bf16 all-reduces "
+                 "fp32 gradients: 4)");
   app.add_flag("--checkpoint-activations", cfg.recompute_activations, "backward recomputes the forward");
+  // Megatron's flag; the engine's own --sequence-parallel is not built yet, so plan owns it for now.
+  app.add_flag("--sequence-parallel", cfg.sequence_parallel,
+               "model Megatron's sequence parallelism (T > 1): reduce-scatter / all-gather for the TP all-reduces, "
+               "sequence-sharded LayerNorm and dropout activations, each rank's own slice between stages");
   app.add_flag("--blocking-p2p", cfg.blocking_sends, "model Megatron's blocking pipeline sends instead of our nonblocking ones");
   app.add_flag("--no-comm", cl.free_comm, "every transfer and collective is free (the compute-only bound)");
   std::string calibrate_path, json_path, run_flags;
@@ -146,6 +153,9 @@ int plan(int argc, char** argv) {
   cfg.tp = opt.tensor_parallel, cfg.pp = opt.pipeline_parallel;
   cfg.layers_per_virtual_stage = opt.layers_per_virtual_stage;
   cfg.use_distributed_optimizer = opt.use_distributed_optimizer;
+  cfg.overlap_param_gather = opt.overlap_param_gather;
+  if (opt.recompute() == Recompute::Full) cfg.recompute_activations = true;
+  cfg.selective_recompute = opt.recompute() == Recompute::Selective;
   cfg.cb = opt.cb;
   cfg.grad_comp = opt.grad_comp;
   cfg.activation_comp = opt.activation_comp;
@@ -214,12 +224,14 @@ int plan(int argc, char** argv) {
               "%.3g us%s\n",
               cl.nodes, cl.devices_per_node, cfg.tp, cfg.pp, cfg.dp, cl.intra.bandwidth / 1e9, cl.intra.latency * 1e6,
               cl.inter.bandwidth / 1e9, cl.inter.latency * 1e6, cl.free_comm ? " (--no-comm: all free)" : "");
-  std::printf("schedule: %s; optimizer: %s\n",
+  std::printf("schedule: %s; optimizer: %s%s%s\n",
               cfg.chunks() > 1 ? fmt::format("interleaved 1F1B, {} model chunks of {} layers per stage", cfg.chunks(),
                                              cfg.layers_per_virtual_stage)
                                      .c_str()
                                : "1F1B",
-              cfg.use_distributed_optimizer && cfg.dp > 1 ? "distributed (Adam state sharded over DP)" : "replicated");
+              cfg.use_distributed_optimizer && cfg.dp > 1 ? "distributed (Adam state sharded over DP)" : "replicated",
+              cfg.overlap_param_gather && cfg.dp > 1 ? ", parameter all-gather overlapped with the next forward" : "",
+              cfg.sequence_parallel ? "; sequence parallel" : "");
 
   if (app.count("--max-loss-increase") && !auto_mode)
     throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
@@ -276,6 +288,8 @@ int plan(int argc, char** argv) {
     if (cal) j["calibrated_ms"] = cal->measured_ms;
     for (const StageFacts& f : model.facts) {
       j["model_state_gib"].push_back(f.model_state_bytes / double(1 << 30));
+      j["activation_gib"].push_back(f.activation_bytes / double(1 << 30));
+      j["tp_bytes_per_micro_batch"].push_back(f.tp_bytes_forward + f.tp_bytes_backward);
       j["micro_batches_in_flight"].push_back(f.in_flight);
     }
     j["model_chunks"] = shown.chunks();

@@ -135,6 +135,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--use-distributed-optimizer", o.use_distributed_optimizer,
                "shard Adam's state over the data-parallel ranks (ZeRO-1, as Megatron): gradients reduce-scattered, "
                "each rank updates its shard, parameters all-gathered");
+  app.add_flag("--overlap-param-gather", o.overlap_param_gather,
+               "with --use-distributed-optimizer: all-gather the updated parameters beside the next iteration's "
+               "forward, each bucket waited for just before a layer first reads it (Megatron's flag); the same "
+               "values as without it");
   app.add_option("--dp-bucket-size", o.dp_bucket_elems, "gradient elements per data-parallel all-reduce bucket")
       ->capture_default_str();
   app.add_option("--device", o.device_name,
