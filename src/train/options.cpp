@@ -97,6 +97,7 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--skip-nonfinite cannot be combined with compression that keeps state (PowerSGD, LEP, error "
             "feedback): a skipped iteration would leave its non-finite values in that state for the rest of the "
             "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
+  diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
   loss_scale.validate();
   require_device(device);
   lr_schedule().validate();
@@ -156,7 +157,7 @@ nlohmann::json TrainOptions::math_json() const {
 }
 
 nlohmann::json TrainOptions::to_json() const {
-  return {{"num_layers", model.num_layers},
+  nlohmann::json j = {{"num_layers", model.num_layers},
           {"hidden_size", model.hidden_size},
           {"num_attention_heads", model.num_attention_heads},
           {"seq_length", model.seq_length},
@@ -200,6 +201,8 @@ nlohmann::json TrainOptions::to_json() const {
           {"selective_grad_comp_way", grad_comp.selective_way},
           {"emb_comm_opt", emb_comm_opt},
           {"use_distributed_optimizer", use_distributed_optimizer}};
+  if (diloco.enabled()) j["diloco"] = diloco.to_json();
+  return j;
 }
 
 }  // namespace occ

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/commands/diloco_flags.h"
 #include "core/error.h"
 
 namespace occ::cmd {
@@ -158,6 +159,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--check-lep", o.check_lep,
                "record, per iteration on the last stage, the LEP error vs the activation change (cosine, means) "
                "and LEP's premises (error_ratio, delta_ratio) in the metrics' lep_check");
+  add_diloco_flags(app, o);
 }
 
 void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
@@ -204,6 +206,7 @@ std::vector<std::string> config_to_args(const std::string& path) {
 }  // namespace
 
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
+  refuse_inapplicable_diloco_flags(app, o);
   auto given = [&app](const char* flag) { return app.count(flag) > 0; };
   auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
     throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));
