@@ -70,7 +70,7 @@ else
 fi
 # shellcheck disable=SC2206
 [[ -n ${OCC_VARIANTS:-} ]] && VARIANTS=($OCC_VARIANTS)  # OCC_VARIANTS="a b": a subset
-CLUSTER=occbench
+CLUSTER=${OCC_CLUSTER_NAME:-occbench}  # OCC_CLUSTER_NAME: another name, beside a benchmark already running
 bash scripts/cluster.sh down --name $CLUSTER > /dev/null
 trap 'bash scripts/cluster.sh down --name $CLUSTER > /dev/null' EXIT
 bash scripts/cluster.sh up --name $CLUSTER --nodes $NODES --bandwidth "$BANDWIDTH" --latency "$LATENCY"

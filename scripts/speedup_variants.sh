@@ -18,5 +18,11 @@ speedup_variants() {
     [fe]="$cb --emb-comm-opt"
     [full]="$cb --emb-comm-opt $dpc --selective-grad-comp-way $((P > 1 ? P - 1 : 1))"
     [nocomm]=""
+    # DiLoCo (issue 34; not in the default list: OCC_VARIANTS="baseline diloco_h8 ..."), the
+    # settings of scripts/experiment-diloco.sh.
+    [diloco_h8]="--diloco-inner-steps 8"
+    [diloco_h32]="--diloco-inner-steps 32"
+    [streaming_int8]="--diloco-inner-steps 8 --diloco-fragments 3 --diloco-overlap-steps 2 --diloco-mixing 0.5 --diloco-outer-comp-method int8"
+    [diloco_h8_pp_int8]="--diloco-inner-steps 8 --activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
   )
 }

@@ -42,16 +42,18 @@ std::vector<DilocoFragmentCost> diloco_stage_cost(const DilocoConfig& cfg, const
     if (cfg.outer_comp) words[f] += double(compressed_wire_floats(cfg.outer_spec(), rows, t.numel / rows));
   }
   const double ring = D > 1 ? 2.0 * (D - 1) / D : 0.0;
+  // The engine sends no empty message (a fragment without tensors on this stage, or without the tied copy).
+  auto allreduce = [&](double bytes) { return bytes > 0 ? ring_allreduce_seconds(bytes, D, link, sharing) : 0.0; };
   for (size_t f = 0; f < out.size(); ++f) {
     DilocoFragmentCost& c = out[f];
     const double n = c.elements;
+    if (n == 0) continue;
     // The outer step reads theta, v, the mean and Delta and writes theta and v;
     // the merge reads and writes the parameters: ~9 fp32 passes.
     c.main_seconds = kernel(8.0 * n, 36.0 * n);
     if (!cfg.outer_comp) {
       // The tied embedding's copy is a message of its own (the engine's rule).
-      c.link_seconds = ring_allreduce_seconds(4.0 * tied[f], D, link, sharing) +
-                       ring_allreduce_seconds(4.0 * (n - tied[f]), D, link, sharing);
+      c.link_seconds = allreduce(4.0 * tied[f]) + allreduce(4.0 * (n - tied[f]));
       c.bytes = ring * 4.0 * n;
     } else {
       const double w = 4.0 * words[f];

@@ -297,6 +297,11 @@ int plan(int argc, char** argv) {
       j["inner_iteration_ms"] = r.iteration * 1e3;
       j["diloco_round_ms"] = model.diloco.per_round(r.iteration) * 1e3;
       for (const StageFacts& f : model.facts) j["outer_state_gib"].push_back(f.outer_state_bytes / double(1 << 30));
+      for (const auto& stage : model.diloco.stages) {
+        nlohmann::json per_fragment = nlohmann::json::array();
+        for (const DilocoFragmentCost& c : stage) per_fragment.push_back({{"elements", c.elements}, {"bytes", c.bytes}});
+        j["diloco_sync_per_rank"].push_back(per_fragment);
+      }
     }
     if (loss_costs) {
       const LossEstimate e = loss_costs->estimate(shown);
