@@ -2,13 +2,13 @@
 # DiLoCo against per-step data parallelism on the emulated cluster (issue 34), at each
 # bandwidth: scripts/bench-speedup.sh --small (the speedup model, 8 layers of hidden 256,
 # P2 D2 on 4 nodes of one rank, every transfer over a shaped link) with the variants
-#   baseline | dp_powersgd (DP PowerSGD r16 + EF) | diloco_h8 | diloco_h32 | streaming_int8
-#   | diloco_h8_pp_int8 | auto (plan --auto --max-loss-increase 0.5 over compressors.json and
+#   baseline | dp_powersgd (DP PowerSGD r16 + EF) | pp_int8 (int8 on both pipeline links)
+#   | diloco_h8 | diloco_h32 | streaming_int8 | diloco_h8_pp_int8 | auto (plan --auto --max-loss-increase 0.5 over compressors.json and
 #     diloco-quality.json, calibrated on this bandwidth's first baseline run)
 # interleaved over repetitions (scripts/speedup_variants.sh has their flags). DiLoCo's syncs
-# make some iterations long, so a run's time is its MEAN ms per iteration over iterations
-# 9-72, whole rounds of every H (8 syncs of H 8, 2 of H 32, 8 of each streaming fragment;
-# DP PowerSGD's 10 % warm-up is over by iteration 9); scripts/diloco_speedup_report.py gives
+# make some iterations long, so a run's time is its MEAN ms per iteration over its last 32
+# iterations (9-40 of 40), whole rounds of every H (4 syncs of H 8, 1 of H 32, 4 of each
+# streaming fragment; DP PowerSGD's 10 % warm-up is over by iteration 5); scripts/diloco_speedup_report.py gives
 # each variant's mean over the repetitions with a 95 % t-interval, and the speedup per round
 # (paired with that round's baseline). The machine's load is sampled every 30 s.
 #   bash scripts/bench-diloco.sh [--bandwidths "300mbit 30mbit"] [--reps R] [--out DIR]
@@ -18,8 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BANDWIDTHS="300mbit 30mbit" REPS=3 OUT=bench-results/diloco-speedup QUALITY=docs/results/diloco-quality.json
-ITERS=72 REPORT_ONLY=0
-VARIANTS=${OCC_VARIANTS:-"baseline dp_powersgd diloco_h8 diloco_h32 streaming_int8 diloco_h8_pp_int8 auto"}
+ITERS=40 WINDOW=32 REPORT_ONLY=0
+VARIANTS=${OCC_VARIANTS:-"baseline dp_powersgd pp_int8 diloco_h8 diloco_h32 streaming_int8 diloco_h8_pp_int8 auto"}
 while (($#)); do
   case $1 in
     --bandwidths) BANDWIDTHS=$2; shift 2;;
@@ -46,4 +46,5 @@ fi
 dirs=()
 for bw in $BANDWIDTHS; do dirs+=("$OUT/$bw"); done
 /usr/bin/python3 scripts/diloco_speedup_report.py --quality "$QUALITY" --load "$OUT/load.txt" --out "$OUT/diloco-speedup" \
+  --window "$WINDOW" \
   --command "bash scripts/bench-diloco.sh --bandwidths \"$BANDWIDTHS\" --reps $REPS --iters $ITERS" "${dirs[@]}"

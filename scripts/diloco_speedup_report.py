@@ -25,7 +25,8 @@ import statistics
 
 # Two-sided 95 % Student t quantiles by degrees of freedom.
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-LABEL = {"baseline": "Baseline (per-step DP)", "dp_powersgd": "DP PowerSGD r16 + EF", "diloco_h8": "DiLoCo H 8",
+LABEL = {"baseline": "Baseline (per-step DP)", "dp_powersgd": "DP PowerSGD r16 + EF",
+         "pp_int8": "int8 pipeline links (per-step DP)", "diloco_h8": "DiLoCo H 8",
          "diloco_h32": "DiLoCo H 32", "streaming_int8": "Streaming DiLoCo (H 8, F 3, overlap 2, int8)",
          "diloco_h8_pp_int8": "DiLoCo H 8 + int8 pipeline links", "auto": "auto plan (quality-aware)"}
 ORDER = list(LABEL)
