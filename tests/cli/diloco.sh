@@ -9,8 +9,9 @@
 #      int8 outer gradients and an overlapped landing (tau 1, mixing 0.5);
 #  (c) under DiLoCo D2 a T2 P2 replica trains as a one-process replica (losses within 1e-5);
 #  (d) resuming in the middle of a round equals the straight run bit for bit: losses, and
-#      every rank's DiLoCo state (local parameters, moments, outer parameters, momentum),
-#      plain and streaming (a fragment's sync in flight at the save);
+#      every file of the final checkpoint (every rank's DiLoCo state: local parameters,
+#      moments, outer parameters, momentum), plain, streaming (a fragment's sync in flight at
+#      the save), and at P2 D2 with CB + LEP + EC and int8 activations inside the replicas;
 #  (e) bytes: every rank's "dp" bytes per iteration are exactly the syncs that land in it
 #      (P2 D2: fp32 all-reduces, 2 fragments, int8 and fp8 wires), so N = k H iterations
 #      move k parameter all-reduces; the tied embedding's "emb" sync is as without DiLoCo;
@@ -61,28 +62,33 @@ train_run rep_1 2 --train-iters 4 --diloco-inner-steps 2 &&
 
 # (d) Resume in the middle of a round (H 4, saved after step 3; streaming: after step 2,
 # when fragment 0's sync is in flight), bit for bit.
-resume() {  # NAME STOP FLAGS...
-  local name=$1 stop=$2
-  shift 2
-  train_run "${name}_straight" 2 --train-iters 6 "$@" --save "$WORK/${name}_straight" --save-interval "$stop" ||
+resume() {  # NAME RANKS STOP FLAGS...
+  local name=$1 np=$2 stop=$3 final
+  shift 3
+  train_run "${name}_straight" "$np" --train-iters 6 "$@" --save "$WORK/${name}_straight" --save-interval "$stop" ||
     return
   mkdir -p "$WORK/${name}_resumed"
   cp -r "$WORK/${name}_straight/iter_$(printf %07d "$stop")" "$WORK/${name}_resumed/"
   echo "$stop" > "$WORK/${name}_resumed/latest_checkpointed_iteration.txt"
-  train_run "${name}_resumed" 2 --train-iters 6 "$@" --load "$WORK/${name}_resumed" --save "$WORK/${name}_resumed" ||
+  train_run "${name}_resumed" "$np" --train-iters 6 "$@" --load "$WORK/${name}_resumed" --save "$WORK/${name}_resumed" ||
     return
   compare_losses "${name}_straight" "${name}_resumed" 0 $((stop + 1))
-  for dp in 000 001; do
-    if cmp -s "$(shard "${name}_straight" 6)/diloco_dp_$dp.bin" "$(shard "${name}_resumed" 6)/diloco_dp_$dp.bin"; then
-      pass "$name: final DiLoCo state of dp $dp (local and outer parameters, moments, momentum) bit-identical"
-    else
-      failed "$name: final DiLoCo state of dp $dp differs"
-    fi
-  done
+  # Every file of the final checkpoint: weights, moments, every rank's DiLoCo and compressor state.
+  final=iter_0000006
+  if diff -r -q "$WORK/${name}_straight/$final" "$WORK/${name}_resumed/$final" > "$WORK/diff" &&
+      [[ $(find "$WORK/${name}_straight/$final" -name 'diloco_dp_*.bin' | wc -l) -eq $np ]]; then
+    pass "$name: every file of the final checkpoint bit-identical ($(find "$WORK/${name}_straight/$final" -type f | wc -l) files, a DiLoCo state per rank)"
+  else
+    failed "$name: final checkpoints differ: $(head -3 "$WORK/diff")"
+  fi
 }
-resume plain_resume 3 --diloco-inner-steps 4
-resume stream_resume 2 --diloco-inner-steps 4 --diloco-fragments 2 --diloco-overlap-steps 1 \
+resume plain_resume 2 3 --diloco-inner-steps 4
+resume stream_resume 2 2 --diloco-inner-steps 4 --diloco-fragments 2 --diloco-overlap-steps 1 \
   --diloco-outer-comp-method int8
+# Pipeline compression inside the replicas (P2 D2): CB + LEP + EC and int8 activations, with their state.
+resume pipeline_resume 4 2 --diloco-inner-steps 4 --diloco-fragments 2 --diloco-overlap-steps 1 \
+  --pipeline-model-parallel-size 2 --inter-grad-comp --inter-grad-comp-rank 4 --use-error-feedback \
+  --inter-grad-comp-epilogue-only --activation-comp-method int8
 
 # (e) Bytes at P2 D2: N = 4 iterations of H 2 (k = 2); fragments; int8 / fp8 wires.
 bytes() {  # NAME -- FLAGS... -- CHECK ARGS...
