@@ -12,13 +12,16 @@
 # each variant's mean over the repetitions with a 95 % t-interval, and the speedup per round
 # (paired with that round's baseline). The machine's load is sampled every 30 s.
 #   bash scripts/bench-diloco.sh [--bandwidths "300mbit 30mbit"] [--reps R] [--out DIR]
-#        [--quality FILE] [--report-only]
+#        [--quality FILE] [--part NAME] [--report-only]
 # Writes OUT/BANDWIDTH/ (bench-speedup.sh's output: runs, speedup.md on medians), OUT/load.txt,
-# and OUT/diloco-speedup.{md,json}.
+# and OUT/diloco-speedup.{md,json}. --part NAME writes OUT/BANDWIDTH-NAME instead: further
+# interleaved rounds beside an earlier output (bench-speedup.sh starts its output afresh); the
+# report pools OUT/BANDWIDTH and every OUT/BANDWIDTH-* of the same cluster settings, their
+# rounds counted apart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BANDWIDTHS="300mbit 30mbit" REPS=3 OUT=bench-results/diloco-speedup QUALITY=docs/results/diloco-quality.json
-ITERS=40 WINDOW=32 REPORT_ONLY=0
+ITERS=40 WINDOW=32 REPORT_ONLY=0 PART=""
 VARIANTS=${OCC_VARIANTS:-"baseline dp_powersgd pp_int8 diloco_h8 diloco_h32 streaming_int8 diloco_h8_pp_int8 auto"}
 while (($#)); do
   case $1 in
@@ -27,8 +30,9 @@ while (($#)); do
     --iters) ITERS=$2; shift 2;;
     --out) OUT=$2; shift 2;;
     --quality) QUALITY=$2; shift 2;;
+    --part) PART=$2; shift 2;;
     --report-only) REPORT_ONLY=1; shift;;
-    *) echo "error: unknown flag $1 (use --bandwidths LIST, --reps R, --iters N, --out DIR, --quality FILE, --report-only)" >&2; exit 2;;
+    *) echo "error: unknown flag $1 (use --bandwidths LIST, --reps R, --iters N, --out DIR, --quality FILE, --part NAME, --report-only)" >&2; exit 2;;
   esac
 done
 mkdir -p "$OUT"
@@ -40,11 +44,13 @@ if ((!REPORT_ONLY)); then
   for bw in $BANDWIDTHS; do
     echo "== $bw: $VARIANTS, $REPS repetitions of $ITERS iterations"
     OCC_CLUSTER_NAME=${OCC_CLUSTER_NAME:-dlcbench} OCC_VARIANTS=$VARIANTS \
-      bash scripts/bench-speedup.sh --small --iters "$ITERS" --reps "$REPS" --bandwidth "$bw" --out "$OUT/$bw"
+      bash scripts/bench-speedup.sh --small --iters "$ITERS" --reps "$REPS" --bandwidth "$bw" --out "$OUT/$bw${PART:+-$PART}"
   done
 fi
 dirs=()
-for bw in $BANDWIDTHS; do dirs+=("$OUT/$bw"); done
+for bw in $BANDWIDTHS; do
+  for d in "$OUT/$bw" "$OUT/$bw"-*; do [[ -f $d/runs/settings ]] && dirs+=("$d"); done
+done
 /usr/bin/python3 scripts/diloco_speedup_report.py --quality "$QUALITY" --load "$OUT/load.txt" --out "$OUT/diloco-speedup" \
   --window "$WINDOW" \
   --command "bash scripts/bench-diloco.sh --bandwidths \"$BANDWIDTHS\" --reps $REPS --iters $ITERS" "${dirs[@]}"

@@ -56,17 +56,40 @@ def bytes_per_iter(rows):
 
 runs = {(v["name"], l): {s: read_run(os.path.join(out, f"{v['name']}_{l}_s{s}.jsonl")) for s in seeds}
         for v in exp["variants"] for l in v["layouts"]}
+# Diagnostics run on the seeds named when they ran: theirs are the seeds whose run is there.
+for v in exp["variants"]:
+    if v["kind"] == "diagnostic":
+        for l in v["layouts"]:
+            runs[(v["name"], l)] = {s: r for s in seeds
+                                    if (r := read_run(os.path.join(out, f"{v['name']}_{l}_s{s}.jsonl"))) is not None}
 base = {l: {s: rows[-1]["val_loss"] for s, rows in runs.get(("baseline", l), {}).items() if done(rows)}
         for l in layouts}
+
+def train_loss(rows):
+    return {r["iter"]: r["loss"] for r in rows or [] if "loss" in r}  # an evaluation row has the step's loss too
+
+
+def train_gap(seed_runs, layout):
+    """The training loss against the same-seed baseline's on the same tokens, in %, averaged over
+    each quarter of the run and the seeds: where in training a variant falls behind."""
+    quarters = [[] for _ in range(4)]
+    for s, rows in seed_runs.items():
+        mine, ref = train_loss(rows), train_loss(runs.get(("baseline", layout), {}).get(s))
+        if not done(rows) or len(ref) < iters:
+            continue
+        for i in range(1, iters + 1):
+            quarters[min(3, (i - 1) * 4 // iters)].append(100 * (mine[i] - ref[i]) / ref[i])
+    return [statistics.mean(q) for q in quarters] if all(quarters) else None
+
 
 results = []
 for v in exp["variants"]:
     for l in v["layouts"]:
         seed_runs = runs[(v["name"], l)]
-        complete = all(done(r) for r in seed_runs.values())
+        complete = bool(seed_runs) and all(done(r) for r in seed_runs.values())
         val = {s: r[-1]["val_loss"] for s, r in seed_runs.items() if done(r)}
         rel = {s: 100 * (x - base[l][s]) / base[l][s] for s, x in val.items() if s in base[l]}
-        agg = complete and len(rel) == len(seeds)
+        agg = complete and len(rel) == len(seed_runs)
         first = next((r for r in seed_runs.values() if r), None)
         curves = {}
         for s, r in seed_runs.items():
@@ -85,7 +108,8 @@ for v in exp["variants"]:
             "max_pct": max(rel.values()) if agg else None,
             "min_pct": min(rel.values()) if agg else None,
             "bytes_per_iter": bytes_per_iter(first),
-            "val_curve": {str(i): statistics.mean(x) for i, x in sorted(curves.items()) if len(x) == len(seeds)},
+            "val_curve": {str(i): statistics.mean(x) for i, x in sorted(curves.items()) if len(x) == len(seed_runs)},
+            "train_gap_pct_by_quarter": train_gap(seed_runs, l),
             "ms_per_iter_mean_here": statistics.mean(ms) if ms else None,
         })
 
@@ -110,7 +134,7 @@ for l in layouts:
     lines += [f"### {LAYOUT_NAMES.get(l, l)}", "",
               "| variant | flags | dp MB/it | pp MB/it | final val loss per seed (vs same-seed baseline) | mean | worst |",
               "|---|---|---|---|---|---|---|"]
-    for r in (r for r in results if r["layout"] == l):
+    for r in (r for r in results if r["layout"] == l and r["kind"] != "diagnostic"):
         b = r["bytes_per_iter"] or {}
         pp = None if not b else b["pp_fwd"] + b["pp_bwd"]
         if r["complete"]:
@@ -122,10 +146,29 @@ for l in layouts:
         worst = "—" if r["max_pct"] is None else f"{r['max_pct']:+.2f} %"
         flags = f"`{r['flags']}`" if r["flags"] else "—"
         lines.append(f"| {r['label']} | {flags} | {num(b.get('dp'))} | {num(pp)} | {per} | {mean} | {worst} |")
-    within = [r for r in results if r["layout"] == l and r["kind"] != "baseline" and r["max_pct"] is not None
-              and r["max_pct"] <= 0.5]
+    within = [r for r in results if r["layout"] == l and r["kind"] not in ("baseline", "diagnostic")
+              and r["max_pct"] is not None and r["max_pct"] <= 0.5]
     lines += ["", f"Within 0.5 % of the baseline on every seed at {LAYOUT_NAMES.get(l, l)}: "
               + (", ".join(f"{r['label']} ({r['max_pct']:+.2f} %)" for r in within) or "none"), ""]
+# Where in training each DiLoCo setting falls behind, and the diagnostics beside the defaults.
+for l in layouts:
+    rows = [r for r in results if r["layout"] == l and r["train_gap_pct_by_quarter"]
+            and (r["kind"] == "diagnostic" or (r["links"]["dp"] or {}).get("method") == "diloco")]
+    if not rows:
+        continue
+    q = iters // 4
+    lines += [f"### {LAYOUT_NAMES.get(l, l)}: DiLoCo's outer step, defaults against plain averaging", "",
+              "Diagnostics (`kind: diagnostic`, not candidates for the planner) average the replicas' parameters "
+              "every H steps (outer lr 1, momentum 0), beside the defaults (outer lr 0.7, Nesterov momentum 0.9). "
+              "Training loss against the same-seed baseline's on the same tokens, mean over each quarter of the "
+              "run and the seeds run; final validation loss as above.", "",
+              "| variant | seeds | " + " | ".join(f"train loss, iters {i * q + 1}-{(i + 1) * q}" for i in range(4))
+              + " | final val loss vs baseline (mean) |", "|---|---|" + "---|" * 4 + "---|"]
+    for r in rows:
+        mean = "—" if r["mean_pct"] is None else f"{r['mean_pct']:+.2f} %"
+        lines.append(f"| {r['label']} | {', '.join(r['final_val_loss'])} | "
+                     + " | ".join(f"{x:+.2f} %" for x in r["train_gap_pct_by_quarter"]) + f" | {mean} |")
+    lines.append("")
 text = "\n".join(lines) + "\n"
 open(os.path.join(out, "diloco-quality.md"), "w").write(text)
 print(text)

@@ -5,9 +5,13 @@
 #   P2 D2 (the compressor sweep's layout) and P1 D4 (D4 with one process per replica: 8 ranks
 #   would not fit this 2-core machine; P1 has no pipeline links, so the pipeline variant is P2 only)
 # Variants, two seeds each, every run against the baseline of its seed and layout:
-#   baseline | dp PowerSGD r16 + EF (the sweep's setting) | DiLoCo H 8 | DiLoCo H 32
+#   baseline | dp PowerSGD r16 + EF (the sweep's setting) | int8 on both pipeline links (P2 only:
+#   pipeline compression alone) | DiLoCo H 8 | DiLoCo H 32
 #   | Streaming DiLoCo (H 8, 3 fragments, overlap 2, mixing 0.5, int8 outer gradients)
 #   | DiLoCo H 8 + int8 on both pipeline links (P2 only)
+# Diagnostics (run only when named in --variants, on the seeds given; P2 D2): DiLoCo with outer
+# lr 1 and momentum 0, i.e. the replicas' parameters averaged every H steps, at H 1, 8 and 32
+# (whether the outer optimizer's defaults, not the rounds themselves, cost the loss).
 # Writes OUT/variants.json, OUT/NAME_LAYOUT_sSEED.jsonl (metrics) and, via
 # scripts/diloco_report.py, OUT/diloco-quality.{json,md,png}: the json's link_costs (DiLoCo
 # settings measured at P2 D2) is what `optimus-cc plan --auto --max-loss-increase` reads
@@ -36,16 +40,21 @@ done
 DPC="--grad-comp --grad-comp-error-feedback --grad-comp-warm-up 0.1 --grad-comp-rank 16"
 STREAM="--diloco-inner-steps 8 --diloco-fragments 3 --diloco-overlap-steps 2 --diloco-mixing 0.5 --diloco-outer-comp-method int8"
 PPINT8="--activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
+AVG="--diloco-outer-lr 1 --diloco-outer-momentum 0"
 # name | label | kind | layouts | pp_fwd | pp_bwd | dp (JSON; null: uncompressed) | flags
-#   kind: baseline, reference (DP compression, as measured by the compressor sweep), single (DiLoCo
-#   alone: the planner's link_costs), combo
+#   kind: baseline, reference (per-step DP with compression, as the compressor sweep measures it),
+#   single (DiLoCo alone: the planner's link_costs), combo, diagnostic (not a candidate; see above)
 VARIANTS=(
   "baseline|baseline|baseline|p2d2 p1d4|null|null|null|"
   "dp_powersgd16|dp PowerSGD r16 + EF|reference|p2d2 p1d4|null|null|{\"method\": \"powersgd\", \"rank\": 16, \"error_feedback\": true, \"warmup\": 0.1}|$DPC"
+  "pp_int8|int8 on both pipeline links (per-step DP)|reference|p2d2|{\"method\": \"int8\"}|{\"method\": \"int8\"}|null|$PPINT8"
   "diloco_h8|DiLoCo H 8|single|p2d2 p1d4|null|null|{\"method\": \"diloco\", \"inner_steps\": 8}|--diloco-inner-steps 8"
   "diloco_h32|DiLoCo H 32|single|p2d2 p1d4|null|null|{\"method\": \"diloco\", \"inner_steps\": 32}|--diloco-inner-steps 32"
   "streaming_int8|Streaming DiLoCo H 8, F 3, overlap 2, int8|single|p2d2 p1d4|null|null|{\"method\": \"diloco\", \"inner_steps\": 8, \"fragments\": 3, \"overlap\": 2, \"mixing\": 0.5, \"outer_comp\": \"int8\"}|$STREAM"
   "diloco_h8_pp_int8|DiLoCo H 8 + int8 pipeline links|combo|p2d2|{\"method\": \"int8\"}|{\"method\": \"int8\"}|{\"method\": \"diloco\", \"inner_steps\": 8}|--diloco-inner-steps 8 $PPINT8"
+  "avg_h1|parameters averaged every step (DiLoCo H 1, outer lr 1, momentum 0)|diagnostic|p2d2|null|null|null|--diloco-inner-steps 1 $AVG"
+  "avg_h8|parameters averaged every 8 steps (DiLoCo H 8, outer lr 1, momentum 0)|diagnostic|p2d2|null|null|null|--diloco-inner-steps 8 $AVG"
+  "avg_h32|parameters averaged every 32 steps (DiLoCo H 32, outer lr 1, momentum 0)|diagnostic|p2d2|null|null|null|--diloco-inner-steps 32 $AVG"
 )
 declare -A LAYOUT_FLAGS=([p2d2]="--pipeline-model-parallel-size 2" [p1d4]="--pipeline-model-parallel-size 1")
 source scripts/quality_model.sh
@@ -76,6 +85,7 @@ for layout in $LAYOUTS; do
   for entry in "${VARIANTS[@]}"; do
     IFS='|' read -r name label kind where fwd bwd dp flags <<< "$entry"
     [[ -z $ONLY || " $ONLY " == *" $name "* ]] || continue
+    [[ $kind != diagnostic || " $ONLY " == *" $name "* ]] || continue  # diagnostics only when named
     [[ " $where " == *" $layout "* ]] || continue
     for seed in $SEEDS; do
       run=$OUT/${name}_${layout}_s$seed.jsonl
