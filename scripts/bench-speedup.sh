@@ -19,7 +19,10 @@
 # interval (repetitions, then iterations within them, resampled) and ranks two variants
 # only where their intervals do not overlap.
 #   MAX_LOSS=X (default 0.5): the auto plan's loss budget in %; COMPRESSORS_JSON=FILE: the
-#   sweep's measured loss costs (default docs/results/compressors.json).
+#   sweep's measured loss costs (default docs/results/compressors.json; the plan also reads
+#   DiLoCo's, docs/results/diloco-quality.json, where it exists).
+#   OCC_VARIANTS="a b ..": a subset, or other variants of scripts/speedup_variants.sh (the
+#   DiLoCo ones: scripts/bench-diloco.sh); OCC_CLUSTER_NAME: the emulated cluster's name.
 # Writes OUT/speedup.json, OUT/speedup.md, OUT/breakdown.png (stacked per-phase
 # time per stage and variant), OUT/traces/VARIANT.json (Perfetto), the metrics
 # of every run (OUT/runs/VARIANT.rK.jsonl) and each variant's train flags

@@ -23,5 +23,12 @@ speedup_variants() {
     # next forward (--overlap-param-gather).
     [dp_powersgd_distopt]="$dpc --use-distributed-optimizer"
     [dp_powersgd_overlap]="$dpc --use-distributed-optimizer --overlap-param-gather"
+    # DiLoCo (issue 34; not in the default list: OCC_VARIANTS="baseline diloco_h8 ..."), the
+    # settings of scripts/experiment-diloco.sh.
+    [pp_int8]="--activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
+    [diloco_h8]="--diloco-inner-steps 8"
+    [diloco_h32]="--diloco-inner-steps 32"
+    [streaming_int8]="--diloco-inner-steps 8 --diloco-fragments 3 --diloco-overlap-steps 2 --diloco-mixing 0.5 --diloco-outer-comp-method int8"
+    [diloco_h8_pp_int8]="--diloco-inner-steps 8 --activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
   )
 }

@@ -44,6 +44,20 @@ std::string compression_flags(const PlanConfig& c) {
     if (c.grad_comp.selective_way >= 1 && c.grad_comp.selective_way < c.pp)
       f += fmt::format(" --selective-grad-comp-way {}", c.grad_comp.selective_way);
   }
+  if (c.diloco.enabled()) {
+    const DilocoConfig& d = c.diloco;
+    const DilocoConfig defaults;
+    f += fmt::format(" --diloco-inner-steps {}", d.inner_steps);
+    if (d.outer_lr != defaults.outer_lr) f += fmt::format(" --diloco-outer-lr {:g}", d.outer_lr);
+    if (d.outer_momentum != defaults.outer_momentum) f += fmt::format(" --diloco-outer-momentum {:g}", d.outer_momentum);
+    if (d.fragments > 1) f += fmt::format(" --diloco-fragments {}", d.fragments);
+    if (d.overlap_steps > 0) f += fmt::format(" --diloco-overlap-steps {} --diloco-mixing {:g}", d.overlap_steps, d.mixing);
+    if (d.outer_comp) {
+      f += fmt::format(" --diloco-outer-comp-method {}", method_name(*d.outer_comp));
+      if (*d.outer_comp == CompressionMethod::Topk)
+        f += fmt::format(" --diloco-outer-comp-topk-fraction {:g}", d.outer_topk_fraction);
+    }
+  }
   return f.empty() ? "(none)" : f.substr(1);
 }
 
@@ -60,6 +74,7 @@ std::string compression_summary(const PlanConfig& c) {
                                 c.grad_comp.selective_way >= 1 && c.grad_comp.selective_way < c.pp
                                     ? fmt::format(" on stages < {} (SC)", c.grad_comp.selective_way)
                                     : std::string(" on every stage")));
+  if (c.diloco.enabled()) parts.push_back(c.diloco.describe());
   if (parts.empty()) return "none";
   std::string s = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) s += ", " + parts[i];
@@ -72,7 +87,7 @@ Candidate evaluate(const PlanConfig& cfg, const Measured* measured) {
   Candidate c;
   c.cfg = cfg;
   const CostModel m = build_cost_model(cfg, measured);
-  c.seconds = simulate(m.input).iteration;
+  c.seconds = mean_iteration_seconds(m, simulate(m.input).iteration);
   double all = 0, compressed = 0;
   for (const auto& f : m.facts) all += double(f.params), compressed += double(f.compressed_params);
   c.compressed_fraction = all > 0 ? compressed / all : 0;
@@ -113,8 +128,9 @@ std::map<std::string, double> critical_by_kind(const SimResult& r) {
 // Why: the critical path of the baseline versus the chosen plan.
 void explain(AutoResult& res, const Measured* measured) {
   // Why: critical path of the baseline versus the chosen plan.
+  const CostModel chosen = build_cost_model(res.chosen.cfg, measured);
   const SimResult before = simulate(build_cost_model(res.baseline.cfg, measured).input);
-  const SimResult after = simulate(build_cost_model(res.chosen.cfg, measured).input);
+  const SimResult after = simulate(chosen.input);
   auto b = critical_by_kind(before), a = critical_by_kind(after);
   std::vector<std::tuple<double, std::string>> changes;
   for (auto& [k, v] : b) changes.push_back({a[k] - v, k});
@@ -128,6 +144,20 @@ void explain(AutoResult& res, const Measured* measured) {
                                           was * 1e3, now * 1e3, delta * 1e3,
                                           now == 0 && was > 0 ? "  [taken off]" : ""));
   }
+  if (chosen.diloco.on)  // outside the simulated iteration: the outer syncs, once per round
+    res.explanation.push_back(fmt::format("{:<34} {:>10.3f} ms -> {:>10.3f} ms per iteration, amortized ({:.3f} ms "
+                                          "per round of {} inner steps)",
+                                          "DiLoCo outer syncs", 0.0, chosen.diloco.amortized(after.iteration) * 1e3,
+                                          chosen.diloco.per_round(after.iteration) * 1e3, chosen.diloco.inner_steps));
+}
+
+// A measured DiLoCo setting as the engine's configuration.
+DilocoConfig diloco_of(const LinkSetting& s) {
+  DilocoConfig d;
+  d.inner_steps = s.inner_steps, d.fragments = s.fragments, d.overlap_steps = s.overlap;
+  d.mixing = float(s.mixing), d.outer_lr = float(s.outer_lr), d.outer_momentum = float(s.outer_momentum);
+  if (!s.outer_comp.empty()) d.outer_comp = parse_method(s.outer_comp, "diloco outer_comp", DilocoConfig::outer_methods());
+  return d;
 }
 
 // A link setting of the sweep as the engine's configuration.
@@ -160,16 +190,26 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
                         .lazy_error = s.lep, .epilogue_only = ec});
       }
     }
-  std::vector<GradCompressionConfig> dps{{}};
+  // The dp link: DP compression, or DiLoCo instead of per-step averaging.
+  struct DpChoice {
+    GradCompressionConfig grad;
+    DilocoConfig diloco;
+  };
+  std::vector<DpChoice> dps{{}};
   if (base.dp > 1)
     for (const MeasuredCost& m : t.singles(LinkClass::DataParallel)) {
       const LinkSetting& s = *m.links[size_t(LinkClass::DataParallel)];
+      if (s.diloco()) {
+        dps.push_back({{}, diloco_of(s)});
+        continue;
+      }
       const CompressorSpec spec = spec_of(s);
       for (int k = 1; k <= base.pp; ++k) {
         if (s.sc > 0 && (k == base.pp || k > s.sc)) continue;
-        dps.push_back({.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
-                       .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
-                       .method = spec.method, .topk_fraction = spec.topk_fraction});
+        dps.push_back({{.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
+                        .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
+                        .method = spec.method, .topk_fraction = spec.topk_fraction},
+                       {}});
       }
     }
   std::vector<PlanConfig> plans;
@@ -179,9 +219,10 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
         for (const auto& dp : dps) {
           // --use-error-feedback couples LEP and DP error feedback: LEP without
           // DP error feedback cannot be asked for.
-          if (bwd.enabled && bwd.lazy_error && dp.enabled && !dp.error_feedback) continue;
+          if (bwd.enabled && bwd.lazy_error && dp.grad.enabled && !dp.grad.error_feedback) continue;
+          if (fe && dp.diloco.enabled()) continue;  // FE crosses the replicas every step: DiLoCo refuses it
           PlanConfig c = base;
-          c.emb_comm_opt = fe, c.activation_comp = fwd, c.cb = bwd, c.grad_comp = dp;
+          c.emb_comm_opt = fe, c.activation_comp = fwd, c.cb = bwd, c.grad_comp = dp.grad, c.diloco = dp.diloco;
           plans.push_back(c);
         }
   return plans;
@@ -195,6 +236,7 @@ AutoResult auto_plan(const PlanConfig& base_in, const AutoLimits& lim, const Mea
   base.grad_comp = {};
   base.activation_comp = {};
   base.emb_comm_opt = false;
+  base.diloco = {};
   AutoResult res;
   res.baseline = evaluate(base, measured);
   std::vector<Candidate> all;

@@ -20,6 +20,14 @@ std::string LinkSetting::describe() const {
   if (error_feedback) s += " +EF";
   if (sc > 0) s += fmt::format(" +SC{}", sc);
   if (warmup > 0) s += fmt::format(" (warm-up {:g})", warmup);
+  if (diloco()) {
+    s += fmt::format(" H{}", inner_steps);
+    if (fragments > 1) s += fmt::format(" F{}", fragments);
+    if (overlap > 0) s += fmt::format(" overlap {} mixing {:g}", overlap, mixing);
+    if (!outer_comp.empty()) s += " outer " + outer_comp;
+    if (float(outer_lr) != 0.7f || float(outer_momentum) != 0.9f)
+      s += fmt::format(" outer lr {:g} momentum {:g}", outer_lr, outer_momentum);
+  }
   return s;
 }
 
@@ -32,6 +40,10 @@ bool covers(const LinkSetting& m, const LinkSetting& p) {
   if (m.method != p.method || m.error_feedback != p.error_feedback || m.lep != p.lep ||
       float(m.warmup) != float(p.warmup))
     return false;
+  if (m.diloco())  // floats in the engine's options, doubles in the JSON: compared as floats
+    return m.inner_steps == p.inner_steps && m.fragments == p.fragments && m.overlap == p.overlap &&
+           (m.overlap == 0 || float(m.mixing) == float(p.mixing)) && float(m.outer_lr) == float(p.outer_lr) &&
+           float(m.outer_momentum) == float(p.outer_momentum) && m.outer_comp == p.outer_comp;
   if (m.method == "powersgd" && m.rank != p.rank) return false;
   if (m.method == "topk" && std::abs(m.fraction - p.fraction) > 1e-9) return false;
   // EC / SC compress a subset: a measurement without them bounds a plan with them.
@@ -53,17 +65,36 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   s.ec = j.value("ec", false);
   s.sc = j.value("sc", 0);
   s.warmup = j.value("warmup", 0.0);
+  s.inner_steps = j.value("inner_steps", 0);
+  s.fragments = j.value("fragments", 1);
+  s.overlap = j.value("overlap", 0);
+  s.mixing = j.value("mixing", 0.5);
+  s.outer_lr = j.value("outer_lr", 0.7);
+  s.outer_momentum = j.value("outer_momentum", 0.9);
+  s.outer_comp = j.value("outer_comp", std::string());
   return s;
 }
 
 }  // namespace
 
 LossCostTable LossCostTable::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("cannot open --compressors-json {}; run scripts/experiment-compressors.sh "
-                                        "(it writes compressors.json) or pass its path", path));
   LossCostTable t;
   t.path_ = path;
+  t.read(path, {"--compressors-json", "compressors.json", "experiment-compressors.sh", "compressors_report.py"});
+  return t;
+}
+
+void LossCostTable::load_more(const std::string& path) {
+  read(path, {"--diloco-json", "diloco-quality.json", "experiment-diloco.sh", "diloco_report.py"});
+}
+
+void LossCostTable::read(const std::string& path, const Source& source) {
+  std::ifstream in(path);
+  if (!in)
+    throw UsageError(fmt::format("cannot open {} {}; run scripts/{} (it writes {}) or pass its path", source.flag,
+                                 path, source.script, source.file));
+  LossCostTable& t = *this;
+  paths_.push_back(path);
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     for (LinkClass c : {LinkClass::Forward, LinkClass::Backward, LinkClass::DataParallel})
@@ -85,10 +116,9 @@ LossCostTable LossCostTable::load(const std::string& path) {
       t.variants_.push_back(m);
     }
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("--compressors-json {} is not a compressors.json of scripts/experiment-compressors.sh "
-                                 "({}); regenerate it with scripts/compressors_report.py", path, e.what()));
+    throw UsageError(fmt::format("{} {} is not a {} of scripts/{} ({}); regenerate it with scripts/{}", source.flag,
+                                 path, source.file, source.script, e.what(), source.report));
   }
-  return t;
 }
 
 std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanConfig& cfg) {
@@ -108,6 +138,15 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     parameters(l, cfg.cb.spec());
     l.lep = cfg.cb.lazy_error, l.ec = cfg.cb.epilogue_only;
     s[size_t(LinkClass::Backward)] = l;
+  }
+  if (cfg.diloco.enabled() && cfg.dp > 1) {
+    LinkSetting l;
+    l.method = "diloco";
+    const DilocoConfig& d = cfg.diloco;
+    l.inner_steps = d.inner_steps, l.fragments = d.fragments, l.overlap = d.overlap_steps, l.mixing = d.mixing;
+    l.outer_lr = d.outer_lr, l.outer_momentum = d.outer_momentum;
+    if (d.outer_comp) l.outer_comp = method_name(*d.outer_comp);
+    s[size_t(LinkClass::DataParallel)] = l;
   }
   if (cfg.grad_comp.enabled && cfg.dp > 1) {
     LinkSetting l;

@@ -10,6 +10,9 @@
 //   2. otherwise the sum of each compressed link's single-link cost
 //      ("sum of per-link measurements"; an assumption that the costs add,
 //      stated with every plan).
+// DiLoCo is a setting of the dp link (method "diloco"), measured by
+// scripts/experiment-diloco.sh into a file of the same schema that load_more()
+// adds (docs/results/diloco-quality.json).
 // Each cost is the worst seed's (max over seeds), clamped at 0 (a method that
 // happened to beat the baseline is not counted as a gain). EC and SC only
 // compress a subset of what the method compresses without them, so a
@@ -33,6 +36,11 @@ struct LinkSetting {
   bool error_feedback = false, lep = false, ec = false;
   int sc = 0;          // --selective-grad-comp-way K (0: every stage)
   double warmup = 0;   // --grad-comp-warm-up
+  // method "diloco" (dp only): DiLoCo instead of per-step DP averaging (train/diloco_config.h).
+  int inner_steps = 0, fragments = 1, overlap = 0;
+  double mixing = 0.5, outer_lr = 0.7, outer_momentum = 0.9;  // mixing counts only with overlap > 0
+  std::string outer_comp;  // the outer gradients' byte method ("": fp32)
+  bool diloco() const { return method == "diloco"; }
   std::string describe() const;
 };
 
@@ -57,6 +65,9 @@ class LossCostTable {
  public:
   // Reads compressors.json; throws occ::UsageError naming the file and the problem.
   static LossCostTable load(const std::string& path);
+  // Adds another file's measurements (e.g. the DiLoCo experiment's); throws like load().
+  void load_more(const std::string& path);
+  const std::vector<std::string>& paths() const { return paths_; }
   // The single-link measurements of one link class (complete variants only).
   const std::vector<MeasuredCost>& singles(LinkClass c) const { return singles_[size_t(c)]; }
   // The plan's compression on each link, as LinkSettings.
@@ -65,13 +76,21 @@ class LossCostTable {
   const std::string& path() const { return path_; }
 
  private:
+  struct Source {
+    const char* flag;  // the option naming the file
+    const char* file;  // its usual name
+    const char* script, *report;
+  };
+  void read(const std::string& path, const Source& source);
   std::string path_;
+  std::vector<std::string> paths_;
   std::array<std::vector<MeasuredCost>, 3> singles_;
   std::vector<MeasuredCost> variants_;  // every complete variant, for exact matches
 };
 
 // Does measurement `m` stand for plan setting `p` (same method and parameter,
-// same error feedback / LEP; m's EC / SC no more selective than p's)?
+// same error feedback / LEP; m's EC / SC no more selective than p's; DiLoCo:
+// every setting the same)?
 bool covers(const LinkSetting& m, const LinkSetting& p);
 // Does it equal it exactly?
 bool same_setting(const LinkSetting& a, const LinkSetting& b);

@@ -64,6 +64,11 @@ void PlanConfig::validate() const {
         "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
         "add --use-distributed-optimizer, or drop it");
   usage(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
+  try {
+    diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   const ClusterSpec& c = cluster;
   usage(c.nodes >= 1 && c.devices_per_node >= 1, "--nodes and --devices-per-node must be >= 1");
   usage(c.device_flops > 0 && c.efficiency > 0 && c.efficiency <= 1,
@@ -124,6 +129,10 @@ double layer_activation_bytes(const PlanConfig& c) {
   const double attention = c.selective_recompute ? 0.0 : a * s * s * b * (2 * v + 1) / t;
   const double outside = sbh * (4 * v + 2), inside = sbh * 12 * v / t;
   return outside / split + inside + attention;
+}
+
+double mean_iteration_seconds(const CostModel& model, double simulated_iteration) {
+  return simulated_iteration + model.diloco.amortized(simulated_iteration);
 }
 
 double iteration_flops(const PlanConfig& c) {
@@ -312,6 +321,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
         // The distributed optimizer reduce-scatters instead of all-reducing: half the ring.
         const double share = sharded ? 0.5 : 1.0;
         f.dp_dense_bytes += share * ring * elems * gbv;
+        if (cfg.diloco.enabled()) continue;  // no per-step DP averaging (below)
         if (b.compressible() && compress_stage) continue;
         double done = 0;
         for (const auto& t : pl.tensors())
@@ -359,6 +369,13 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
           {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * gbv, D, dp_link, dp_sharing)},
           {"dp decompress", Category::Decompress, kernel(dec, mem * (2 + ef))}};
       f.dp_bytes += ring * (pf + qf) * gbv;
+    }
+    if (cfg.diloco.enabled()) {
+      out.diloco.stages.push_back(
+          diloco_stage_cost(cfg.diloco, pl, cfg.model.num_layers, D, dp_link, dp_sharing, kernel));
+      out.diloco.on = true, out.diloco.inner_steps = cfg.diloco.inner_steps, out.diloco.overlap = cfg.diloco.overlap_steps;
+      f.dp_bytes = out.diloco.bytes_per_iteration(s);
+      f.outer_state_bytes = 8.0 * double(f.params);
     }
     st.optimizer = use_stage_measures ? measured->stages[size_t(s)].optimizer
                                       : double(f.params) * 36.0 / cfg.cluster.memory_bandwidth;

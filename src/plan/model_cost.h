@@ -14,9 +14,11 @@
 #include "compress/compressed_backprop.h"
 #include "compress/compressed_activations.h"
 #include "compress/dp_compressor.h"
+#include "train/diloco_config.h"
 #include "model/config.h"
 #include "core/layout.h"
 #include "plan/cluster.h"
+#include "plan/diloco_cost.h"
 #include "plan/schedule_sim.h"
 
 namespace occ::plan {
@@ -43,6 +45,7 @@ struct PlanConfig {
   GradCompressionConfig grad_comp;
   ActivationCompressionConfig activation_comp;
   bool emb_comm_opt = false;
+  DilocoConfig diloco;             // instead of per-step DP averaging (plan/diloco_cost.h)
   int64_t dp_bucket_elems = 1 << 18;
   int bytes_per_value = 4;         // activations, TP collectives, pipeline messages, parameters (our engine: fp32)
   // Gradients on the DP wire (buckets, DP compression factors, embedding sync);
@@ -86,6 +89,7 @@ struct StageFacts {
   // DP by the distributed optimizer), and the micro-batches whose
   // activations the schedule holds at once (each of a chunk's layers).
   double model_state_bytes = 0;
+  double outer_state_bytes = 0;  // DiLoCo's outer parameters and momentum (host memory)
   int in_flight = 0;
   // Activations of one transformer layer for one micro-batch, as kept for its
   // backward (Korthikanti et al. 2022, Sec. 4, with `bytes_per_value` values and
@@ -103,7 +107,12 @@ struct CostModel {
   double pp_forward_bytes = 0;                           // an activation message as sent (compressed or not)
   double embedding_bytes = 0;                            // word-embedding gradient per rank
   std::string compute_source;                            // "model FLOPs" or "calibrated ..."
+  DilocoCost diloco;                                     // the outer syncs (off without DiLoCo)
 };
+
+// The mean iteration: the simulated one (an inner step under DiLoCo) plus
+// DiLoCo's outer syncs amortized over their round.
+double mean_iteration_seconds(const CostModel& model, double simulated_iteration);
 
 CostModel build_cost_model(const PlanConfig& cfg, const Measured* measured = nullptr);
 

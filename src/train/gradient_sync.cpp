@@ -36,7 +36,8 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
   for (const auto& t : params.tensors()) {
     if (compressible(t)) to_compress.push_back(describe(t));
     if (t.word_embedding) word_embeddings_.push_back({t.offset, t.numel});
-    group[t.name] = fused(t) ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
+    // DiLoCo's replicas take their inner steps alone: no tensor is averaged over DP (train/diloco.h).
+    group[t.name] = fused(t) || opt_.diloco.enabled() ? -1 : (compressible(t) ? 1 : 0) | (own_bucket(t) ? 2 : 0);
   }
   if (compress_stage) dp_comp_ = make_dp_compressor(opt_.grad_comp, to_compress, opt_.seed, ops);
   reducer_ = std::make_unique<DataParallelReducer>(

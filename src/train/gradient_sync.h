@@ -11,6 +11,8 @@
 // of the tied word embedding then has a bucket of its own, so that its DP
 // chunks are the same on the first and the last stage and the embedding sync
 // sums only the owned chunk (the rest holds partial sums nobody reads).
+// Under DiLoCo (--diloco-inner-steps) nothing is averaged over DP: each
+// replica's gradients stay its own (the tied embedding still syncs inside it).
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -175,6 +175,7 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--skip-nonfinite cannot be combined with compression that keeps state (PowerSGD, LEP, error "
             "feedback): a skipped iteration would leave its non-finite values in that state for the rest of the "
             "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
+  diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
   loss_scale.validate();
   require_device(device);
   lr_schedule().validate();
@@ -304,6 +305,7 @@ nlohmann::json TrainOptions::to_json() const {
   if (!train_data_path.empty()) j["train_data_path"] = joined(train_data_path);
   if (!valid_data_path.empty()) j["valid_data_path"] = joined(valid_data_path);
   if (!test_data_path.empty()) j["test_data_path"] = joined(test_data_path);
+  if (diloco.enabled()) j["diloco"] = diloco.to_json();
   return j;
 }
 

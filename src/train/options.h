@@ -14,6 +14,7 @@
 #include "data/training_data.h"
 #include "model/config.h"
 #include "train/adamw.h"
+#include "train/diloco_config.h"
 #include "train/exit_control.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -109,6 +110,9 @@ struct TrainOptions {
   ActivationCompressionConfig activation_comp;  // forward activations between stages (beyond the paper)
   bool emb_comm_opt = false;         // FE
   bool check_lep = false;            // record LEP error vs activation change (paper Fig. 11)
+  // DiLoCo / Streaming DiLoCo instead of per-step data parallelism (train/diloco.h).
+  DilocoConfig diloco;
+  std::string debug_diloco_dump;     // test-only (hidden flag): DiLoCo's outer steps written here
   // DP error feedback: --grad-comp-error-feedback, or --use-error-feedback (the
   // prototype's one flag for LEP and DP error feedback). Sets g.error_feedback.
   void resolve_error_feedback(GradCompressionConfig& g) const { g.error_feedback = g.error_feedback || cb.lazy_error; }

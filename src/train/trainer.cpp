@@ -18,6 +18,13 @@
 
 namespace occ {
 
+namespace {
+// DiLoCo's state of this rank (its replica's own) inside a checkpoint directory.
+std::string diloco_state_path(const std::string& dir, const ParallelLayout& l) {
+  return shard_dir(dir, l.tp_rank, l.pp_rank) + "/" + Diloco::file_name(l.dp_rank);
+}
+}  // namespace
+
 Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
@@ -79,6 +86,10 @@ void Trainer::connect(double comm_timeout_s) {
   }
   optimizer_ = std::make_unique<AdamW>(stage_->param_layout(), opt_.adam, stage_->ops(),
                                        shards_ ? shards_->owned() : std::vector<BufferSpan>{});
+  if (opt_.diloco.enabled())  // the replicas train alone; the outer steps sync them (train/diloco.h)
+    diloco_ = std::make_unique<Diloco>(opt_.diloco, stage_->param_layout(), opt_.model.num_layers,
+                                       std::as_const(*stage_).params(), *topo_->dp, comm_timeout_s, layout_,
+                                       opt_.debug_diloco_dump);
   // Messages stay on the stage's device: NCCL's links send them from there;
   // staged, the exchange copies them through host memory for MPI after the
   // codecs (on the device) encode them.
@@ -111,7 +122,13 @@ void Trainer::load() {
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
   CheckpointStore store(opt_.load);
-  compression_notice_ = compression_state().load(compression_state_path(store.iteration_dir(*store.latest())));
+  const std::string loaded_dir = store.iteration_dir(*store.latest());
+  compression_notice_ = compression_state().load(compression_state_path(loaded_dir));
+  // DiLoCo: this replica's own parameters, moments and the outer state replace the common ones.
+  if (diloco_)
+    diloco_->resume(diloco_state_path(loaded_dir, layout_), stage_->params(), *optimizer_, pos.iteration, is_logger());
+  else
+    Diloco::note_unused_state(diloco_state_path(loaded_dir, layout_), is_logger());
   loss_scaler_->load_state(pos.loss_scaler);
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
@@ -248,6 +265,7 @@ IterationStats Trainer::train_step() {
     params_host_->upload_all();
     stage_->params();  // the reduced-precision copy of the weights is stale
   }
+  if (diloco_) diloco_->after_inner_step(iteration_ + 1, stage_->params(), timers, topo_->counters);
   if (loss_scaler_->active()) {
     s.loss_scale = loss_scale;
     s.skipped_iters = loss_scaler_->skipped();
@@ -368,6 +386,7 @@ void Trainer::run() {
   if (is_logger()) std::printf("architecture: %s\n", opt_.model.describe_architecture().c_str());
   if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
   if (is_logger() && !comm_->modules_line().empty()) std::printf("%s\n", comm_->modules_line().c_str());
+  if (is_logger() && diloco_) std::printf("data parallel: %s\n", opt_.diloco.describe().c_str());
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",
@@ -432,6 +451,10 @@ void Trainer::save_checkpoint() {
     if (const CompressionState state = compression_state(); !state.empty()) {
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
       state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
+    }
+    if (diloco_) {  // every replica's own state
+      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
+      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_);
     }
   } catch (const Error& e) {
     error = e.what();

@@ -26,6 +26,7 @@
 #include "parallel/pipeline_executor.h"
 #include "parallel/topology.h"
 #include "train/adamw.h"
+#include "train/diloco.h"
 #include "train/gradient_sync.h"
 #include "train/job_comm.h"
 #include "train/metrics.h"
@@ -94,6 +95,7 @@ class Trainer {
   CompressedBackpropLinks cb_links_;                       // this rank's backward links out / in, per chunk
   std::unique_ptr<CompressedActivations> act_send_, act_recv_;  // --activation-comp-method: forward link out / in
   std::unique_ptr<PipelineExecutor> executor_;
+  std::unique_ptr<Diloco> diloco_;                          // --diloco-inner-steps: the outer steps
   LepProbe lep_probe_;                                      // --check-lep
   std::unique_ptr<ExitControl> exit_;                       // --exit-signal-handler / -interval / -duration
   NonfiniteGuard nonfinite_{0};                             // --skip-nonfinite

@@ -22,9 +22,26 @@ using namespace occ::plan;
 
 void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimResult& r, bool show_path) {
   std::printf("compression: %s\n", compression_summary(cfg).c_str());
-  std::printf("predicted iteration: %.3f ms (%.0f tokens/s, %.1f %% of peak FLOP/s)\n", r.iteration * 1e3,
-              double(cfg.global_batch_size) * cfg.model.seq_length / r.iteration,
-              100.0 * iteration_flops(cfg) / r.iteration / (cfg.cluster.device_flops * cfg.tp * cfg.pp * cfg.dp));
+  const double mean = mean_iteration_seconds(model, r.iteration);
+  std::printf("predicted iteration: %.3f ms (%.0f tokens/s, %.1f %% of peak FLOP/s)\n", mean * 1e3,
+              double(cfg.global_batch_size) * cfg.model.seq_length / mean,
+              100.0 * iteration_flops(cfg) / mean / (cfg.cluster.device_flops * cfg.tp * cfg.pp * cfg.dp));
+  if (model.diloco.on) {
+    // The breakdown below is of one inner step; the outer syncs come once per round.
+    std::printf("diloco: inner iteration %.3f ms; outer syncs add %.3f ms per round of %d inner steps (%.3f ms per "
+                "iteration); per sync and stage (fragment: elements, bytes per rank, link ms, main-thread ms):",
+                r.iteration * 1e3, model.diloco.per_round(r.iteration) * 1e3, model.diloco.inner_steps,
+                model.diloco.amortized(r.iteration) * 1e3);
+    for (size_t s = 0; s < model.diloco.stages.size(); ++s) {
+      std::printf("%s stage %zu:", s ? ";" : "", s);
+      for (size_t f = 0; f < model.diloco.stages[s].size(); ++f) {
+        const DilocoFragmentCost& c = model.diloco.stages[s][f];
+        std::printf(" f%zu %.4g, %.4g B, %.3f, %.3f", f, c.elements, c.bytes, c.link_seconds * 1e3, c.main_seconds * 1e3);
+      }
+    }
+    std::printf("\ndiloco memory: outer parameters and momentum %.3f GiB per rank (host)\n",
+                model.facts.empty() ? 0.0 : model.facts.front().outer_state_bytes / double(1 << 30));
+  }
   std::printf("critical path (ms):");
   for (Category c : all_categories())
     if (r.critical.at(c) > 0) std::printf(" %s %.3f", category_name(c), r.critical.at(c) * 1e3);
@@ -125,13 +142,17 @@ int plan(int argc, char** argv) {
   app.add_option("--tolerance", lim.tolerance,
                  "--auto: plans within this relative time of the fastest count as equal; the least compressing wins")
       ->capture_default_str();
-  std::string loss_costs_path = "docs/results/compressors.json";
+  std::string loss_costs_path = "docs/results/compressors.json", diloco_costs_path = "docs/results/diloco-quality.json";
   app.add_option("--max-loss-increase", lim.max_loss_increase,
                  "--auto, quality-aware: the largest expected final-validation-loss increase allowed, in % of the "
                  "baseline's, as measured by the compressor sweep (--compressors-json); candidates are the methods "
                  "it measured on each link class");
   app.add_option("--compressors-json", loss_costs_path,
                  "--max-loss-increase: the sweep's measured loss costs (scripts/experiment-compressors.sh)")
+      ->capture_default_str();
+  app.add_option("--diloco-json", diloco_costs_path,
+                 "--max-loss-increase: DiLoCo's measured loss costs (scripts/experiment-diloco.sh); where the file "
+                 "exists, DiLoCo settings are candidates for the dp link")
       ->capture_default_str();
   app.add_flag("--critical-path", show_path, "print every node of the critical path");
   app.add_option("--json", json_path, "also write the prediction as JSON");
@@ -161,6 +182,7 @@ int plan(int argc, char** argv) {
   cfg.activation_comp = opt.activation_comp;
   opt.resolve_error_feedback(cfg.grad_comp);
   cfg.emb_comm_opt = opt.emb_comm_opt;
+  cfg.diloco = opt.diloco;
   cfg.dp_bucket_elems = opt.dp_bucket_elems;
   cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
   cl.intra = {intra_gbs * 1e9, intra_us * 1e-6};
@@ -240,13 +262,17 @@ int plan(int argc, char** argv) {
   std::unique_ptr<LossCostTable> loss_costs;
   if (app.count("--max-loss-increase")) {
     loss_costs = std::make_unique<LossCostTable>(LossCostTable::load(loss_costs_path));
+    // DiLoCo's measurements, where they exist (an explicit --diloco-json must).
+    if (app.count("--diloco-json") || std::ifstream(diloco_costs_path).good()) loss_costs->load_more(diloco_costs_path);
     lim.loss_costs = loss_costs.get();
   }
   PlanConfig shown = cfg;
   if (auto_mode && loss_costs) {
     const AutoResult a = auto_plan(cfg, lim, measured);
+    std::string sources;
+    for (const std::string& p : loss_costs->paths()) sources += (sources.empty() ? "" : " and ") + p;
     std::printf("auto (quality-aware): %d plans from the measured methods of %s; %d within +%.2f %% expected loss\n",
-                a.evaluated, loss_costs->path().c_str(), a.within_budget, lim.max_loss_increase);
+                a.evaluated, sources.c_str(), a.within_budget, lim.max_loss_increase);
     std::printf("baseline %.3f ms; fastest within budget %.3f ms (%s; expected loss %+.2f %%)\n",
                 a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str(),
                 a.fastest.loss.pct);
@@ -277,8 +303,18 @@ int plan(int argc, char** argv) {
   std::printf("compute: %s\n", model.compute_source.c_str());
   print_prediction(shown, model, r, show_path);
   if (!json_path.empty()) {
-    nlohmann::json j = {{"iteration_ms", r.iteration * 1e3}, {"compression", compression_summary(shown)},
-                        {"train_flags", compression_flags(shown)}};
+    nlohmann::json j = {{"iteration_ms", mean_iteration_seconds(model, r.iteration) * 1e3},
+                        {"compression", compression_summary(shown)}, {"train_flags", compression_flags(shown)}};
+    if (model.diloco.on) {
+      j["inner_iteration_ms"] = r.iteration * 1e3;
+      j["diloco_round_ms"] = model.diloco.per_round(r.iteration) * 1e3;
+      for (const StageFacts& f : model.facts) j["outer_state_gib"].push_back(f.outer_state_bytes / double(1 << 30));
+      for (const auto& stage : model.diloco.stages) {
+        nlohmann::json per_fragment = nlohmann::json::array();
+        for (const DilocoFragmentCost& c : stage) per_fragment.push_back({{"elements", c.elements}, {"bytes", c.bytes}});
+        j["diloco_sync_per_rank"].push_back(per_fragment);
+      }
+    }
     if (loss_costs) {
       const LossEstimate e = loss_costs->estimate(shown);
       j["expected_loss_increase_pct"] = e.known ? nlohmann::json(e.pct) : nlohmann::json();

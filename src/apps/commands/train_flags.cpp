@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/commands/diloco_flags.h"
 #include "core/error.h"
 
 namespace occ::cmd {
@@ -239,6 +240,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--check-lep", o.check_lep,
                "record, per iteration on the last stage, the LEP error vs the activation change (cosine, means) "
                "and LEP's premises (error_ratio, delta_ratio) in the metrics' lep_check");
+  add_diloco_flags(app, o);
 }
 
 void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
@@ -300,6 +302,7 @@ std::string flag_name(const std::string& arg) {
 
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
   refuse_inapplicable_model_flags(app, o.model);
+  refuse_inapplicable_diloco_flags(app, o);
   auto given = [&app](const char* flag) { return app.count(flag) > 0; };
   auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
     throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));
