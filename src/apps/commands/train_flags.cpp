@@ -270,9 +270,10 @@ std::vector<std::vector<std::string>> config_to_args(const std::string& path) {
     std::string flag = "--" + key;
     for (auto& c : flag)
       if (c == '_') c = '-';
+    if (value.is_boolean() && !value.get<bool>()) continue;  // false: the flag not given
     std::vector<std::string>& args = groups.emplace_back();
     if (value.is_boolean()) {
-      if (value.get<bool>()) args.push_back(flag);
+      args.push_back(flag);
     } else if (value.is_string()) {
       args.push_back(flag);
       args.push_back(value.get<std::string>());
