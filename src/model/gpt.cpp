@@ -49,10 +49,8 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       recompute_layer_(options.device, storage_),
       recompute_saved_(options.device),
       recompute_out_(options.device, storage_),
-      sp_norm_(options.device, storage_),
-      sp_branch_(options.device, storage_),
-      sp_d_branch_(options.device, storage_),
-      sp_d_ln_(options.device, storage_),
+      sp_norm_rows_(options.device, storage_),
+      sp_branch_rows_(options.device, storage_),
       sp_embedding_(options.device) {
   cfg.validate(layout);
   if (options.sequence_parallel && tp.size() > 1)
@@ -307,8 +305,8 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   }
   // The final norm on this rank's rows; all-gathered before the vocab-parallel LM head.
   const ConstTensorRef P = weights_for(final_ln_span_);
-  if (sp()) sp_norm_.resize(size_t(n * C));
-  const TensorRef lnf = sp() ? sp_norm_.ref() : acts.lnf.ref();
+  if (sp()) sp_norm_rows_.resize(size_t(n * C));
+  const TensorRef lnf = sp() ? sp_norm_rows_.ref() : acts.lnf.ref();
   block_.norm_forward(lnf, stats(acts.lnf_mean, acts.lnf_rstd), acts.output.ref(), P + pl.final_ln_w,
                       at(P, pl.final_ln_b), n);
   lp(lnf, n * C);
@@ -382,10 +380,10 @@ void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& 
   const Precision p = opt_.precision;
   branch_.resize(size_t(N * C));
   const TensorRef branch = branch_.ref();
-  if (sp()) sp_norm_.resize(size_t(n * C));
+  if (sp()) sp_norm_rows_.resize(size_t(n * C));
   // A norm's output as it is computed: this rank's rows (then all-gathered
   // into the layer's whole copy, which backward's weight gradients read), or the copy itself.
-  const TensorRef ln1 = sp() ? sp_norm_.ref() : a.ln1.ref(), ln2 = sp() ? sp_norm_.ref() : a.ln2.ref();
+  const TensorRef ln1 = sp() ? sp_norm_rows_.ref() : a.ln1.ref(), ln2 = sp() ? sp_norm_rows_.ref() : a.ln2.ref();
 
   // Attention: norm -> column-parallel QKV (this rank's query groups) -> RoPE on
   // q and k -> causal attention -> row-parallel out-projection.
@@ -408,7 +406,7 @@ void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& 
   lp(a.atty.ref(), N * b.attn);
   ops_.linear_forward(branch, a.atty.ref(), P + w.proj_w, nullptr, N, b.attn, C, p);
   lp(branch, N * C);
-  const TensorRef attn_out = leave_tp_region(branch, sp_branch_, N);
+  const TensorRef attn_out = leave_tp_region(branch, sp_branch_rows_, N);
   // residual1 = input + dropout(attn_out + bias), and the MLP's norm of it, in one pass.
   block_.add_norm_forward(a.residual1.ref(), ln2, stats(a.ln2_mean, a.ln2_rstd), input, attn_out, at(P, w.proj_b),
                           stream_dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training), P + w.ln2_w,
@@ -419,7 +417,7 @@ void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& 
   block_.mlp_in_forward(a.fc.ref(), a.fc_act.ref(), a.ln2.ref(), P + w.fc_w, at(P, w.fc_b), N, p);
   ops_.linear_forward(branch, a.fc_act.ref(), P + w.fcproj_w, nullptr, N, b.ffn, C, p);
   lp(branch, N * C);
-  const TensorRef mlp_out = leave_tp_region(branch, sp_branch_, N);
+  const TensorRef mlp_out = leave_tp_region(branch, sp_branch_rows_, N);
   ops_.bias_dropout_add_forward(out, a.residual1.ref(), mlp_out, at(P, w.fcproj_b),
                                 stream_dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, training), n, T, C);
   lp(out, n * C);
@@ -444,7 +442,7 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
   if (layout_.holds_head(chunk)) {
     // The head's gradients came with the loss in forward: d loss / d lnf is in
     // acts.dlnf (this rank's vocabulary part; reduced here, over this rank's rows when sequence parallel).
-    const TensorRef dlnf = leave_tp_region(acts.dlnf.ref(), sp_d_ln_, N);
+    const TensorRef dlnf = leave_tp_region(acts.dlnf.ref(), sp_norm_rows_, N);
     ops_.fill(dresid, 0.0f, n * C);
     block_.norm_backward(dresid, G + pl.final_ln_w, grad(pl.final_ln_b), dlnf, acts.output.ref(), P + pl.final_ln_w,
                          stats(acts.lnf_mean, acts.lnf_rstd), n);
@@ -508,11 +506,11 @@ void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations&
   d_fc_.resize(size_t(N * b.fc));
   d_atty_.resize(size_t(N * b.attn));
   d_qkv_.resize(size_t(N * b.qkv));
-  if (sp()) sp_d_branch_.resize(size_t(n * C));
+  if (sp()) sp_branch_rows_.resize(size_t(n * C));
   const TensorRef d_branch = d_branch_.ref(), d_ln = d_ln_.ref();
   // A row-parallel layer's output gradient on the residual stream's rows;
   // sequence parallel, all-gathered into d_branch (the reduce-scatter's backward).
-  const TensorRef d_branch_rows = sp() ? sp_d_branch_.ref() : d_branch;
+  const TensorRef d_branch_rows = sp() ? sp_branch_rows_.ref() : d_branch;
 
   // MLP branch (dresid is the gradient of the layer output). Activation
   // gradients are rounded to the training precision as they are produced;
@@ -527,7 +525,7 @@ void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations&
   ops_.linear_backward(d_ln, G + w.fc_w, nullptr, d_fc_.ref(), a.ln2.ref(), P + w.fc_w, N, C, b.fc, false, p);
   lp(d_ln, N * C);
   // The all-gather's backward: a reduce-scatter (sequence parallel), else an all-reduce.
-  const TensorRef d_ln2 = leave_tp_region(d_ln, sp_d_ln_, N);
+  const TensorRef d_ln2 = leave_tp_region(d_ln, sp_norm_rows_, N);
   // The MLP norm's backward into dresid, then (the attention branch's
   // bias-dropout-add) the gradient of its output projection, in one pass.
   block_.norm_dropout_backward(dresid, d_branch_rows, grad(w.proj_b), G + w.ln2_w, grad(w.ln2_b), d_ln2,
@@ -556,7 +554,7 @@ void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations&
   ops_.linear_backward(d_ln, G + w.qkv_w, grad(w.qkv_b), d_qkv_.ref(), a.ln1.ref(), P + w.qkv_w, N, C, b.qkv, false,
                        p);
   lp(d_ln, N * C);
-  const TensorRef d_ln1 = leave_tp_region(d_ln, sp_d_ln_, N);
+  const TensorRef d_ln1 = leave_tp_region(d_ln, sp_norm_rows_, N);
   block_.norm_backward(dresid, G + w.ln1_w, grad(w.ln1_b), d_ln1, input, P + w.ln1_w, stats(a.ln1_mean, a.ln1_rstd),
                        n);
   lp(dresid, n * C);

@@ -280,10 +280,13 @@ class GptStage {
   Buffer recompute_saved_;
   TensorBuffer recompute_out_;
   // Sequence parallelism (null without): its collectives, and scratch of this
-  // rank's rows: a norm's output before its all-gather, a row-parallel
-  // layer's reduce-scattered output, and the same two for backward.
+  // rank's rows: a norm's output before its all-gather (backward: the norm's
+  // reduce-scattered output gradient), and a row-parallel layer's
+  // reduce-scattered output (backward: its output gradient before the
+  // all-gather). Forward and backward never hold them at once (a full
+  // recomputation's forward finishes before the layer's backward starts).
   std::unique_ptr<SequenceParallelComm> sp_;
-  TensorBuffer sp_norm_, sp_branch_, sp_d_branch_, sp_d_ln_;
+  TensorBuffer sp_norm_rows_, sp_branch_rows_;
   Buffer sp_embedding_;  // the embedding's reduce-scattered rows (fp32)
   PhaseTimers timers_;
 };
