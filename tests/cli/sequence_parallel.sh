@@ -19,6 +19,9 @@
 #      T2 P2: equal to the non-SP compressed run (the slices are the messages the
 #      scatter-gather already sent); and a run stopped at iteration 3 and resumed
 #      continues bit-exactly (loss reprs; every file of the final checkpoint identical).
+#      DP PowerSGD, int8 activation compression, the distributed optimizer with the
+#      overlapped parameter all-gather and --check-lep with SP equal the same run without
+#      (T2 P2 D2); CB's pipeline bytes at T2 and T4 are PowerSGD's r (N/T + C) per slice.
 #   4. Bad input: --sequence-parallel at T1, and a micro-batch whose tokens T does not
 #      divide: one error line each, non-zero exit.
 source "$(dirname "$0")/fixture/lib.sh"
@@ -163,6 +166,35 @@ if train_run straight 4 $TP 2 $PP 2 "${COMP[@]}" $SP "${RESUME[@]}" --save "$WOR
     fi
   fi
 fi
+
+# The other compressors and the optimizer variants see the same slices and gradients:
+# DP PowerSGD with error feedback, int8 activation compression on the forward link, the
+# distributed optimizer with the overlapped parameter all-gather, and --check-lep's probe of
+# the slices, at T2 P2 D2, with SP equal the run without.
+OTHERS=(--grad-comp --grad-comp-rank 4 --activation-comp-method int8 --use-distributed-optimizer
+        --overlap-param-gather --inter-grad-comp --inter-grad-comp-rank 4 --use-error-feedback --check-lep)
+if train_run others_nosp 8 $TP 2 $PP 2 "${OTHERS[@]}" && train_run others_sp 8 $TP 2 $PP 2 "${OTHERS[@]}" $SP; then
+  compare_losses others_nosp others_sp
+fi
+
+# CB's bytes per slice: PowerSGD rank r sends r (rows + cols) floats for an [N/T, C] slice,
+# every backward message (no EC here): T ranks x M micro-batches x r (N/T + C) x 4 B.
+cb_bytes() {
+  local name=$1 t=$2 out
+  if out=$("$PY" - "$WORK/$name.jsonl" "$t" <<'PY'
+import json, sys
+row = json.loads(open(sys.argv[1]).readline())
+T, r, N, C, M = int(sys.argv[2]), 4, 64, 64, 4
+want = T * M * r * (N // T + C) * 4
+got = row["bytes"]["pp_bwd"]
+print(f"pp_bwd {got} B, PowerSGD rank {r} on [{N // T}, {C}] slices: {T} x {M} x {r} x ({N // T} + {C}) x 4 = {want} B")
+sys.exit(0 if got == want else 1)
+PY
+  ); then pass "$name: $out"; else failed "$name: $out"; fi
+}
+CB_ONLY=(--inter-grad-comp --inter-grad-comp-rank 4)
+train_run cb_bytes_T2 4 $TP 2 $PP 2 "${CB_ONLY[@]}" $SP && cb_bytes cb_bytes_T2 2
+train_run cb_bytes_T4 8 $TP 4 $PP 2 "${CB_ONLY[@]}" $SP && cb_bytes cb_bytes_T4 4
 
 # ---- 4. bad input ----
 # refused NAME RANKS PATTERN FLAGS...: one "error:" line matching PATTERN, non-zero exit.
