@@ -140,6 +140,15 @@ TEST(HostStagedCommunicator, CollectivesRunOnHostCopies) {
   EXPECT_NE(inner.seen_in, y.data() + 2);
   EXPECT_EQ(inner.seen_traffic, Traffic::PipelineForward);
   EXPECT_EQ(y, (std::vector<float>{7, 8, -1, -1}));
+
+  // Sequence parallelism's reduce-scatter: the whole [size x count] input staged, this rank's block of the sum back.
+  std::vector<float> blocks{1, 2, 3, 4}, mine{0, 0};
+  inner.other = 0.5f;
+  comm.reduce_scatter(blocks.data(), mine.data(), 2, Traffic::TensorParallel);
+  EXPECT_NE(inner.seen_in, blocks.data());
+  EXPECT_NE(inner.seen, mine.data());
+  EXPECT_EQ(inner.seen_count, 2u);
+  EXPECT_EQ(mine, (std::vector<float>{1.5f, 2.5f}));
 }
 
 TEST(NodeRanks, GpuOfLocalRankWrapsAroundTheGpus) {
