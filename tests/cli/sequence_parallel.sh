@@ -22,6 +22,8 @@
 #      DP PowerSGD, int8 activation compression, the distributed optimizer with the
 #      overlapped parameter all-gather and --check-lep with SP equal the same run without
 #      (T2 P2 D2); CB's pipeline bytes at T2 and T4 are PowerSGD's r (N/T + C) per slice.
+#   Memory: peak_tensor_mib per rank with SP at T2 and T4 saves what the stage stores split
+#      (its accounting, within 2 %), printed beside Korthikanti et al.'s formula.
 #   4. Bad input: --sequence-parallel at T1, and a micro-batch whose tokens T does not
 #      divide: one error line each, non-zero exit.
 source "$(dirname "$0")/fixture/lib.sh"
@@ -195,6 +197,40 @@ PY
 CB_ONLY=(--inter-grad-comp --inter-grad-comp-rank 4)
 train_run cb_bytes_T2 4 $TP 2 $PP 2 "${CB_ONLY[@]}" $SP && cb_bytes cb_bytes_T2 2
 train_run cb_bytes_T4 8 $TP 4 $PP 2 "${CB_ONLY[@]}" $SP && cb_bytes cb_bytes_T4 4
+
+# ---- memory (docs/results/sequence-parallel.md) ----
+# peak_tensor_mib per rank with and without SP at T2 and T4, one micro-batch in flight, on a
+# model whose activations dominate: the saving must be what the stage stores split (the
+# residual stream: each layer's input and post-attention residual, the last output, the
+# backward's residual gradient, the norm statistics) less SP's scratch, within 2 %.
+# Korthikanti et al.'s formula (the planner's) is printed beside it: it also splits the norm
+# outputs, which we keep gathered so that backward needs no second all-gather.
+MEM_MODEL=(--num-layers 4 --hidden-size 256 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 16
+           --global-batch-size 16 --train-iters 2 --hidden-dropout 0 --attention-dropout 0)
+memory_check() {
+  local t=$1 out
+  train_run mem_T${t} $t $TP $t "${MEM_MODEL[@]}" || return
+  train_run mem_T${t}_sp $t $TP $t "${MEM_MODEL[@]}" $SP || return
+  if out=$("$PY" - "$WORK/mem_T${t}.jsonl" "$WORK/mem_T${t}_sp.jsonl" "$t" <<'PY'
+import json, sys
+peaks = [[k["timers"]["peak_tensor_mib"] for k in json.loads(open(p).readlines()[-1])["ranks"]] for p in sys.argv[1:3]]
+T, L, N, C, MiB = int(sys.argv[3]), 4, 16 * 64, 256, 2.0**20
+split = 1 - 1 / T
+stream = (2 * L + 2) * N * C * 4 * split                 # inputs + residual1 per layer, last output, d_resid
+stats = (4 * L + 2) * N * 4 * split                       # LayerNorm mean/rstd of ln1, ln2 per layer, final
+scratch = 3 * N * C * 4 / T                               # norm rows, branch rows, embedding rows
+expect = (stream + stats - scratch) / MiB
+korthikanti = L * N * C * (4 * 4 + 2) * split / MiB       # s b h (4v + 2) per layer, v = 4 B
+saved = [a - b for a, b in zip(*peaks)]
+ok = len(set(peaks[0])) == 1 and len(set(peaks[1])) == 1 and all(abs(s - expect) <= 0.02 * expect for s in saved)
+print(f"T{T}: {peaks[0][0]:.3f} -> {peaks[1][0]:.3f} MiB per rank, saving {saved[0]:.3f} MiB; stored-split "
+      f"accounting {expect:.3f} MiB (within 2 %: {ok}); Korthikanti's formula {korthikanti:.3f} MiB")
+sys.exit(0 if ok else 1)
+PY
+  ); then pass "memory $out"; else failed "memory $out"; fi
+}
+memory_check 2
+memory_check 4
 
 # ---- 4. bad input ----
 # refused NAME RANKS PATTERN FLAGS...: one "error:" line matching PATTERN, non-zero exit.
