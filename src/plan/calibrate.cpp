@@ -145,7 +145,11 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
       int n = 0;
       for (const auto& r : row.ranks) {
         if (r.pp != s) continue;
-        fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward"), ts += timer(r, "tp_allreduce");
+        fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward");
+        // The layers' TP collectives: all-reduces, or with --sequence-parallel reduce-scatters
+        // and all-gathers (a sequence-parallel run has no pipeline receiver's all-gather).
+        ts += timer(r, "tp_allreduce") + timer(r, "tp_reduce_scatter") +
+              (cfg.sequence_parallel ? timer(r, "tp_allgather") : 0.0);
         os = std::min(os, timer(r, "optimizer"));  // the least waiting rank: the optimizer alone
         ++n;
       }
