@@ -21,7 +21,7 @@
 #      continues bit-exactly (loss reprs; every file of the final checkpoint identical).
 #      DP PowerSGD, int8 activation compression, the distributed optimizer with the
 #      overlapped parameter all-gather and --check-lep with SP equal the same run without
-#      (T2 P2 D2); CB's pipeline bytes at T2 and T4 are PowerSGD's r (N/T + C) per slice.
+#      (T2 P2 D2); so do CB's top-k and sign methods (with LEP and EC); CB's pipeline bytes at T2 and T4 are PowerSGD's r (N/T + C) per slice.
 #   Memory: peak_tensor_mib per rank with SP at T2 and T4 saves what the stage stores split
 #      (its accounting, within 2 %), printed beside Korthikanti et al.'s formula.
 #   4. Bad input: --sequence-parallel at T1, and a micro-batch whose tokens T does not
@@ -178,6 +178,13 @@ OTHERS=(--grad-comp --grad-comp-rank 4 --activation-comp-method int8 --use-distr
 if train_run others_nosp 8 $TP 2 $PP 2 "${OTHERS[@]}" && train_run others_sp 8 $TP 2 $PP 2 "${OTHERS[@]}" $SP; then
   compare_losses others_nosp others_sp
 fi
+
+# The byte-format CB methods (with LEP and EC) on the slices, as PowerSGD above.
+for method in topk sign; do
+  CB_METHOD=(--inter-grad-comp --inter-grad-comp-method $method --use-error-feedback --inter-grad-comp-epilogue-only)
+  train_run cb_${method}_nosp 4 $TP 2 $PP 2 "${CB_METHOD[@]}" &&
+    train_run cb_${method}_sp 4 $TP 2 $PP 2 "${CB_METHOD[@]}" $SP && compare_losses cb_${method}_nosp cb_${method}_sp
+done
 
 # CB's bytes per slice: PowerSGD rank r sends r (rows + cols) floats for an [N/T, C] slice,
 # every backward message (no EC here): T ranks x M micro-batches x r (N/T + C) x 4 B.
