@@ -18,7 +18,8 @@
 #   3. CB + LEP + EC (PowerSGD rank 4, error feedback, epilogue only) on the SP slices at
 #      T2 P2: equal to the non-SP compressed run (the slices are the messages the
 #      scatter-gather already sent); and a run stopped at iteration 3 and resumed
-#      continues bit-exactly (loss reprs; every file of the final checkpoint identical).
+#      continues bit-exactly (loss reprs; every file of the final checkpoint identical); a
+#      checkpoint saved without SP resumes with SP as the run without SP continues.
 #      DP PowerSGD, int8 activation compression, the distributed optimizer with the
 #      overlapped parameter all-gather and --check-lep with SP equal the same run without
 #      (T2 P2 D2); so do CB's top-k and sign methods (with LEP and EC); CB's pipeline bytes at T2 and T4 are PowerSGD's r (N/T + C) per slice.
@@ -167,6 +168,15 @@ if train_run straight 4 $TP 2 $PP 2 "${COMP[@]}" $SP "${RESUME[@]}" --save "$WOR
       failed "CB + LEP + EC on SP slices: final checkpoints differ (${differ[*]:-file lists}; $ncomp compressor states)"
     fi
   fi
+fi
+
+# SP changes no parameter or state: a checkpoint saved without SP resumes with it and
+# continues as the run without SP does (iterations 4..6 within 1e-5).
+if train_run ckpt_nosp 2 $TP 2 --train-iters 6 --save "$WORK/ckpt_nosp" --save-interval 3; then
+  mkdir -p "$WORK/ckpt_sp"
+  cp -r "$WORK/ckpt_nosp/iter_0000003" "$WORK/ckpt_sp/"
+  echo 3 > "$WORK/ckpt_sp/latest_checkpointed_iteration.txt"
+  train_run ckpt_sp 2 $TP 2 --train-iters 6 $SP --load "$WORK/ckpt_sp" && compare_losses ckpt_nosp ckpt_sp 1e-5 4
 fi
 
 # The other compressors and the optimizer variants see the same slices and gradients:
