@@ -41,6 +41,10 @@ class Communicator {
   virtual void allreduce_max(float* data, size_t count, Traffic traffic) = 0;
   // out[size * count] = concatenation of every rank's in[count], in rank order.
   virtual void allgather(const float* in, float* out, size_t count, Traffic traffic) = 0;
+  // The all-gather's mirror: out[count] = the sum over ranks of their
+  // in[rank() * count, (rank() + 1) * count) (sequence parallelism's
+  // reduce-scatter after a row-parallel layer). in holds size * count.
+  virtual void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) = 0;
 };
 
 class SelfCommunicator final : public Communicator {
@@ -50,6 +54,7 @@ class SelfCommunicator final : public Communicator {
   void allreduce_sum(float*, size_t, Traffic) override {}
   void allreduce_max(float*, size_t, Traffic) override {}
   void allgather(const float* in, float* out, size_t count, Traffic) override;
+  void reduce_scatter(const float* in, float* out, size_t count, Traffic) override;
 };
 
 }  // namespace occ

@@ -31,4 +31,14 @@ void HostStagedCommunicator::allgather(const float* in, float* out, size_t count
   device_copy(out, device_, out_.data(), Device::Cpu, total * sizeof(float));
 }
 
+void HostStagedCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) {
+  if (count == 0) return;
+  const size_t total = count * size_t(inner_.size());
+  in_.reserve(total);
+  out_.reserve(count);
+  device_copy(in_.data(), Device::Cpu, in, device_, total * sizeof(float));
+  inner_.reduce_scatter(in_.data(), out_.data(), count, traffic);
+  device_copy(out, device_, out_.data(), Device::Cpu, count * sizeof(float));
+}
+
 }  // namespace occ

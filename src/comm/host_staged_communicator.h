@@ -23,6 +23,7 @@ class HostStagedCommunicator final : public Communicator {
   void allreduce_sum(float* data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
   void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
+  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
 
  private:
   template <class Op>

@@ -187,6 +187,22 @@ void MpiCommunicator::allgather(const float* in, float* out, size_t count, Traff
   }
 }
 
+void MpiCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) {
+  const int n = size_;
+  if (n == 1) {
+    if (in != out) std::memcpy(out, in, count * sizeof(float));
+    return;
+  }
+  // The ring leaves rank r the whole sum of chunk (r + 1) % n: block b of `in`
+  // goes to chunk (b + 1) % n, so that the sum a rank ends with is its own block.
+  reduce_scatter_copy_.resize(size_t(n) * count);
+  for (int b = 0; b < n; ++b)
+    std::memcpy(reduce_scatter_copy_.data() + size_t((b + 1) % n) * count, in + size_t(b) * count,
+                count * sizeof(float));
+  ring_reduce_scatter(reduce_scatter_copy_.data(), size_t(n) * count, traffic, [](float a, float b) { return a + b; });
+  std::memcpy(out, reduce_scatter_copy_.data() + size_t((rank_ + 1) % n) * count, count * sizeof(float));
+}
+
 void MpiCommunicator::barrier() {
   double token = 0.0;
   allreduce_sum(&token, 1, Traffic::Other);

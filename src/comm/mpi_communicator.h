@@ -30,6 +30,8 @@ class MpiCommunicator final : public Communicator {
   void allreduce_sum(float* data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
   void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
+  // The ring reduce-scatter on a rotated copy of `in`: (size - 1) * count floats leave each rank.
+  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
   void allreduce_sum(double* data, size_t count, Traffic traffic);  // small control values
 
   // The two halves of allreduce_sum, for the distributed optimizer: after
@@ -80,6 +82,7 @@ class MpiCommunicator final : public Communicator {
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::vector<char> scratch_;
+  std::vector<float> reduce_scatter_copy_;  // reduce_scatter's rotated input
 };
 
 }  // namespace occ

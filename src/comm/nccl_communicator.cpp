@@ -276,6 +276,18 @@ void NcclCommunicator::allgather(const float* in, float* out, size_t count, Traf
   counters_.add(traffic, ring_allgather_bytes(count, size_, sizeof(float)));
 }
 
+void NcclCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) {
+  if (count == 0) return;
+  // One reduce per block to its rank (the loader resolves ncclReduce, as reduce_scatter_mean uses it);
+  // counted as the ring reduce-scatter NCCL's own would move.
+  impl_->run("reduce-scatter", [&] {
+    for (int b = 0; b < size_; ++b)
+      impl_->settle(ncclReduce(in + size_t(b) * count, out, count, ncclFloat, ncclSum, b, impl_->comm, impl_->stream),
+                    "reduce-scatter");
+  });
+  counters_.add(traffic, ring_reduce_scatter_bytes(count * size_t(size_), size_, rank_, sizeof(float)));
+}
+
 void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready) {
   if (count == 0) return;
   // One reduce per ring chunk to the rank that owns it (rank r owns chunk
@@ -364,6 +376,7 @@ void NcclCommunicator::allreduce_sum(float*, size_t, Traffic) { fail("internal: 
 void NcclCommunicator::allreduce_max(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::allreduce_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::allgather(const float*, float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::reduce_scatter(const float*, float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::sendrecv(const void*, size_t, int, void*, size_t, int, Traffic) {
   fail("internal: NCCL in a build without CUDA");

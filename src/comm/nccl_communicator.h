@@ -39,6 +39,7 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(float* data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
   void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
+  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
   // In-place mean over the group (ncclAvg). ready (optional): the group's
   // stream waits for the work before this mark instead (core/device.h), so a
   // gradient bucket goes as soon as its own kernels are done.

@@ -86,7 +86,7 @@ void bias_dropout_add_forward(float* out, const float* residual, const float* x,
         const float* rr = residual + n * C;
         float* o = out + n * C;
         if (d.active()) {
-          dropout_row(scale.data(), d, uint64_t(d.sample_base + n / T), uint64_t(n % T) * C, C);
+          dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + xr[c] * scale[c];
         } else {
@@ -106,7 +106,7 @@ void bias_dropout_add_forward(float* out, const float* residual, const float* x,
       const float* rr = residual + n * C;
       float* o = out + n * C;
       if (d.active()) {
-        dropout_row(scale.data(), d, uint64_t(d.sample_base + n / T), uint64_t(n % T) * C, C);
+        dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + (xr[c] + bias[c]) * scale[c];
       } else {
@@ -125,7 +125,7 @@ void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const
       std::vector<float> scale(C);
 #pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) {
-        dropout_row(scale.data(), d, uint64_t(d.sample_base + n / T), uint64_t(n % T) * C, C);
+        dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
 #pragma omp simd
         for (int64_t c = 0; c < C; ++c) dx[n * C + c] = dout[n * C + c] * scale[c];
       }
@@ -146,7 +146,7 @@ void dropout_inplace(float* x, const Dropout& d, int64_t N, int64_t T, int64_t C
     std::vector<float> scale(C);
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      dropout_row(scale.data(), d, uint64_t(d.sample_base + n / T), uint64_t(n % T) * C, C);
+      dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) x[n * C + c] *= scale[c];
     }

@@ -46,11 +46,19 @@ void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N
 // A dropout site: the mask of element (sample, index) is keep = U(key, sample,
 // index) >= p, where sample = sample_base + row / rows_per_sample is the
 // sample's position in the global batch. Masks are regenerated in backward.
+// row0: the micro-batch row of the tensor's row 0. Sequence parallelism
+// hands a kernel one TP rank's contiguous share of the [B*T] rows, which may
+// start inside a sample; row0 keeps every element on its global coordinates,
+// so the masks equal those of the whole tensor.
 struct Dropout {
   uint64_t key = 0;
   float p = 0.0f;
   int64_t sample_base = 0;
+  int64_t row0 = 0;
   bool active() const { return p > 0.0f; }
+  // Element (n, c) of an [N, C] tensor with T rows per sample: its sample, and its index in the sample.
+  uint64_t sample_of(int64_t n, int64_t T) const { return uint64_t(sample_base + (row0 + n) / T); }
+  uint64_t index_of(int64_t n, int64_t T, int64_t C) const { return uint64_t((row0 + n) % T) * uint64_t(C); }
 };
 
 // out[N, C] = residual + dropout(x + bias)  (Megatron's bias-dropout-add); T = tokens per sample.

@@ -3,13 +3,11 @@
 #include <algorithm>
 
 #include "core/rng.h"
+#include "model/dropout_sites.h"
 
 namespace occ {
 
 namespace {
-// Dropout sites, part of the mask key.
-enum Site : uint64_t { kEmbeddingDropout = 0, kAttentionDropout = 1, kAttentionOutDropout = 2, kMlpOutDropout = 3 };
-
 // The most logits one classifier chunk holds (64 Mi values: 128 MiB in bf16):
 // GPT-2's 50,304-word vocabulary then takes 1,280 tokens per chunk, enough
 // rows for the LM head's GEMMs to run at full speed, and a chunk never
@@ -48,8 +46,13 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       loss_sum_(options.device, 1),
       recompute_layer_(options.device, storage_),
       recompute_saved_(options.device),
-      recompute_out_(options.device, storage_) {
+      recompute_out_(options.device, storage_),
+      sp_norm_rows_(options.device, storage_),
+      sp_branch_rows_(options.device, storage_),
+      sp_embedding_(options.device) {
   cfg.validate(layout);
+  if (options.sequence_parallel && tp.size() > 1)
+    sp_ = std::make_unique<SequenceParallelComm>(tp, ops_, timers_, options.device, options.precision);
   chunk_layers_ = params_layout_.num_local_layers() / layout.vp_size;
   // The init is a pure function of (seed, tensor, global index), drawn on the host.
   std::vector<float> host(size_t(params_layout_.total()), 0.0f);
@@ -140,6 +143,18 @@ kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t sit
   return kernels::Dropout{make_key(seed_, mb.iteration, layer_key, site), training ? p : 0.0f, mb.sample_base};
 }
 
+void GptStage::add_positions(float* e, ConstTensorRef wpe, int64_t row0, int64_t rows, int64_t T) {
+  const int64_t C = cfg_.hidden_size;
+  // position_forward adds wpe[n % T] to row n: a run that starts inside a
+  // sample (at position pos) is its own sample of T = its length, offset by pos.
+  for (int64_t done = 0; done < rows;) {
+    const int64_t pos = (row0 + done) % T;
+    const int64_t len = pos == 0 ? rows - done : std::min(T - pos, rows - done);
+    ops_.position_forward(e + done * C, wpe + pos * C, len, pos == 0 ? T : len, C);
+    done += len;
+  }
+}
+
 kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
   const BlockShape& b = block_.shape();
   return {B, T, b.heads, b.D, layout_.tp_rank * b.heads, cfg_.num_attention_heads, b.groups};
@@ -164,18 +179,19 @@ int64_t GptStage::classifier_rows(int64_t N, int64_t V) const {
 
 void GptStage::allocate_layer(LayerActivations& a, int B, int T, bool training, bool keep_attention) const {
   const BlockShape& b = block_.shape();
-  const size_t N = size_t(B) * T, C = size_t(b.C), mean = b.layernorm() ? N : 0;
+  const size_t N = size_t(B) * T, C = size_t(b.C);
+  const size_t rows = size_t(stream_rows(int64_t(N))), mean = b.layernorm() ? rows : 0;
   a.ln1.resize(N * C);
   a.ln1_mean.resize(mean);
-  a.ln1_rstd.resize(N);
+  a.ln1_rstd.resize(rows);
   a.qkv.resize(N * size_t(b.qkv));
   const kernels::Dropout attn_drop{0, training ? cfg_.attention_dropout : 0.0f, 0};
   a.attn_saved.resize(keep_attention ? size_t(ops_.attention_saved_floats(attention_shape(B, T), attn_drop, storage_)) : 0);
   a.atty.resize(N * size_t(b.attn));
-  a.residual1.resize(N * C);
+  a.residual1.resize(rows * C);
   a.ln2.resize(N * C);
   a.ln2_mean.resize(mean);
-  a.ln2_rstd.resize(N);
+  a.ln2_rstd.resize(rows);
   a.fc.resize(N * size_t(b.fc));
   a.fc_act.resize(N * size_t(b.ffn));
 }
@@ -184,19 +200,19 @@ void GptStage::allocate(StageActivations& acts, int B, int T, bool training, boo
   OCC_CHECK(acts.device == opt_.device && acts.storage == storage_,
             "internal: activations of device {} ({}) given to a stage on {} ({})", device_name(acts.device),
             precision_name(acts.storage), device_name(opt_.device), precision_name(storage_));
-  const size_t N = size_t(B) * T, C = cfg_.hidden_size;
+  const size_t N = size_t(B) * T, C = cfg_.hidden_size, rows = size_t(stream_rows(int64_t(N)));
   while (acts.layers.size() < size_t(chunk_layers_)) acts.layers.emplace_back(opt_.device, storage_);
   const bool full = opt_.recompute == Recompute::Full;
   for (auto& a : acts.layers) {
-    a.input.resize(N * C);
+    a.input.resize(rows * C);
     if (!full) allocate_layer(a, B, T, training, opt_.recompute == Recompute::None);
   }
   if (full) allocate_layer(recompute_layer_, B, T, training, true);
-  acts.output.resize(N * C);
+  acts.output.resize(rows * C);
   if (head) {  // only the slots the LM head runs in
     acts.lnf.resize(N * C);
-    acts.lnf_mean.resize(block_.shape().layernorm() ? N : 0);
-    acts.lnf_rstd.resize(N);
+    acts.lnf_mean.resize(block_.shape().layernorm() ? rows : 0);
+    acts.lnf_rstd.resize(rows);
     if (training) acts.dlnf.resize(N * C);
   }
 }
@@ -217,34 +233,45 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
   allocate(acts, mb.B, mb.T, training, layout_.holds_head(chunk));
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
+  // The residual stream's rows on this rank: all N, or (sequence parallel) rows [r0, r0 + n).
+  const int64_t n = stream_rows(N), r0 = stream_row0(N);
   const auto& pl = params_layout_;
   TensorRef x = chunk_layers_ > 0 ? acts.layers[0].input.ref() : acts.output.ref();
   const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
 
   if (layout_.holds_embedding(chunk)) {
     // Summed in fp32 (vocab-parallel: each token's row is non-zero on one TP
-    // rank, so the all-reduce is exact), then stored rounded once.
+    // rank, so the all-reduce is exact), then stored rounded once. Sequence
+    // parallel: reduce-scattered, each rank keeping its rows (Megatron's
+    // reduce-scatter of the embeddings), positions and dropout on those rows.
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     const int32_t* tokens = upload_ids(acts.tokens, mb.inputs, N);
     const ConstTensorRef P = weights_for(embedding_span_);
     embedding_.resize(size_t(N * C));
     float* e = embedding_.data();
     ops_.embedding_forward(e, tokens, P + pl.word_embedding, v0, Vl, N, C);
-    if (tp_.size() > 1) {
+    if (sp()) {
+      ScopedPhase t(timers_, "tp_reduce_scatter");
+      sp_embedding_.resize(size_t(n * C));
+      tp_.reduce_scatter(e, sp_embedding_.data(), size_t(n * C), Traffic::TensorParallel);
+      e = sp_embedding_.data();
+    } else if (tp_.size() > 1) {
       ScopedPhase t(timers_, "tp_allreduce");
       tp_.allreduce_sum(e, size_t(N * C), Traffic::TensorParallel);
     }
-    if (cfg_.learned_positions()) ops_.position_forward(e, P + pl.position_embedding, N, mb.T, C);
+    if (cfg_.learned_positions()) add_positions(e, P + pl.position_embedding, r0, n, mb.T);
     if (training)
       ops_.dropout_inplace(
-          e, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base}, N, mb.T, C);
-    ops_.copy(x, e, N * C);
+          e, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base, r0}, n, mb.T,
+          C);
+    ops_.copy(x, e, n * C);
   } else {
     // A message from the previous stage: already of the format unless a lossy
     // compressor decoded it, in which case it is rounded like any activation.
-    ops_.copy(x, x_in, N * C);
+    // (Sequence parallel: this rank's rows of it, all that was received.)
+    ops_.copy(x, x_in + r0 * C, n * C);
   }
-  lp(x, N * C);
+  lp(x, n * C);
 
   for (int l = 0; l < chunk_layers_; ++l) {
     TensorRef out = l + 1 < chunk_layers_ ? acts.layers[size_t(l) + 1].input.ref() : acts.output.ref();
@@ -252,13 +279,17 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   }
 
   if (!layout_.holds_head(chunk)) {
-    ops_.copy(x_out, acts.output.ref(), N * C);
+    ops_.copy(x_out + r0 * C, acts.output.ref(), n * C);  // sequence parallel: the rows the exchange sends
     return;
   }
+  // The final norm on this rank's rows; all-gathered before the vocab-parallel LM head.
   const ConstTensorRef P = weights_for(final_ln_span_);
-  block_.norm_forward(acts.lnf.ref(), stats(acts.lnf_mean, acts.lnf_rstd), acts.output.ref(), P + pl.final_ln_w,
-                      at(P, pl.final_ln_b), N);
-  lp(acts.lnf.ref(), N * C);
+  if (sp()) sp_norm_rows_.resize(size_t(n * C));
+  const TensorRef lnf = sp() ? sp_norm_rows_.ref() : acts.lnf.ref();
+  block_.norm_forward(lnf, stats(acts.lnf_mean, acts.lnf_rstd), acts.output.ref(), P + pl.final_ln_w,
+                      at(P, pl.final_ln_b), n);
+  lp(lnf, n * C);
+  if (sp()) sp_->all_gather(acts.lnf.ref(), lnf, n * C);
   classifier(acts, mb, training);
 }
 
@@ -318,52 +349,6 @@ void GptStage::classifier(StageActivations& acts, const MicroBatch& mb, bool tra
   }
 }
 
-void GptStage::layer_forward(int local, ConstTensorRef input, LayerActivations& a, TensorRef out,
-                             const MicroBatch& mb, bool training) {
-  const LayerParams& w = params_layout_.layer(local);
-  const BlockShape& b = block_.shape();
-  const ConstTensorRef P = weights_for(layer_spans_[size_t(local)]);
-  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = b.C;
-  const Precision p = opt_.precision;
-  branch_.resize(size_t(N * C));
-  const TensorRef branch = branch_.ref();
-
-  // Attention: norm -> column-parallel QKV (this rank's query groups) -> RoPE on
-  // q and k -> causal attention -> row-parallel out-projection.
-  // Each tensor is rounded to the training precision as it is produced (lp: a
-  // no-op in fp32 and for 16-bit storage, whose kernels round as they store).
-  block_.norm_forward(a.ln1.ref(), stats(a.ln1_mean, a.ln1_rstd), input, P + w.ln1_w, at(P, w.ln1_b), N);
-  lp(a.ln1.ref(), N * C);
-  ops_.linear_forward(a.qkv.ref(), a.ln1.ref(), P + w.qkv_w, at(P, w.qkv_b), N, C, b.qkv, p);
-  lp(a.qkv.ref(), N * b.qkv);
-  const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
-  rope(a.qkv.ref(), shape, false);
-  const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, training);
-  float* saved = a.attn_saved.data();
-  if (a.attn_saved.empty()) {  // selective recomputation: backward rebuilds it
-    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop, storage_)));
-    saved = recompute_saved_.data();
-  }
-  ops_.attention_forward(a.atty.ref(), saved, a.qkv.ref(), shape, attn_drop);
-  lp(a.atty.ref(), N * b.attn);
-  ops_.linear_forward(branch, a.atty.ref(), P + w.proj_w, nullptr, N, b.attn, C, p);
-  lp(branch, N * C);
-  tp_allreduce(branch, N * C);
-  // residual1 = input + dropout(branch + bias), and the MLP's norm of it, in one pass.
-  block_.add_norm_forward(a.residual1.ref(), a.ln2.ref(), stats(a.ln2_mean, a.ln2_rstd), input, branch,
-                          at(P, w.proj_b), dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, training),
-                          P + w.ln2_w, at(P, w.ln2_b), N, T, p);
-
-  // MLP: column-parallel h->4h with its GeLU (or [gate | up] with SwiGLU) -> row-parallel 4h->h.
-  block_.mlp_in_forward(a.fc.ref(), a.fc_act.ref(), a.ln2.ref(), P + w.fc_w, at(P, w.fc_b), N, p);
-  ops_.linear_forward(branch, a.fc_act.ref(), P + w.fcproj_w, nullptr, N, b.ffn, C, p);
-  lp(branch, N * C);
-  tp_allreduce(branch, N * C);
-  ops_.bias_dropout_add_forward(out, a.residual1.ref(), branch, at(P, w.fcproj_b),
-                                dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, training), N, T, C);
-  lp(out, N * C);
-}
-
 void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const float* dx_out, float* dx_in,
                         const std::function<void(int64_t)>& grads_final, int chunk) {
   OCC_CHECK(chunk >= 0 && chunk < layout_.vp_size, "internal: model chunk {} of {}", chunk, layout_.vp_size);
@@ -372,25 +357,28 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
     if (grads_final) grads_final(offset);
   };
   const int64_t N = int64_t(mb.B) * mb.T, C = cfg_.hidden_size;
+  const int64_t n = stream_rows(N), r0 = stream_row0(N);  // the residual stream's rows here
   const ConstTensorRef P = weights();
   float* G = grads_.data();
   const auto& pl = params_layout_;
-  d_resid_.resize(size_t(N * C));
+  d_resid_.resize(size_t(n * C));
   d_ln_.resize(size_t(N * C));
   const TensorRef dresid = d_resid_.ref();
 
   if (layout_.holds_head(chunk)) {
-    // The head's gradients came with the loss in forward: d loss / d lnf is in acts.dlnf.
-    const TensorRef dlnf = acts.dlnf.ref();
-    tp_allreduce(dlnf, N * C);
-    ops_.fill(dresid, 0.0f, N * C);
+    // The head's gradients came with the loss in forward: d loss / d lnf is in
+    // acts.dlnf (this rank's vocabulary part; reduced here, over this rank's rows when sequence parallel).
+    const TensorRef dlnf = leave_tp_region(acts.dlnf.ref(), sp_norm_rows_, N);
+    ops_.fill(dresid, 0.0f, n * C);
     block_.norm_backward(dresid, G + pl.final_ln_w, grad(pl.final_ln_b), dlnf, acts.output.ref(), P + pl.final_ln_w,
-                         stats(acts.lnf_mean, acts.lnf_rstd), N);
-    lp(dresid, N * C);
+                         stats(acts.lnf_mean, acts.lnf_rstd), n);
+    lp(dresid, n * C);
+    if (sp() && mb.last_backward)
+      sp_->sum_partial_grads({{grad(pl.final_ln_w), C}, {grad(pl.final_ln_b), C}});
     report(pl.final_ln_w);
   } else {
-    ops_.copy(dresid, dx_out, N * C);  // rounded as forward rounds a received message
-    lp(dresid, N * C);
+    ops_.copy(dresid, dx_out + r0 * C, n * C);  // rounded as forward rounds a received message
+    lp(dresid, n * C);
   }
 
   for (int l = chunk_layers_ - 1; l >= 0; --l) {
@@ -401,81 +389,34 @@ void GptStage::backward(StageActivations& acts, const MicroBatch& mb, const floa
       layer_forward(first_layer + l, input, recompute_layer_, recompute_out_.ref(), mb, true);
     }
     layer_backward(first_layer + l, input, layer_work(acts, l), dresid, mb);
+    if (sp() && mb.last_backward) {
+      const LayerParams& w = pl.layer(first_layer + l);
+      sp_->sum_partial_grads({{grad(w.ln1_w), C}, {grad(w.ln1_b), C}, {grad(w.ln2_w), C}, {grad(w.ln2_b), C},
+                              {grad(w.proj_b), C}, {grad(w.fcproj_b), C}});
+    }
     report(pl.layer(first_layer + l).ln1_w);
   }
 
   if (layout_.holds_embedding(chunk)) {
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
     // The embedding's TP all-reduce has an identity backward: every rank already holds the full gradient.
-    ops_.dropout_inplace(dresid,
-                         {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base},
-                         N, mb.T, C);
-    lp(dresid, N * C);
-    if (cfg_.learned_positions()) ops_.position_backward(G + pl.position_embedding, dresid, N, mb.T, C);
-    ops_.embedding_backward(G + pl.word_embedding, dresid, uploaded_ids(acts.tokens, mb.inputs), v0, Vl, N, C);
+    // Sequence parallel: its reduce-scatter's backward all-gathers the rows (the embedding's
+    // vocabulary part sees every token), so the position gradient is whole on every rank too.
+    ops_.dropout_inplace(
+        dresid, {make_key(seed_, mb.iteration, 0, kEmbeddingDropout), cfg_.hidden_dropout, mb.sample_base, r0}, n,
+        mb.T, C);
+    lp(dresid, n * C);
+    TensorRef demb = dresid;
+    if (sp()) {
+      sp_->all_gather(d_ln_.ref(), dresid, n * C);
+      demb = d_ln_.ref();
+    }
+    if (cfg_.learned_positions()) ops_.position_backward(G + pl.position_embedding, demb, N, mb.T, C);
+    ops_.embedding_backward(G + pl.word_embedding, demb, uploaded_ids(acts.tokens, mb.inputs), v0, Vl, N, C);
     report(0);
   } else {
-    ops_.copy(dx_in, dresid, N * C);
+    ops_.copy(dx_in + r0 * C, dresid, n * C);  // sequence parallel: the rows the exchange sends
   }
-}
-
-void GptStage::layer_backward(int local, ConstTensorRef input, LayerActivations& a, TensorRef dresid,
-                              const MicroBatch& mb) {
-  const LayerParams& w = params_layout_.layer(local);
-  const BlockShape& b = block_.shape();
-  const ConstTensorRef P = weights();
-  float* G = grads_.data();
-  const int64_t N = int64_t(mb.B) * mb.T, T = mb.T, C = b.C;
-  const Precision p = opt_.precision;
-  d_branch_.resize(size_t(N * C));
-  d_fc_.resize(size_t(N * b.fc));
-  d_atty_.resize(size_t(N * b.attn));
-  d_qkv_.resize(size_t(N * b.qkv));
-  const TensorRef d_branch = d_branch_.ref(), d_ln = d_ln_.ref();
-
-  // MLP branch (dresid is the gradient of the layer output). Activation
-  // gradients are rounded to the training precision as they are produced;
-  // parameter gradients accumulate in fp32.
-  ops_.bias_dropout_add_backward(d_branch, grad(w.fcproj_b), dresid,
-                                 dropout(mb, local, kMlpOutDropout, cfg_.hidden_dropout, true), N, T, C);
-  lp(d_branch, N * C);
-  // Through the 4h->h projection and the GeLU / SwiGLU in one step (fc's bias gradient with it).
-  block_.mlp_out_backward(d_fc_.ref(), grad(w.fc_b), G + w.fcproj_w, d_branch, a.fc_act.ref(), a.fc.ref(),
-                          P + w.fcproj_w, N, p);
-  ops_.linear_backward(d_ln, G + w.fc_w, nullptr, d_fc_.ref(), a.ln2.ref(), P + w.fc_w, N, C, b.fc, false, p);
-  lp(d_ln, N * C);
-  tp_allreduce(d_ln, N * C);
-  // The MLP norm's backward into dresid, then (the attention branch's
-  // bias-dropout-add) the gradient of its output projection, in one pass.
-  block_.norm_dropout_backward(dresid, d_branch, grad(w.proj_b), G + w.ln2_w, grad(w.ln2_b), d_ln, a.residual1.ref(),
-                               P + w.ln2_w, stats(a.ln2_mean, a.ln2_rstd),
-                               dropout(mb, local, kAttentionOutDropout, cfg_.hidden_dropout, true), N, T, p);
-
-  // Attention branch (dresid is now the gradient of residual1).
-  ops_.linear_backward(d_atty_.ref(), G + w.proj_w, nullptr, d_branch, a.atty.ref(), P + w.proj_w, N, b.attn, C,
-                       false, p);
-  lp(d_atty_.ref(), N * b.attn);
-  const kernels::AttentionShape shape = attention_shape(mb.B, mb.T);
-  const kernels::Dropout attn_drop = dropout(mb, local, kAttentionDropout, cfg_.attention_dropout, true);
-  const float* saved = a.attn_saved.data();
-  if (a.attn_saved.empty()) {
-    // Selective recomputation: rebuild attention's saved state from qkv; the
-    // recomputed output equals a.atty and goes to a sink.
-    recompute_saved_.resize(size_t(ops_.attention_saved_floats(shape, attn_drop, storage_)));
-    recompute_out_.resize(size_t(N * b.attn));
-    ops_.attention_forward(recompute_out_.ref(), recompute_saved_.data(), a.qkv.ref(), shape, attn_drop);
-    saved = recompute_saved_.data();
-  }
-  ops_.attention_backward(d_qkv_.ref(), d_atty_.ref(), a.qkv.ref(), a.atty.ref(), saved, shape, attn_drop);
-  lp(d_qkv_.ref(), N * b.qkv);
-  rope(d_qkv_.ref(), shape, true);  // to the gradient of the unrotated q and k
-  ops_.linear_backward(d_ln, G + w.qkv_w, grad(w.qkv_b), d_qkv_.ref(), a.ln1.ref(), P + w.qkv_w, N, C, b.qkv, false,
-                       p);
-  lp(d_ln, N * C);
-  tp_allreduce(d_ln, N * C);
-  block_.norm_backward(dresid, G + w.ln1_w, grad(w.ln1_b), d_ln, input, P + w.ln1_w, stats(a.ln1_mean, a.ln1_rstd),
-                       N);
-  lp(dresid, N * C);
 }
 
 }  // namespace occ

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "model/block.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "parallel/sequence_parallel.h"
 
 namespace occ {
 
@@ -39,6 +41,11 @@ struct StageOptions {
   // The most logits one classifier chunk holds; 0: kClassifierValues (gpt.cpp).
   // Tests make it small, so that small models run the chunked loss in pieces.
   int64_t classifier_values = 0;
+  // --sequence-parallel (with a TP group of 2 or more; parallel/sequence_parallel.h):
+  // the residual stream, its norms and dropout are this rank's share of the
+  // rows, and forward's x_in / x_out and backward's dx_out / dx_in are read
+  // and written only in that share (the pipeline exchange moves only it).
+  bool sequence_parallel = false;
 };
 
 // What a stage needs to know about one micro-batch.
@@ -53,6 +60,11 @@ struct MicroBatch {
   // (StageActivations::logits) for `generate` and the reference checks. A
   // training forward never materialises them (the classifier runs in chunks).
   bool keep_logits = false;
+  // The model chunk's last backward of the iteration: with sequence
+  // parallelism, backward sums the partial gradients of the parameters that
+  // act on each rank's share of the rows (norms, row-parallel biases) over TP
+  // here, once per iteration and before grads_final reports them.
+  bool last_backward = false;
 };
 
 using Buffer = DeviceBuffer<float>;
@@ -66,6 +78,8 @@ struct LayerActivations {
       : input(d, storage), ln1(d, storage), ln1_mean(d), ln1_rstd(d), qkv(d, storage), attn_saved(d),
         atty(d, storage), residual1(d, storage), ln2(d, storage), ln2_mean(d), ln2_rstd(d), fc(d, storage),
         fc_act(d, storage) {}
+  // With sequence parallelism, the residual stream (input, residual1) and the
+  // norm statistics hold this rank's N/T rows; ln1 and ln2 stay whole (all-gathered).
   TensorBuffer input;              // [N, C] residual stream entering the layer
   TensorBuffer ln1;                // [N, C]
   Buffer ln1_mean, ln1_rstd;       // [N] (the mean: LayerNorm only)
@@ -88,7 +102,7 @@ struct StageActivations {
   // forward for its backward (unused on the CPU, which reads the host arrays).
   DeviceBuffer<int32_t> tokens, labels;
   std::vector<LayerActivations> layers;
-  TensorBuffer output;              // [N, C] last layer's output
+  TensorBuffer output;              // [N, C] last layer's output (sequence parallel: [N/T, C])
   TensorBuffer lnf;                 // last stage: final norm [N, C]
   Buffer lnf_mean, lnf_rstd;        // [N]
   // Last stage, training: d loss / d lnf (this rank's part, before the TP
@@ -183,6 +197,19 @@ class GptStage {
     return opt_.device == Device::Cpu ? host : buf.data();
   }
   kernels::Dropout dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
+  // A dropout site on the residual stream: this rank's rows under sequence parallelism.
+  kernels::Dropout stream_dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const;
+  // Sequence parallelism: is it on; the residual-stream rows of an N-row
+  // micro-batch this rank holds (N without it) and the first of them.
+  bool sp() const { return sp_ != nullptr; }
+  int64_t stream_rows(int64_t N) const { return sp_ ? sp_->local_rows(N) : N; }
+  int64_t stream_row0(int64_t N) const { return sp_ ? sp_->first_row(N) : 0; }
+  // Out of a row-parallel layer: the partial sums `full` [N, C] reduce-scattered
+  // into this rank's rows (sequence parallel), or all-reduced in place.
+  TensorRef leave_tp_region(TensorRef full, TensorBuffer& local, int64_t N);
+  // Learned positions added to `rows` rows from the micro-batch's row `row0` (a
+  // sequence-parallel share may start and end inside a sample).
+  void add_positions(float* e, ConstTensorRef wpe, int64_t row0, int64_t rows, int64_t T);
   kernels::AttentionShape attention_shape(int B, int T) const;
   // A parameter's weights (its gradient) at `offset`; null where the layout has
   // no such tensor (offset -1: a bias the architecture lacks).
@@ -252,6 +279,15 @@ class GptStage {
   LayerActivations recompute_layer_;
   Buffer recompute_saved_;
   TensorBuffer recompute_out_;
+  // Sequence parallelism (null without): its collectives, and scratch of this
+  // rank's rows: a norm's output before its all-gather (backward: the norm's
+  // reduce-scattered output gradient), and a row-parallel layer's
+  // reduce-scattered output (backward: its output gradient before the
+  // all-gather). Forward and backward never hold them at once (a full
+  // recomputation's forward finishes before the layer's backward starts).
+  std::unique_ptr<SequenceParallelComm> sp_;
+  TensorBuffer sp_norm_rows_, sp_branch_rows_;
+  Buffer sp_embedding_;  // the embedding's reduce-scattered rows (fp32)
   PhaseTimers timers_;
 };
 

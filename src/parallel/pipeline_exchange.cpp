@@ -8,7 +8,8 @@
 namespace occ {
 
 PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters,
-                                   const ParallelLayout& layout, PhaseTimers& timers, Device device, bool staged)
+                                   const ParallelLayout& layout, PhaseTimers& timers, Device device, bool staged,
+                                   bool sequence_parallel)
     : links_(links),
       tp_(tp),
       counters_(counters),
@@ -16,6 +17,7 @@ PipelineExchange::PipelineExchange(PipelineLinks& links, Communicator& tp, Traff
       timers_(timers),
       device_(device),
       staged_(staged && !links.on_device),
+      sequence_parallel_(sequence_parallel),
       device_out_([device](size_t n) { return std::make_unique<DeviceBuffer<float>>(device, n); }),
       host_out_([](size_t n) {
         auto b = std::make_unique<PinnedBuffer>();
@@ -124,7 +126,8 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
 }
 
 void PipelineExchange::gather_slice(float* x, size_t count) {
-  if (layout_.tp_size == 1) return;
+  // Sequence parallel: the stage's rows are its slice, the message as it came.
+  if (layout_.tp_size == 1 || sequence_parallel_) return;
   const size_t slice = count / size_t(layout_.tp_size);
   ScopedPhase t(timers_, "tp_allgather");
   tp_.allgather(x + slice * size_t(layout_.tp_rank), x, slice, Traffic::TensorParallel);

@@ -35,8 +35,11 @@ class PipelineExchange {
   // savings are counted (the links count the bytes sent). staged: messages in
   // host memory are copied through page-locked buffers (required off the CPU
   // unless the links move device memory).
+  // sequence_parallel: the stages read and write only this rank's slice of
+  // each message (parallel/sequence_parallel.h), so the receiver's all-gather is skipped.
   PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters, const ParallelLayout& layout,
-                   PhaseTimers& timers, Device device = Device::Cpu, bool staged = false);
+                   PhaseTimers& timers, Device device = Device::Cpu, bool staged = false,
+                   bool sequence_parallel = false);
 
   // A device buffer of `count` floats for a message to send: one no queued
   // send still reads (parallel/send_pool.h). It is the exchange's until the
@@ -51,7 +54,7 @@ class PipelineExchange {
   void send_forward(const float* x, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
   void send_backward(const float* dx, size_t count, int mb, int chunk, MessageCodec* encoder = nullptr);
   // Blocking receive (waits with back-off) into x[count] (on the device),
-  // all-gathered over TP: the input (forward) or output gradient (backward)
+  // all-gathered over TP (sequence parallel: only this rank's slice is written): the input (forward) or output gradient (backward)
   // of micro-batch mb in this rank's chunk `chunk`.
   // With `decoder`, the message is a compressed slice, decoded before the gather.
   void recv_forward(float* x, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
@@ -94,6 +97,7 @@ class PipelineExchange {
   PhaseTimers& timers_;
   Device device_;
   bool staged_;
+  bool sequence_parallel_;
 
   // Messages in flight: on the device (the executor's outputs; wires where the
   // links send device memory, or on the CPU) and in page-locked host memory

@@ -145,7 +145,12 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
       int n = 0;
       for (const auto& r : row.ranks) {
         if (r.pp != s) continue;
-        fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward"), ts += timer(r, "tp_allreduce");
+        fs += timer(r, "forward") + timer(r, "data"), bs += timer(r, "backward");
+        // The layers' TP collectives: all-reduces, or in a --sequence-parallel run (the one
+        // with reduce-scatters) reduce-scatters and all-gathers; such a run has no pipeline
+        // receiver's all-gather, so its tp_allgather is the layers'.
+        const double reduce_scatter = timer(r, "tp_reduce_scatter");
+        ts += timer(r, "tp_allreduce") + reduce_scatter + (reduce_scatter > 0 ? timer(r, "tp_allgather") : 0.0);
         os = std::min(os, timer(r, "optimizer"));  // the least waiting rank: the optimizer alone
         ++n;
       }

@@ -13,7 +13,7 @@
 namespace occ {
 
 const std::vector<std::string> kReportedPhases = {"data",         "forward",       "backward",     "pp_wait",
-                                                  "tp_allreduce", "tp_allgather",  "dp_allreduce", "dp_busy", "dp_allgather",
+                                                  "tp_allreduce", "tp_allgather",  "tp_reduce_scatter", "dp_allreduce", "dp_busy", "dp_allgather",
                                                   "emb_allreduce", "norm_allreduce", "optimizer", "compress",  "decompress",
                                                   "iteration",    "cpu",
                                                   "peak_rss_mib", "peak_tensor_mib", "peak_gpu_mib"};

@@ -124,6 +124,10 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(!overlap_param_gather || use_distributed_optimizer,
             "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
             "add --use-distributed-optimizer, or drop it");
+  OCC_CHECK(!sequence_parallel || (int64_t(micro_batch_size) * model.seq_length) % layout.tp_size == 0,
+            "--sequence-parallel splits a micro-batch's {} tokens (--micro-batch-size x --seq-length) over the {} "
+            "tensor-parallel ranks, which does not divide them; use a multiple of {} tokens",
+            int64_t(micro_batch_size) * model.seq_length, layout.tp_size, layout.tp_size);
   choose_comm_backend(parse_comm_backend(comm_backend_name), device, 1, 1, 1);  // throws on a bad name, nccl on the CPU
   OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
   OCC_CHECK(cb.rank >= 1, "--inter-grad-comp-rank must be >= 1 (got {})", cb.rank);
@@ -251,6 +255,7 @@ nlohmann::json TrainOptions::math_json() const {
   j["dp_bucket_elems"] = dp_bucket_elems;
   // Not the values (they are the blocking gather's), but the collectives every DP rank must run alike.
   j["overlap_param_gather"] = overlap_param_gather;
+  j["sequence_parallel"] = sequence_parallel;
   j["skip_nonfinite"] = skip_nonfinite;
   return j;
 }

@@ -87,6 +87,9 @@ struct TrainOptions {
   // --overlap-param-gather: that optimizer's parameter all-gather runs beside
   // the next iteration's forward, bucket by bucket (parallel/param_gather.h).
   bool overlap_param_gather = false;
+  // --sequence-parallel (T > 1): the residual stream between the tensor-parallel
+  // regions is split over the TP ranks by rows (parallel/sequence_parallel.h).
+  bool sequence_parallel = false;
   double comm_timeout_s = 60.0;      // longest wait on the network before the job is aborted
   ExitOptions exit;                  // --exit-signal-handler, --exit-interval, --exit-duration-in-mins
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's

@@ -67,7 +67,7 @@ void Trainer::connect(double comm_timeout_s) {
   kernels::select_attention_backend(opt_.device, opt_.attention_backend);
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision(), nullptr,
-                                                   opt_.debug_classifier_values});
+                                                   opt_.debug_classifier_values, opt_.sequence_parallel});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged,
@@ -94,7 +94,7 @@ void Trainer::connect(double comm_timeout_s) {
   // staged, the exchange copies them through host memory for MPI after the
   // codecs (on the device) encode them.
   exchange_ = std::make_unique<PipelineExchange>(comm_->pipeline_links(), tp, topo_->counters, layout_,
-                                                 stage_->timers(), opt_.device, staged);
+                                                 stage_->timers(), opt_.device, staged, opt_.sequence_parallel);
   const CompressorPlacement on_stage{&stage_->ops()};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);
@@ -187,8 +187,9 @@ void Trainer::run_schedule(int M) {
     if (wait) stage_->ops().synchronize();
   };
   steps.backward = [&](int j, int slot, int chunk, const float* dy, float* dx, bool last) {
-    stage_->backward(acts_[size_t(slot)], micro_batch(slot, base(j), grad_scale), dy, dx, last ? on_final : nullptr,
-                     chunk);
+    MicroBatch mb = micro_batch(slot, base(j), grad_scale);
+    mb.last_backward = last;
+    stage_->backward(acts_[size_t(slot)], mb, dy, dx, last ? on_final : nullptr, chunk);
     if (wait) stage_->ops().synchronize();
   };
   // LEP's probe watches the link of the model's last chunk (the paper's last stage).
@@ -287,7 +288,8 @@ void Trainer::check_lep(int slot, int chunk, const float* grad) {
   const size_t n = residual.size(), off = n * size_t(layout_.tp_rank);
   const StageActivations& a = acts_[size_t(slot)];
   const ConstTensorRef x = a.layers.empty() ? a.output.ref() : a.layers[0].input.ref();
-  lep_input_ = TensorBuffer::values_to_host(x + int64_t(off), n, opt_.device);
+  // Sequence parallel, the stage keeps only its slice of the input.
+  lep_input_ = TensorBuffer::values_to_host(x + int64_t(opt_.sequence_parallel ? 0 : off), n, opt_.device);
   lep_grad_.resize(n);
   device_copy(lep_grad_.data(), Device::Cpu, grad + off, opt_.device, n * sizeof(float));
   lep_probe_.observe(residual.to_host(), lep_input_.data(), lep_grad_.data(), stage_->timers());

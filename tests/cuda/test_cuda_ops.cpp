@@ -196,6 +196,32 @@ TEST_F(CudaOpsTest, DropoutInplaceMaskIsBitIdentical) {
   EXPECT_EQ(y.gpu(), y.cpu);
 }
 
+// Sequence parallelism's shards (Dropout::row0): a rank's rows, starting inside a
+// sample, get the CPU's masks of the same global rows, on the packed path (C a multiple
+// of the pack) and the scalar one (C = 13), forward and backward.
+TEST_F(CudaOpsTest, DropoutOnARowShardMatchesCpu) {
+  for (auto [T, C, row0, N] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{7, 13, 3, 9}, {32, 64, 16, 40},
+                                {5, 8, 12, 4}}) {
+    Dropout d = make_dropout(0.1f, 0xBEEF, 3);
+    d.row0 = row0;
+    const std::string tag = " T=" + std::to_string(T) + " C=" + std::to_string(C) + " row0=" + std::to_string(row0);
+    FTwin x(filled(N * C, 1.0f));
+    cpu().dropout_inplace(x.c(), d, N, T, C);
+    gpu().dropout_inplace(x.g(), d, N, T, C);
+    EXPECT_EQ(x.gpu(), x.cpu) << "dropout_inplace" << tag;
+    FTwin y(random_values(N * C, 61)), bias(random_values(C, 62)), residual(random_values(N * C, 63)),
+        out(filled(N * C));
+    cpu().bias_dropout_add_forward(out.c(), residual.c(), y.c(), bias.c(), d, N, T, C);
+    gpu().bias_dropout_add_forward(out.g(), residual.g(), y.g(), bias.g(), d, N, T, C);
+    expect_close(out, 1e-5, "bias_dropout_add_forward" + tag);
+    FTwin dout(random_values(N * C, 64)), dx(filled(N * C)), dbias(random_values(C, 65));
+    cpu().bias_dropout_add_backward(dx.c(), dbias.c(), dout.c(), d, N, T, C);
+    gpu().bias_dropout_add_backward(dx.g(), dbias.g(), dout.g(), d, N, T, C);
+    expect_close(dx, 1e-5, "bias_dropout_add_backward" + tag);
+    expect_same_zeros(dx.gpu(), dx.cpu, "bias_dropout_add_backward mask" + tag);
+  }
+}
+
 // ---- attention: both CUDA implementations against the CPU ------------------------------
 void check_attention(CudaAttention impl) {
   const std::unique_ptr<Ops> gpu = make_cuda_ops(impl);

@@ -103,6 +103,13 @@ class RecordingCommunicator final : public Communicator {
       out[count + i] = other;
     }
   }
+  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override {
+    seen = out;
+    seen_in = in;
+    seen_count = count;
+    seen_traffic = traffic;
+    for (size_t i = 0; i < count; ++i) out[i] = in[i] + other;
+  }
   float other = 10.0f;
   const float* seen = nullptr;
   const float* seen_in = nullptr;
@@ -133,6 +140,15 @@ TEST(HostStagedCommunicator, CollectivesRunOnHostCopies) {
   EXPECT_NE(inner.seen_in, y.data() + 2);
   EXPECT_EQ(inner.seen_traffic, Traffic::PipelineForward);
   EXPECT_EQ(y, (std::vector<float>{7, 8, -1, -1}));
+
+  // Sequence parallelism's reduce-scatter: the whole [size x count] input staged, this rank's block of the sum back.
+  std::vector<float> blocks{1, 2, 3, 4}, mine{0, 0};
+  inner.other = 0.5f;
+  comm.reduce_scatter(blocks.data(), mine.data(), 2, Traffic::TensorParallel);
+  EXPECT_NE(inner.seen_in, blocks.data());
+  EXPECT_NE(inner.seen, mine.data());
+  EXPECT_EQ(inner.seen_count, 2u);
+  EXPECT_EQ(mine, (std::vector<float>{1.5f, 2.5f}));
 }
 
 TEST(NodeRanks, GpuOfLocalRankWrapsAroundTheGpus) {

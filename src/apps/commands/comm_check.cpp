@@ -139,6 +139,27 @@ class Checker {
     }
   }
 
+  // Communicator::reduce_scatter (sequence parallelism's): every rank gives
+  // one block per rank, and gets the sum of its own block over the ranks.
+  void check_block_reduce_scatter(size_t count) {
+    const int n = size();
+    std::vector<float> x(count * size_t(n));
+    for (size_t j = 0; j < x.size(); ++j) x[j] = float((rank() + 1) * (int(j / count) * 10 + int(j % count % 7) + 1));
+    DeviceBuffer<float> in(device_, x.size()), out(device_, count);
+    in.copy_from_host(x.data(), x.size());
+    const uint64_t before = counters_[Traffic::Other];
+    comm().reduce_scatter(in.data(), out.data(), count, Traffic::Other);
+    expect_bytes("block reduce-scatter", before, ring_reduce_scatter_bytes(count * size_t(n), n, rank(), sizeof(float)));
+    const std::vector<float> got = out.to_host();
+    for (size_t i = 0; i < count; ++i) {
+      const float want = float(n * (n + 1) / 2) * float(rank() * 10 + int(i % 7) + 1);
+      if (got[i] != want) {
+        expect(false, fmt::format("block reduce-scatter: element {} is {}, expected {}", i, got[i], want));
+        break;
+      }
+    }
+  }
+
   void check_allgather(size_t count) {
     const int n = size();
     std::vector<float> x(count);
@@ -357,6 +378,7 @@ int comm_check(int argc, char** argv) {
   try {
     check.check_allreduce(count);
     check.check_reduce_scatter(count);
+    check.check_block_reduce_scatter(count);
     check.check_allgather(count);
     check.check_ring_shift(count);
     links_checked = check.check_pipeline_links(count, timeout_s);

@@ -119,10 +119,6 @@ int plan(int argc, char** argv) {
                  "bytes per gradient value on the DP wire (default: --bytes-per-value; Megatron's --bf16 all-reduces "
                  "fp32 gradients: 4)");
   app.add_flag("--checkpoint-activations", cfg.recompute_activations, "backward recomputes the forward");
-  // Megatron's flag; the engine's own --sequence-parallel is not built yet, so plan owns it for now.
-  app.add_flag("--sequence-parallel", cfg.sequence_parallel,
-               "model Megatron's sequence parallelism (T > 1): reduce-scatter / all-gather for the TP all-reduces, "
-               "sequence-sharded LayerNorm and dropout activations, each rank's own slice between stages");
   app.add_flag("--blocking-p2p", cfg.blocking_sends, "model Megatron's blocking pipeline sends instead of our nonblocking ones");
   app.add_flag("--no-comm", cl.free_comm, "every transfer and collective is free (the compute-only bound)");
   std::string calibrate_path, json_path, run_flags;
@@ -175,6 +171,8 @@ int plan(int argc, char** argv) {
   cfg.layers_per_virtual_stage = opt.layers_per_virtual_stage;
   cfg.use_distributed_optimizer = opt.use_distributed_optimizer;
   cfg.overlap_param_gather = opt.overlap_param_gather;
+  // train's --sequence-parallel (add_train_flags): the plan models the engine's sequence parallelism.
+  cfg.sequence_parallel = opt.sequence_parallel;
   if (opt.recompute() == Recompute::Full) cfg.recompute_activations = true;
   cfg.selective_recompute = opt.recompute() == Recompute::Selective;
   cfg.cb = opt.cb;

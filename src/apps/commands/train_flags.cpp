@@ -140,6 +140,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "with --use-distributed-optimizer: all-gather the updated parameters beside the next iteration's "
                "forward, each bucket waited for just before a layer first reads it (Megatron's flag); the same "
                "values as without it");
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "with --tensor-model-parallel-size > 1: Megatron's sequence parallelism. The norms, dropout and "
+               "residual adds run on each TP rank's share of the tokens; all-gather before and reduce-scatter after "
+               "the tensor-parallel layers instead of all-reduces; each rank sends only its share between stages");
   app.add_option("--dp-bucket-size", o.dp_bucket_elems, "gradient elements per data-parallel all-reduce bucket")
       ->capture_default_str();
   app.add_option("--device", o.device_name,
@@ -340,6 +344,9 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
       throw UsageError(fmt::format("{} needs --train-data-path (the training set); add it, or use --data-path with "
                                    "--split", set_flag));
   }
+  if (o.sequence_parallel && o.tensor_parallel <= 1)
+    refuse("--sequence-parallel", "splits the tokens over the tensor-parallel ranks and there is only one",
+           "set --tensor-model-parallel-size 2 or more");
   for (const char* f : {"--tensorboard-log-interval", "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard"})
     if (given(f) && o.tensorboard.dir.empty()) refuse(f, "has no effect without --tensorboard-dir", "add --tensorboard-dir DIR");
   for (const Link& l : links) {

@@ -127,10 +127,11 @@ struct DropoutParams {
   uint64_t key;
   float p, keep_scale;
   int64_t sample_base;
+  int64_t row0;  // kernels::Dropout::row0
   bool active;
 };
 inline DropoutParams dropout_params(const Dropout& d) {
-  return DropoutParams{d.key, d.p, d.active() ? 1.0f / (1.0f - d.p) : 1.0f, d.sample_base, d.active()};
+  return DropoutParams{d.key, d.p, d.active() ? 1.0f / (1.0f - d.p) : 1.0f, d.sample_base, d.row0, d.active()};
 }
 
 // Word `lane` (0..3) of a Philox block without dynamic indexing (which would put

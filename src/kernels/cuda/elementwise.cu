@@ -5,7 +5,7 @@
 //
 // Dropout masks are bit-identical to the CPU's: element (row n, column c) of a
 // [N, C] activation with T rows per sample belongs to sample
-// sample_base + n / T at index idx = (n % T) * C + c, and is kept iff
+// sample_base + (row0 + n) / T at index idx = ((row0 + n) % T) * C + c, and is kept iff
 // bits_to_unit(Philox(key, sample, idx >> 2)[idx & 3]) > p.
 //
 // Fast path: a thread takes 16-byte packs (packs.cuh). With C a multiple of
@@ -70,16 +70,19 @@ __global__ void row_packs_kernel(F f, DropoutParams d, int64_t N, int64_t T, int
 // Philox block, as the CPU draws them.
 template <class F>
 __global__ void dropout_map_kernel(F f, DropoutParams d, int64_t N, int64_t T, int64_t C) {
+  // Samples are counted from the one holding row d.row0 (a sequence-parallel
+  // shard may start inside a sample); elements outside [row0, row0 + N) are skipped.
   const int64_t per_sample = T * C, groups = (per_sample + 3) / 4;
-  const int64_t samples = (N + T - 1) / T, total = N * C;
+  const int64_t s0 = d.row0 / T, samples = (d.row0 + N + T - 1) / T - s0;
+  const int64_t first = d.row0 * C, total = N * C;  // the tensor's elements, counted from sample s0's first
   for (int64_t gid = global_thread(); gid < samples * groups; gid += grid_threads()) {
-    const int64_t s = gid / groups, j = gid % groups;
+    const int64_t s = s0 + gid / groups, j = gid % groups;
     const PhiloxBlock b = Philox::block(d.key, uint64_t(d.sample_base + s), uint64_t(j));
-    const int64_t base = s * per_sample;
+    const int64_t base = s * per_sample - first;  // the sample's element 0, as an index into the tensor
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int64_t idx = 4 * j + r;
-      if (idx < per_sample && base + idx < total) {
+      if (idx < per_sample && base + idx >= 0 && base + idx < total) {
         const float m[1] = {dropout_multiplier(b.v[r], d)};
         f.template apply<1>(base + idx, idx % C, m);
       }
@@ -100,7 +103,8 @@ void launch_rows(cudaStream_t stream, F f, const Dropout& d, int64_t N, int64_t 
   if (vector) {
     row_packs_kernel<V><<<grid_for(N * (C / V)), kBlock, 0, stream>>>(f, dropout_params(d), N, T, C);
   } else if (d.active()) {
-    const int64_t groups = (N + T - 1) / T * ((T * C + 3) / 4);
+    const int64_t samples = (d.row0 + N + T - 1) / T - d.row0 / T;  // as dropout_map_kernel counts them
+    const int64_t groups = samples * ((T * C + 3) / 4);
     dropout_map_kernel<<<grid_for(groups), kBlock, 0, stream>>>(f, dropout_params(d), N, T, C);
   } else {
     map_kernel<<<grid_for(N * C), kBlock, 0, stream>>>(f, N * C, C);

@@ -110,7 +110,8 @@ __device__ __forceinline__ void row_dropout_multipliers(const DropoutParams& d, 
     for (int j = 0; j < V; ++j) m[j] = 1.0f;
     return;
   }
-  dropout_multipliers<V>(d, uint64_t(d.sample_base + n / T), uint64_t((n % T) * C + c0), m);
+  const int64_t row = d.row0 + n;  // the micro-batch's row (sequence parallelism's shards start at row0)
+  dropout_multipliers<V>(d, uint64_t(d.sample_base + row / T), uint64_t((row % T) * C + c0), m);
 }
 
 // ---- a map over n values: packs, then a scalar tail -------------------------------------
