@@ -465,7 +465,8 @@ check_gpu_layouts() {
   eng "$log" "$(cap 120)" train $dg "${F[@]}" --metrics "$W/g_single.jsonl" ||
     { record "$name" FAIL "$t0" "single-GPU run: $(tail_of "$log")" "" "$log"; return; }
   for lay in t1p2d2:"--pipeline-model-parallel-size 2" t2p2d1:"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" \
-             t2p1d2:"--tensor-model-parallel-size 2"; do
+             t2p1d2:"--tensor-model-parallel-size 2" \
+             t2p2d1sp:"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel"; do
     local t1=$SECONDS id=${lay%%:*}
     fl=${lay#*:}
     # shellcheck disable=SC2086

@@ -202,7 +202,8 @@ for want in '^PASS fp32_gpu_vs_cpu: .*final weights \(A CPU, B --device cpu, C C
   '^PASS attention_flash_vs_fused: CPU stand-in: auto vs auto.*flash resumed from iteration 6 vs uninterrupted: 6 iterations' \
   '^PASS bench_occ_small_mbmax: .*largest micro-batch that fits: 4 ' '^PASS bench_torch_small_mbmax: .*largest micro-batch that fits: 4 ' \
   '^PASS speed_targets_small: CPU stand-in, targets reported, not asserted.*micro-batch 2: tokens/s' \
-  '^PASS speed_targets_small_mbmax: CPU stand-in.*micro-batch 4: tokens/s'; do
+  '^PASS speed_targets_small_mbmax: CPU stand-in.*micro-batch 4: tokens/s' \
+  '^PASS gpu_3d_layouts_t2p2d1sp: comm: mpi \(host-staged.*vs single GPU: .*vs CPU t2p2d1sp: '; do
   if grep -qE -- "$want" "$WORK/gq.out"; then pass "gpu-check.sh stand-in: $(grep -m 1 -oE -- "$want" "$WORK/gq.out" | cut -c1-110)"
   else failed "gpu-check.sh stand-in: no line matching '$want'"; fi
 done
