@@ -74,29 +74,12 @@ inline void dropout_row(float* scale, const Dropout& d, uint64_t sample, uint64_
 }
 }  // namespace
 
-void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias, const Dropout& d,
-                              int64_t N, int64_t T, int64_t C) {
-  if (!bias) {  // --disable-bias-linear: residual + dropout(x)
-#pragma omp parallel
-    {
-      std::vector<float> scale(d.active() ? C : 0);
-#pragma omp for schedule(static)
-      for (int64_t n = 0; n < N; ++n) {
-        const float* xr = x + n * C;
-        const float* rr = residual + n * C;
-        float* o = out + n * C;
-        if (d.active()) {
-          dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + xr[c] * scale[c];
-        } else {
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + xr[c];
-        }
-      }
-    }
-    return;
-  }
+namespace {
+// One body for both forms; the bias is a compile-time choice so that each loop stays a
+// plain vectorised pass (--disable-bias-linear adds none).
+template <bool kHasBias>
+void residual_dropout_add(float* out, const float* residual, const float* x, const float* bias, const Dropout& d,
+                          int64_t N, int64_t T, int64_t C) {
 #pragma omp parallel
   {
     std::vector<float> scale(d.active() ? C : 0);
@@ -108,13 +91,30 @@ void bias_dropout_add_forward(float* out, const float* residual, const float* x,
       if (d.active()) {
         dropout_row(scale.data(), d, d.sample_of(n, T), d.index_of(n, T, C), C);
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + (xr[c] + bias[c]) * scale[c];
+        for (int64_t c = 0; c < C; ++c) {
+          float y = xr[c];
+          if constexpr (kHasBias) y += bias[c];
+          o[c] = rr[c] + y * scale[c];
+        }
       } else {
 #pragma omp simd
-        for (int64_t c = 0; c < C; ++c) o[c] = rr[c] + xr[c] + bias[c];
+        for (int64_t c = 0; c < C; ++c) {
+          float y = rr[c] + xr[c];
+          if constexpr (kHasBias) y += bias[c];
+          o[c] = y;
+        }
       }
     }
   }
+}
+}  // namespace
+
+void bias_dropout_add_forward(float* out, const float* residual, const float* x, const float* bias, const Dropout& d,
+                              int64_t N, int64_t T, int64_t C) {
+  if (bias)
+    residual_dropout_add<true>(out, residual, x, bias, d, N, T, C);
+  else
+    residual_dropout_add<false>(out, residual, x, bias, d, N, T, C);
 }
 
 void bias_dropout_add_backward(float* dx, float* dbias, const float* dout, const Dropout& d, int64_t N, int64_t T,
