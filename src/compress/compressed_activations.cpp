@@ -5,8 +5,10 @@
 namespace occ {
 
 const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
-  static const std::vector<CompressionMethod> m{CompressionMethod::Int8, CompressionMethod::Fp8E4m3,
-                                                CompressionMethod::Topk};
+  static const std::vector<CompressionMethod> m{CompressionMethod::Int8,  CompressionMethod::Fp8E4m3,
+                                                CompressionMethod::Topk,  CompressionMethod::Mxfp4,
+                                                CompressionMethod::Nvfp4, CompressionMethod::Int4,
+                                                CompressionMethod::Int3};
   return m;
 }
 

@@ -21,7 +21,8 @@ struct ActivationCompressionConfig {
   bool enabled = false;                                   // --activation-comp-method other than none
   CompressionMethod method = CompressionMethod::Int8;     // --activation-comp-method
   double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
-  CompressorSpec spec() const { return {method, 0, topk_fraction}; }
+  bool stochastic = false;                                // --activation-comp-rounding stochastic (block methods)
+  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic}; }
   // The methods forward activations accept (stateless, no error feedback needed).
   static const std::vector<CompressionMethod>& methods();
 };

@@ -31,9 +31,10 @@ struct CompressedBackpropConfig {
   int rank = 16;                 // --inter-grad-comp-rank
   CompressionMethod method = CompressionMethod::PowerSgd;  // --inter-grad-comp-method
   double topk_fraction = 0.1;    // --inter-grad-comp-topk-fraction
+  bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
-  CompressorSpec spec() const { return {method, rank, topk_fraction}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.

@@ -17,17 +17,14 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
   if (spec.method == CompressionMethod::PowerSgd) return fmt::format(" --{}-rank {}", prefix, spec.rank);
   std::string f = fmt::format(" --{}-method {}", prefix, method_name(spec.method));
   if (spec.method == CompressionMethod::Topk) f += fmt::format(" --{}-topk-fraction {:g}", prefix, spec.topk_fraction);
+  if (method_is_block(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
   return f;
 }
 }  // namespace
 
 std::string compression_flags(const PlanConfig& c) {
   std::string f;
-  if (c.activation_comp.enabled) {
-    f += fmt::format(" --activation-comp-method {}", method_name(c.activation_comp.method));
-    if (c.activation_comp.method == CompressionMethod::Topk)
-      f += fmt::format(" --activation-comp-topk-fraction {:g}", c.activation_comp.topk_fraction);
-  }
+  if (c.activation_comp.enabled) f += method_flags("activation-comp", c.activation_comp.spec());
   if (c.cb.enabled) {
     f += " --inter-grad-comp" + method_flags("inter-grad-comp", c.cb.spec());
     if (c.cb.epilogue_only) f += " --inter-grad-comp-epilogue-only";
@@ -53,9 +50,7 @@ std::string compression_flags(const PlanConfig& c) {
     if (d.fragments > 1) f += fmt::format(" --diloco-fragments {}", d.fragments);
     if (d.overlap_steps > 0) f += fmt::format(" --diloco-overlap-steps {} --diloco-mixing {:g}", d.overlap_steps, d.mixing);
     if (d.outer_comp) {
-      f += fmt::format(" --diloco-outer-comp-method {}", method_name(*d.outer_comp));
-      if (*d.outer_comp == CompressionMethod::Topk)
-        f += fmt::format(" --diloco-outer-comp-topk-fraction {:g}", d.outer_topk_fraction);
+      f += method_flags("diloco-outer-comp", d.outer_spec());
     }
   }
   return f.empty() ? "(none)" : f.substr(1);
@@ -157,6 +152,7 @@ DilocoConfig diloco_of(const LinkSetting& s) {
   d.inner_steps = s.inner_steps, d.fragments = s.fragments, d.overlap_steps = s.overlap;
   d.mixing = float(s.mixing), d.outer_lr = float(s.outer_lr), d.outer_momentum = float(s.outer_momentum);
   if (!s.outer_comp.empty()) d.outer_comp = parse_method(s.outer_comp, "diloco outer_comp", DilocoConfig::outer_methods());
+  d.outer_stochastic = s.outer_stochastic;
   return d;
 }
 
@@ -166,6 +162,7 @@ CompressorSpec spec_of(const LinkSetting& s) {
   spec.method = parse_method(s.method, "compressors.json method", all_methods());
   if (s.rank > 0) spec.rank = s.rank;
   if (s.fraction > 0) spec.topk_fraction = s.fraction;
+  spec.stochastic = s.stochastic;
   return spec;
 }
 
@@ -177,7 +174,8 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
     for (const MeasuredCost& m : t.singles(LinkClass::Forward)) {
       const LinkSetting& s = *m.links[size_t(LinkClass::Forward)];
       const CompressorSpec spec = spec_of(s);
-      fwds.push_back({.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction});
+      fwds.push_back(
+          {.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic});
     }
   std::vector<CompressedBackpropConfig> bwds{{}};
   if (base.pp > 1)
@@ -187,7 +185,7 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
       for (bool ec : {false, true}) {
         if (s.ec && !ec) continue;
         bwds.push_back({.enabled = true, .rank = spec.rank, .method = spec.method, .topk_fraction = spec.topk_fraction,
-                        .lazy_error = s.lep, .epilogue_only = ec});
+                        .stochastic = spec.stochastic, .lazy_error = s.lep, .epilogue_only = ec});
       }
     }
   // The dp link: DP compression, or DiLoCo instead of per-step averaging.
@@ -208,7 +206,7 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
         if (s.sc > 0 && (k == base.pp || k > s.sc)) continue;
         dps.push_back({{.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
                         .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
-                        .method = spec.method, .topk_fraction = spec.topk_fraction},
+                        .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic},
                        {}});
       }
     }

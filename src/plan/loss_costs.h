@@ -33,6 +33,7 @@ struct LinkSetting {
   std::string method;  // powersgd, int8, ...
   int rank = 0;        // powersgd
   double fraction = 0; // topk
+  bool stochastic = false;  // block methods (mxfp4, nvfp4, int4, int3): stochastic rounding
   bool error_feedback = false, lep = false, ec = false;
   int sc = 0;          // --selective-grad-comp-way K (0: every stage)
   double warmup = 0;   // --grad-comp-warm-up
@@ -40,6 +41,7 @@ struct LinkSetting {
   int inner_steps = 0, fragments = 1, overlap = 0;
   double mixing = 0.5, outer_lr = 0.7, outer_momentum = 0.9;  // mixing counts only with overlap > 0
   std::string outer_comp;  // the outer gradients' byte method ("": fp32)
+  bool outer_stochastic = false;  // ... with stochastic rounding (block methods)
   bool diloco() const { return method == "diloco"; }
   std::string describe() const;
 };
