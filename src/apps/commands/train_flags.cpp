@@ -189,6 +189,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
       ->group("");  // hidden
+  app.add_option("--debug-inject-nan-dp", o.debug_inject_nan_dp,
+                 "test only: a NaN in data-parallel rank 0's first compressed gradient at this iteration, before "
+                 "its DP compressor encodes it")
+      ->group("");  // hidden
   app.add_option("--debug-dump-tokens", o.debug_dump_tokens,
                  "test only: every input-reading rank appends the training samples it reads to PREFIX.rank<R>")
       ->group("");  // hidden
