@@ -1,5 +1,7 @@
 #include "compress/compressed_activations.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace occ {
@@ -13,8 +15,11 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
 }
 
 CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
-                                             CompressorPlacement where)
-    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0, where)) {}
+                                             CompressorPlacement where, const std::string& dump_name)
+    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0, where)) {
+  if (!cfg.debug_dump.empty() && !dump_name.empty())
+    dump_ = std::make_unique<MessageDump>(cfg.debug_dump, dump_name, rows, cols, where.device());
+}
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
                                                 int64_t tokens, int64_t hidden, CompressorPlacement where) {
@@ -25,7 +30,9 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
   // Interleaved, the last rank feeds the first one's next chunk: every rank sends and receives.
   const bool ring = layout.vp_size > 1 && layout.pp_size > 1;
-  if (ring || !layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
+  if (ring || !layout.last_stage())
+    links.send = std::make_unique<CompressedActivations>(
+        cfg, rows, cols, where, fmt::format("pp_fwd_pp{}_tp{}_dp{}", layout.pp_rank, layout.tp_rank, layout.dp_rank));
   if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
   return links;
 }

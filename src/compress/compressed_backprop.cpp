@@ -7,11 +7,14 @@
 namespace occ {
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
-                                       uint64_t link_key, int chunk, CompressorPlacement where)
+                                       uint64_t link_key, int chunk, CompressorPlacement where,
+                                       const std::string& dump_name)
     : state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
                                                                : fmt::format("cb/{}/", method_name(cfg.method))) +
                     (chunk > 0 ? fmt::format("chunk{}/", chunk) : std::string())) {
   auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key, where);
+  if (!cfg.debug_dump.empty() && !dump_name.empty())
+    dump_ = std::make_unique<MessageDump>(cfg.debug_dump, dump_name, rows, cols, where.device());
   if (cfg.lazy_error) {
     auto fb = std::make_unique<ErrorFeedback>(std::move(inner), *where.ops);
     feedback_ = fb.get();
@@ -43,7 +46,9 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
     links.send.push_back(virtual_stage == 0 ? nullptr
                                             : std::make_unique<CompressedBackprop>(
                                                   cfg, rows, cols, seed,
-                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where));
+                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where,
+                                                  fmt::format("pp_bwd_vs{}_tp{}_dp{}", virtual_stage, layout.tp_rank,
+                                                              layout.dp_rank)));
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
                              : std::make_unique<CompressedBackprop>(receiver, rows, cols, seed, 0, c, where));

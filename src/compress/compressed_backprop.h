@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "compress/compressor_factory.h"
+#include "compress/message_dump.h"
 #include "compress/powersgd.h"
 #include "core/layout.h"
 #include "parallel/message_codec.h"
@@ -34,6 +35,7 @@ struct CompressedBackpropConfig {
   bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
+  std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)
   CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
 };
 
@@ -44,7 +46,7 @@ class CompressedBackprop final : public MessageCodec {
   // the sender's model chunk (interleaved schedule; its state is saved apart).
   // where: the device of the stage's messages (compressor_factory.h).
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
-                     int chunk = 0, CompressorPlacement where = {});
+                     int chunk = 0, CompressorPlacement where = {}, const std::string& dump_name = "");
 
   // Is a backward send compressed? after_last_forward: the sender makes it
   // after its last forward of the iteration (pipeline_schedule.h's
@@ -56,7 +58,10 @@ class CompressedBackprop final : public MessageCodec {
 
   int64_t wire_floats() const override { return compressor_->wire_floats(); }
   // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
-  void encode(const float* grad, float* wire) override { compressor_->encode(grad, wire); }
+  void encode(const float* grad, float* wire) override {
+    if (dump_) dump_->record(grad);
+    compressor_->encode(grad, wire);
+  }
   // Receiver: rebuilds the gradient from a message of this link's shape.
   void decode(const float* wire, float* out) const override { compressor_->decode(wire, out); }
   // The LEP residual after the last encode, on the link's device (null without LEP).
@@ -68,6 +73,7 @@ class CompressedBackprop final : public MessageCodec {
 
  private:
   std::unique_ptr<MatrixCompressor> compressor_;
+  std::unique_ptr<MessageDump> dump_;  // --debug-dump-messages
   const ErrorFeedback* feedback_ = nullptr;
   // "cb/" for PowerSGD (as before other methods existed), "cb/METHOD/" for the others, so a
   // residual saved under one method is never taken for another's.

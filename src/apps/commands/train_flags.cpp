@@ -189,6 +189,12 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
       ->group("");  // hidden
+  app.add_option_function<std::string>(
+         "--debug-dump-messages",
+         [&o](const std::string& dir) { o.cb.debug_dump = o.activation_comp.debug_dump = dir; },
+         "measurement only: each sender keeps its last pipeline messages (and every block method's wire of them) "
+         "in DIR (compress/message_dump.h; needs --activation-comp-method / --inter-grad-comp)")
+      ->group("");  // hidden
   app.add_option("--debug-inject-nan-dp", o.debug_inject_nan_dp,
                  "test only: a NaN in data-parallel rank 0's first compressed gradient at this iteration, before "
                  "its DP compressor encodes it")
