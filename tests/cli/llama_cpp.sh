@@ -10,9 +10,10 @@
 #     `generate --temperature 0`; f16, bf16 and q8_0 the same 16 greedy tokens, their
 #     log-probability gap measured and printed;
 #   - GPT-2 (arch gpt2), GPT-2's BPE tokenizer: f32 greedy identical for 32 tokens; its
-#     log-probabilities within 5e-2: llama.cpp's CPU GeLU reads an fp16 table (ggml's
-#     gelu table, indexed by the fp16 rounding of the input), an error of up to ~1e-3
-#     per activation, which moves log-probabilities by ~1e-3..3e-2 (measured, printed).
+#     log-probabilities within 1e-3 (measured 2.0e-5 where Llama f32 gives 1.4e-6): llama.cpp's
+#     CPU GeLU reads an fp16 table indexed by the fp16 rounding of its input (ggml's
+#     GGML_GELU_FP16), an error of up to ~5e-4 relative per activation; on random untrained
+#     models (larger activations) that moved log-probabilities by 1e-3..3e-2.
 # llama.cpp's tokenizer on the embedded vocabulary (tokenizer.ggml.model llama / gpt2) gives
 # our ids on a text sample for both tokenizers. Models llama.cpp cannot hold are refused
 # naming the field. Skips (77) only where the npm registry is unreachable and the package
@@ -95,7 +96,7 @@ if "$BIN" preprocess --input "$WORK/slice.txt" --output-prefix "$WORK/bpe" "${BP
          --max-position-embeddings 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 40 --lr 3e-3
          --eval-iters 0 --log-interval 10 --seed 7)
   if train_run gpt2 1 --save "$WORK/gpt2" && ours gpt2 && sample_ids bpe "${BPE[@]}"; then
-    check gpt2_f32 gpt2 f32 5e-2 32 "$WORK/bpe.ids.json"
+    check gpt2_f32 gpt2 f32 1e-3 32 "$WORK/bpe.ids.json"
     check gpt2_q8_0 gpt2 q8_0 -1 16 "$WORK/bpe.ids.json"
   fi
 else

@@ -161,6 +161,7 @@ int generate(int argc, char** argv) {
     for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
     std::printf("ids: %s\n", line.c_str());
   }
+  std::fflush(stdout);
   std::fprintf(stderr, "generate: %d new tokens in %.3f s (%.1f tokens/s, %s)\n", generated, seconds,
                seconds > 0 ? generated / seconds : 0.0, kv_cache ? "KV cache" : "no KV cache");
   if (!logits_out.empty()) {
