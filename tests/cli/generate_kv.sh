@@ -61,7 +61,7 @@ MODEL=("${BASE[@]}" "${LLAMA[@]}" --seq-length 288 --max-position-embeddings 288
 if train_run long 1 --save "$WORK/long"; then
   for run in 1 2; do
     for kv in --kv-cache --no-kv-cache; do
-      "$BIN" generate --load "$WORK/long" --prompt "$PROMPT" --temperature 0 --max-new-tokens 256 $kv 2>&1 >/dev/null |
+      "$BIN" generate --load "$WORK/long" --prompt "$PROMPT" --temperature 0 --max-new-tokens 256 $kv --print-speed 2>&1 >/dev/null |
         grep '^generate:' | sed "s/^/  run $run: /"
     done
   done

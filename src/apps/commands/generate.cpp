@@ -47,7 +47,7 @@ int generate(int argc, char** argv) {
   int max_new_tokens = 100, top_k = 40;
   float temperature = 0.8f, top_p = 1.0f;
   uint64_t seed = 1234;
-  bool kv_cache = true, print_ids = false;
+  bool kv_cache = true, print_ids = false, print_speed = false;
   app.add_option("--load", load, "checkpoint directory")->required();
   add_tokenizer_flags(app, spec);  // default: the tokenizer the checkpoint's run was trained with
   app.add_option("--prompt", prompt, "text to continue")->capture_default_str();
@@ -60,6 +60,7 @@ int generate(int argc, char** argv) {
   app.add_option("--seed", seed, "sampling seed")->capture_default_str();
   app.add_flag("--kv-cache,!--no-kv-cache", kv_cache,
                "keep each position's keys and values: one position's forward per new token (default on)");
+  app.add_flag("--print-speed", print_speed, "print the new tokens' count, time and tokens/s on stderr");
   app.add_flag("--print-ids", print_ids, "also print the token ids (prompt and continuation) on a line 'ids: ...'");
   app.add_option("--logits-out", logits_out,
                  "write a safetensors file: prompt_logits [prompt, padded vocab] (every prompt position's), "
@@ -162,7 +163,8 @@ int generate(int argc, char** argv) {
     std::printf("ids: %s\n", line.c_str());
   }
   std::fflush(stdout);
-  std::fprintf(stderr, "generate: %d new tokens in %.3f s (%.1f tokens/s, %s)\n", generated, seconds,
+  if (print_speed)
+    std::fprintf(stderr, "generate: %d new tokens in %.3f s (%.1f tokens/s, %s)\n", generated, seconds,
                seconds > 0 ? generated / seconds : 0.0, kv_cache ? "KV cache" : "no KV cache");
   if (!logits_out.empty()) {
     SafetensorsWriter w;
