@@ -23,6 +23,7 @@ nothing. docs/gpu.md says what each step asserts.
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -177,9 +178,39 @@ def run_plan(a, steps, bundle, out, work):
     import dataclasses
     sched_steps = [dataclasses.replace(s, predicted_s=s.quick_s) for s in steps] if a.quick else steps
     schedule = budgets.Schedule(sched_steps, budget)
+    try:
+        run_steps(ctx, steps, schedule, info)
+    except (KeyboardInterrupt, SystemExit) as e:  # stopped from outside: the running command's group is stopped
+        ctx.record("gpu-check", "FAIL", time.monotonic(), f"stopped from outside ({type(e).__name__} {e}) after "
+                                                          f"{budget.elapsed():.0f} s; the steps after it did not run")
+    info["seconds"] = round(budget.elapsed(), 1)
+    doc = write_report(out, work, info, ctx.results)
+    c = doc["counts"] if doc else {s: sum(r.status == s for r in ctx.results) for s in ("PASS", "FAIL", "SKIP")}
+    print(f"\ngpu-check: {c['PASS']} passed, {c['FAIL']} failed, {c['SKIP']} skipped in {budget.elapsed():.0f} s "
+          f"(budget {a.budget:.0f} s) -> {out}/gpu-check.{{json,md}}", flush=True)
+    return 1 if c["FAIL"] else (2 if not c["PASS"] else 0)
+
+
+def write_report(out, work, info, results):
+    """The reports, or a warning (a full disk must not stop the steps)."""
+    try:
+        return report.write(out, work, info, results)
+    except OSError as e:
+        print(f"gpu-check: cannot write the report into {out}: {e}", file=sys.stderr, flush=True)
+        return None
+
+
+def _terminate(signum, frame):
+    raise SystemExit(f"signal {signum}")
+
+
+def run_steps(ctx, steps, schedule, info):
+    """Each step in the plan's order: its needs, the budget's admission, its run, the reports."""
+    budget = ctx.budget
+    signal.signal(signal.SIGTERM, _terminate)
     for i, step in enumerate(steps):
         t0, before = time.monotonic(), len(ctx.results)
-        unmet = machine.unmet(step.needs)
+        unmet = ctx.machine.unmet(step.needs)
         why = schedule.admit(i) if not unmet else None
         if unmet:
             ctx.record(step.name, unmet[0], t0, unmet[1])
@@ -200,10 +231,4 @@ def run_plan(a, steps, bundle, out, work):
         schedule.settle(step.name)
         if len(ctx.results) > before and budget.left() > budgets.STEP_REPORT_S:  # else the last report says it
             info["seconds"] = round(budget.elapsed(), 1)
-            report.write(out, work, info, ctx.results)
-    info["seconds"] = round(budget.elapsed(), 1)
-    doc = report.write(out, work, info, ctx.results)
-    c = doc["counts"]
-    print(f"\ngpu-check: {c['PASS']} passed, {c['FAIL']} failed, {c['SKIP']} skipped in {budget.elapsed():.0f} s "
-          f"(budget {a.budget:.0f} s) -> {out}/gpu-check.{{json,md}}", flush=True)
-    return 1 if c["FAIL"] else (2 if not c["PASS"] else 0)
+            write_report(ctx.out, ctx.work, info, ctx.results)
