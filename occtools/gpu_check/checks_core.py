@@ -113,7 +113,7 @@ def bf16_vs_fp32(ctx, step):
 
 
 register(Step("cuda_kernel_tests", cuda_kernel_tests, "occ_cuda_tests: every CUDA kernel against its CPU twin, none "
-              "skipped", priority=1, predicted_s=45, caps=(240,), needs=("cuda", "cuda-tests"), quick_s=0))
+              "skipped", priority=1, predicted_s=75, caps=(240,), needs=("cuda", "cuda-tests"), quick_s=0))
 register(Step("attention_flash_vs_fused", attention_flash_vs_fused, "training with the tensor-core flash attention vs "
               "its fused fp32 twin: losses within 2 %, validation within 1 %, resume bit-identical", priority=2,
               predicted_s=20, caps=(90, 90, 90), quick_s=15))

@@ -317,20 +317,22 @@ void check_backward_input(LtMatmul& lt, int64_t N, int64_t C, int64_t OC, Precis
   }
   if (!dbias) return;
   std::vector<float> want(db.host());
-  std::vector<double> bound(size_t(C), 0.0);
-  for (int64_t c = 0; c < C; ++c) {
-    double s = 0.0, b = 0.0, mag = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
+  // Per column: the sum, each element's own allowance (half an ulp where the sums see the
+  // rounded output) and the magnitudes, accumulated row by row (the model's shapes are large).
+  std::vector<double> sum(size_t(C), 0.0), allow(size_t(C), 0.0), mag(size_t(C), 0.0), bound(size_t(C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
       const size_t i = size_t(n * C + c);
-      s += g[i];
-      mag += std::fabs(g[i]);
-      // each element's own allowance; half an ulp where the sums see the rounded output
-      b += 1.2 * e + allowance(i) + 0.5 * ulp(std::fabs(g[i]), dinp_f);
+      sum[size_t(c)] += g[i];
+      mag[size_t(c)] += std::fabs(g[i]);
+      allow[size_t(c)] += 1.2 * e + allowance(i) + 0.5 * ulp(std::fabs(g[i]), dinp_f);
     }
-    want[size_t(c)] = float(double(want[size_t(c)]) + s);
+  for (int64_t c = 0; c < C; ++c) {
+    const size_t k = size_t(c);
+    want[k] = float(double(want[k]) + sum[k]);
     // + the one rounding of the call's sum to dinp's format (DGELU_BGRAD writes its
     // vector in D's type) before it is widened and added to the fp32 gradient
-    bound[size_t(c)] = b + 1e-5 * mag + 0.5 * ulp(std::fabs(s) + b, dinp_f) + 1e-6 * std::fabs(want[size_t(c)]);
+    bound[k] = allow[k] + 1e-5 * mag[k] + 0.5 * ulp(std::fabs(sum[k]) + allow[k], dinp_f) + 1e-6 * std::fabs(want[k]);
   }
   expect_within(db.download(), want, [&](size_t c) { return bound[c]; }, what + " dbias_of_dinp");
 }
