@@ -8,7 +8,7 @@
 # wire of a --bf16 / --fp16 run (bf16 and fp16): half the bytes, gathers exact,
 # sums bit for bit the ring's order of per-step roundings. Bad requests (--comm-backend nccl
 # on the CPU, an unknown backend, a zero count) fail with one line on every
-# rank. The NCCL side runs on a GPU (scripts/gpu-check.sh: nccl_comm).
+# rank. The NCCL side runs on a GPU (python3 -m occtools gpu-check: nccl_comm).
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
