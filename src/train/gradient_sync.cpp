@@ -20,7 +20,8 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       ops_(ops),
       timers_(timers),
       // NCCL's DP group is idle while finish() runs: the reducer thread is done with it.
-      dp_device_(*topo_.dp, nccl.dp, staged, grads.device()) {
+      dp_device_(*topo_.dp, nccl.dp, staged, grads.device()),
+      emb_wire_(grads.device()) {
   if (MpiCommunicator* emb = opt_.emb_comm_opt ? topo_.fused_embedding.get() : topo_.embedding.get())
     emb_device_ = std::make_unique<DeviceGroup>(*emb, nccl.embedding, staged, grads.device());
   const ParallelLayout& layout = topo.layout;
@@ -45,7 +46,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
                    [&](const TensorDesc& t) { return group.at(t.name); }),
-      grads_, sharded_, nccl.dp);
+      grads_, sharded_, nccl.dp, opt_.wire_formats().gradients, &ops_);
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {
@@ -68,7 +69,7 @@ void GradientSync::finish() {
       // Test only: a NaN in the first compressed gradient, before its DP compressor encodes it.
       ops_.fill(grads_.device_data() + dp_comp_->tensors()[0].offset, std::nanf(""), 1);
     }
-    dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
+    dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm(), opt_.wire_formats().gradients}, timers_);
   }
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
@@ -84,10 +85,11 @@ void GradientSync::finish() {
       n = own.len;
     }
     float* g = grads_.device_data() + lo;
+    const Precision wire = opt_.wire_formats().gradients;
     if (opt_.emb_comm_opt)
-      fused_embedding_sync(emb_device_->comm(), topo_.layout.dp_size, ops_, g, n);
+      fused_embedding_sync(emb_device_->comm(), topo_.layout.dp_size, ops_, g, n, wire, emb_wire_);
     else
-      sync_tied_embedding(emb_device_ ? &emb_device_->comm() : nullptr, g, n);
+      sync_tied_embedding(emb_device_ ? &emb_device_->comm() : nullptr, ops_, g, n, wire, emb_wire_);
   }
 }
 
