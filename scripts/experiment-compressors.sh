@@ -49,8 +49,9 @@ DPC="--grad-comp --grad-comp-error-feedback --grad-comp-warm-up 0.1"
 DPN="--grad-comp --grad-comp-warm-up 0.1"  # without error feedback
 LEP="--use-error-feedback"
 # name | label | kind | pp_fwd | pp_bwd | dp | flags
-#   a link setting: - (uncompressed) or METHOD[:PARAM][+lep][+ec][+ef][+sr][+scK][+wuF]
-#   (PARAM: PowerSGD rank or topk fraction; sr: stochastic rounding; F: DP warm-up fraction);
+#   a link setting: - (uncompressed) or METHOD[:PARAM][+lep][+ec][+ef][+sr][+rans][+scK][+wuF]
+#   (PARAM: PowerSGD rank or topk fraction; sr: stochastic rounding; rans: the lossless stage
+#   --*-comp-lossless rans, the same training with fewer bytes; F: DP warm-up fraction);
 #   kind: baseline, single (one link class), combo, paper.
 VARIANTS=(
   "baseline|baseline|baseline|-|-|-|"
@@ -96,6 +97,11 @@ VARIANTS+=(
   "pp_mxfp4_int3_lep|pp_fwd mxfp4 + pp_bwd int3 + LEP|combo|mxfp4|int3+lep|-|--activation-comp-method mxfp4 $CB --inter-grad-comp-method int3 $LEP"
   "bwd_int3_sr|pp_bwd int3 SR|single|-|int3+sr|-|$CB --inter-grad-comp-method int3 --inter-grad-comp-rounding stochastic"
   "dp_mxfp4_sr_noef|dp mxfp4 SR (no EF)|single|-|-|mxfp4+sr+wu0.1|$DPN --grad-comp-method mxfp4 --grad-comp-rounding stochastic")
+# Below 4 bits without another rounding: the block codes entropy-coded on the host (rANS).
+RANS="--activation-comp-lossless rans --inter-grad-comp-lossless rans"
+for m in mxfp4 int4 int3; do
+  VARIANTS+=("pp_${m}_lep_rans|pp_fwd $m + pp_bwd $m + LEP, rANS-coded|combo|$m+rans|$m+lep+rans|-|--activation-comp-method $m $CB --inter-grad-comp-method $m $LEP $RANS")
+done
 if ((LIST)); then printf '%s\n' "${VARIANTS[@]}" | cut -d'|' -f1,2 | tr '|' '\t'; exit 0; fi
 source scripts/quality_model.sh
 quality_model "$OUT" "$ITERS" "$EVAL"
@@ -119,6 +125,8 @@ def setting(text):
             s["warmup"] = float(e[2:])
         else:
             s[{"ef": "error_feedback", "sr": "stochastic"}.get(e, e)] = True
+    if s.pop("rans", False):
+        s["lossless"] = "rans"
     return s
 variants = []
 for line in sys.stdin.read().splitlines():

@@ -16,10 +16,8 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
 
 CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
                                              CompressorPlacement where, const std::string& dump_name)
-    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0, where)) {
-  if (!cfg.debug_dump.empty() && !dump_name.empty())
-    dump_ = std::make_unique<MessageDump>(cfg.debug_dump, dump_name, rows, cols, where.device());
-}
+    : LinkCodec(make_compressor(cfg.spec(), rows, cols, 0, 0, where), cfg.spec(), cfg.lossless, where, cfg.debug_dump,
+                dump_name) {}
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
                                                 int64_t tokens, int64_t hidden, CompressorPlacement where) {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "compress/compressor_factory.h"
-#include "compress/message_dump.h"
+#include "compress/link_codec.h"
 #include "compress/powersgd.h"
 #include "core/layout.h"
 #include "parallel/message_codec.h"
@@ -35,12 +35,13 @@ struct CompressedBackpropConfig {
   bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
+  LosslessCoding lossless = LosslessCoding::None;  // --inter-grad-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)
   CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.
-class CompressedBackprop final : public MessageCodec {
+class CompressedBackprop final : public LinkCodec {
  public:
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
   // the sender's model chunk (interleaved schedule; its state is saved apart).
@@ -56,14 +57,7 @@ class CompressedBackprop final : public MessageCodec {
     return cfg.enabled && (!cfg.epilogue_only || after_last_forward);
   }
 
-  int64_t wire_floats() const override { return compressor_->wire_floats(); }
-  // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
-  void encode(const float* grad, float* wire) override {
-    if (dump_) dump_->record(grad);
-    compressor_->encode(grad, wire);
-  }
-  // Receiver: rebuilds the gradient from a message of this link's shape.
-  void decode(const float* wire, float* out) const override { compressor_->decode(wire, out); }
+  // (encode: the gradient plus the LEP residual; decode: the gradient; LinkCodec.)
   // The LEP residual after the last encode, on the link's device (null without LEP).
   const DeviceBuffer<float>* residual() const;
 
@@ -72,8 +66,6 @@ class CompressedBackprop final : public MessageCodec {
   bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, state_prefix_); }
 
  private:
-  std::unique_ptr<MatrixCompressor> compressor_;
-  std::unique_ptr<MessageDump> dump_;  // --debug-dump-messages
   const ErrorFeedback* feedback_ = nullptr;
   // "cb/" for PowerSGD (as before other methods existed), "cb/METHOD/" for the others, so a
   // residual saved under one method is never taken for another's.

@@ -39,8 +39,7 @@ const std::vector<CompressionMethod>& all_methods() {
   return all;
 }
 
-namespace {
-kernels::BlockCode block_code(CompressionMethod m) {
+kernels::BlockCode block_code_of(CompressionMethod m) {
   switch (m) {
     case CompressionMethod::Mxfp4: return kernels::BlockCode::Mxfp4;
     case CompressionMethod::Nvfp4: return kernels::BlockCode::Nvfp4;
@@ -49,7 +48,6 @@ kernels::BlockCode block_code(CompressionMethod m) {
     default: throw Error(fmt::format("internal: {} is not a block method", method_name(m)));
   }
 }
-}  // namespace
 
 bool parse_rounding(const std::string& value, const std::string& flag) {
   if (value == "nearest") return false;
@@ -95,7 +93,7 @@ std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, in
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:
     case CompressionMethod::Int3:
-      return std::make_unique<BlockCompressor>(rows, cols, block_code(spec.method), spec.stochastic, seed, key, ops);
+      return std::make_unique<BlockCompressor>(rows, cols, block_code_of(spec.method), spec.stochastic, seed, key, ops);
   }
   throw Error("unknown compression method");
 }
@@ -116,7 +114,7 @@ int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:
     case CompressionMethod::Int3:
-      return wire::words_for_bytes(BlockCompressor::wire_bytes(block_code(spec.method), rows, cols));
+      return wire::words_for_bytes(BlockCompressor::wire_bytes(block_code_of(spec.method), rows, cols));
   }
   throw Error("unknown compression method");
 }

@@ -34,6 +34,8 @@ inline bool method_is_block(CompressionMethod m) {
   return m == CompressionMethod::Mxfp4 || m == CompressionMethod::Nvfp4 || m == CompressionMethod::Int4 ||
          m == CompressionMethod::Int3;
 }
+// The block code of a block method (kernels/block_codes.h).
+kernels::BlockCode block_code_of(CompressionMethod m);
 // The rounding flag's values (--*-comp-rounding): nearest (default) | stochastic.
 bool parse_rounding(const std::string& value, const std::string& flag);
 

@@ -243,6 +243,12 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          "CB with a block method (mxfp4, nvfp4, int4, int3): nearest (ties to even) | stochastic")
       ->default_str("nearest");
   app.add_option_function<std::string>(
+         "--inter-grad-comp-lossless",
+         [&o](const std::string& v) { o.cb.lossless = parse_lossless(v, "--inter-grad-comp-lossless"); },
+         "CB with a block method on the CPU backend: none | rans (entropy-code the codes and scales on the host, "
+         "lossless: fewer bytes, the same training)")
+      ->default_str("none");
+  app.add_option_function<std::string>(
          "--activation-comp-method",
          [&o](const std::string& v) {
            o.activation_comp.enabled = v != "none";
@@ -258,6 +264,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          [&o](const std::string& v) { o.activation_comp.stochastic = parse_rounding(v, "--activation-comp-rounding"); },
          "activation compression with a block method: nearest (ties to even) | stochastic")
       ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--activation-comp-lossless",
+         [&o](const std::string& v) { o.activation_comp.lossless = parse_lossless(v, "--activation-comp-lossless"); },
+         "activation compression with a block method on the CPU backend: none | rans (as --inter-grad-comp-lossless)")
+      ->default_str("none");
   app.add_flag("--use-error-feedback", o.cb.lazy_error,
                "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP compression (with "
                "--grad-comp), for any method");
@@ -364,14 +375,15 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* topk_flag;
     const char* rank_flag;  // PowerSGD's rank (null: none on this link)
     const char* rounding_flag;
+    const char* lossless_flag;  // (null: none on this link)
   };
   const Link links[] = {
       {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
-       "--inter-grad-comp-rank", "--inter-grad-comp-rounding"},
+       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless"},
       {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
-       "--grad-comp-rank", "--grad-comp-rounding"},
+       "--grad-comp-rank", "--grad-comp-rounding", nullptr},
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
-       "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding"},
+       "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless"},
   };
   // Megatron's data forms exclude each other: one blend divided by --split, or the sets' own.
   if (!o.train_data_path.empty() || !o.valid_data_path.empty() || !o.test_data_path.empty()) {
@@ -398,7 +410,7 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
       // (A method other than the default without its switch is TrainOptions::validate's error.)
-      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag})
+      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag})
         if (f && given(f))
           refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
                  fmt::format("add {}", needs));
@@ -407,6 +419,10 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     if (given(l.topk_flag) && l.method != CompressionMethod::Topk)
       refuse(l.topk_flag, fmt::format("applies only to {} topk (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} topk", l.method_flag));
+    if (l.lossless_flag && given(l.lossless_flag) && !method_is_block(l.method))
+      refuse(l.lossless_flag,
+             fmt::format("codes the block methods' wires, mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
+             fmt::format("use {} mxfp4, nvfp4, int4 or int3", l.method_flag));
     if (given(l.rounding_flag) && !method_is_block(l.method))
       refuse(l.rounding_flag,
              fmt::format("applies only to the block methods mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
