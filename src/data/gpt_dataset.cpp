@@ -98,10 +98,13 @@ GptDataset::GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length
       seqs_per_epoch += len > 0;
     }
   const int64_t L = seq_length;
-  OCC_CHECK(tokens_per_epoch_ >= L + 1,
-            "{} split is empty: documents [{}, {}) of {} hold {} tokens, fewer than one sample of --seq-length + 1 = {}; "
-            "adjust --split or lower --seq-length",
-            name, docs.begin, docs.end, ds.prefix(), tokens_per_epoch_, L + 1);
+  // A split shorter than one sample is fine (Megatron's GPTDataset): its documents
+  // repeat over as many epochs as the samples need. Without a single token no
+  // number of epochs would do (Megatron's epoch loop would never end).
+  OCC_CHECK(tokens_per_epoch_ >= 1,
+            "{} split has no tokens: its documents [{}, {}) of {} are all empty; adjust --split, or preprocess the "
+            "corpus again",
+            name, docs.begin, docs.end, ds.prefix());
 
   // Fewest epochs whose concatenation yields num_samples samples: a stream of
   // T tokens holds (T - 1) / L samples since neighbours share a token.

@@ -40,8 +40,11 @@ class SampleSource {
 class GptDataset : public SampleSource {
  public:
   // Builds enough epochs to provide at least `num_samples` samples
-  // (num_samples <= 0: exactly one epoch). `name` ("train", "validation",
-  // "test") only labels error messages. `ds` must outlive this object.
+  // (num_samples <= 0: exactly one epoch), however few tokens the split holds:
+  // a split shorter than one sample repeats its documents over several epochs,
+  // as Megatron's. Refuses a split without documents, or without tokens.
+  // `name` ("train", "validation", "test") only labels error messages. `ds`
+  // must outlive this object.
   GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length, int64_t num_samples, uint64_t seed,
              const std::string& name = "train");
 

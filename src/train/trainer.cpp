@@ -394,6 +394,8 @@ void Trainer::run() {
                 "s on stage s)\n",
                 layout_.vp_size, opt_.layers_per_virtual_stage, layout_.pp_size);
   if (is_logger()) std::printf("%s\n", data_->describe().c_str());
+  if (is_logger())
+    for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
   if (data_->valid() && iteration_ == 0) {
     const double v = evaluate(*data_->valid());
