@@ -1,5 +1,10 @@
 #include "data/training_data.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <new>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -158,12 +163,37 @@ std::unique_ptr<BlendedDataset> TrainingData::build_set(const DataBlend& blend, 
                                      datasets_.at(blend.prefixes[d])->num_documents(), name));
     ranges = nonempty;
   }
-  BlendingIndex index = build_blending_index(kept.weights, samples);
-  std::vector<std::unique_ptr<GptDataset>> parts;
-  for (size_t d = 0; d < ranges.size(); ++d)
-    parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
-                                                 index.counts[d], spec_.seed, name));
-  return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
+  check_index_fits(kept, samples, name);
+  try {
+    BlendingIndex index = build_blending_index(kept.weights, samples);
+    std::vector<std::unique_ptr<GptDataset>> parts;
+    for (size_t d = 0; d < ranges.size(); ++d)
+      parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
+                                                   index.counts[d], spec_.seed, name));
+    return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
+  } catch (const std::bad_alloc&) {
+    fail("the {} set's sample index of {} samples does not fit in this process's memory; lower {}", name, samples,
+         is_train ? "--train-iters" : "--eval-iters");
+  }
+}
+
+// The index's bytes for `samples` samples (GptDataset's arrays: 20 bytes a sample and
+// 4 a sequence of the epochs' document order; a blend's index 10 more a sample),
+// against this machine's memory, before any of it is allocated.
+void TrainingData::check_index_fits(const DataBlend& blend, int64_t samples, const char* name) const {
+  int64_t tokens = 0, sequences = 0;
+  for (const auto& prefix : blend.prefixes)
+    tokens += datasets_.at(prefix)->num_tokens(), sequences += datasets_.at(prefix)->num_sequences();
+  const double tokens_per_sequence = std::max(1.0, double(tokens) / double(std::max<int64_t>(sequences, 1)));
+  const double per_sample = 20.0 + (blend.size() > 1 ? 10.0 : 0.0) + 4.0 * spec_.seq_length / tokens_per_sequence;
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (memory <= 0 || double(samples) * per_sample <= memory) return;
+  const bool train = std::string(name) == "train";
+  const double gib = double(1 << 30);
+  fail("the {} set's sample index of {} samples needs {:.1f} GiB, more than this machine's {:.1f} GiB of memory; the "
+       "largest {} it holds here is {}",
+       name, samples, double(samples) * per_sample / gib, memory / gib, train ? "--train-iters" : "--eval-iters",
+       int64_t(memory / per_sample) / std::max<int64_t>(spec_.global_batch_size, 1));
 }
 
 nlohmann::json TrainingData::blend_json(const DataBlend& blend) const {

@@ -33,6 +33,7 @@ struct DataSpec {
   int vocab_size = 0;
   int64_t train_samples = 0;  // samples the training iterations take
   int64_t eval_samples = 0;   // samples one validation (or the test) evaluation takes; 0: neither runs
+  int64_t global_batch_size = 1;  // (for messages: the largest --train-iters / --eval-iters that fit)
 };
 
 class TrainingData {
@@ -68,6 +69,7 @@ class TrainingData {
   std::unique_ptr<BlendedDataset> build_set(const DataBlend& blend, int part, int64_t samples, const char* name,
                                             const char* flag);
   nlohmann::json blend_json(const DataBlend& blend) const;
+  void check_index_fits(const DataBlend& blend, int64_t samples, const char* name) const;
 
   DataSpec spec_;
   bool split_mode_ = true;  // --data-path with --split

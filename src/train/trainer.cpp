@@ -36,6 +36,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
             "--vocab-size) is required to size the vocabulary");
   opt_.resolve_device();
   opt_.validate(layout_);
+  require_device(opt_.device);  // this machine can run it
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
@@ -61,6 +62,9 @@ Trainer::~Trainer() {
 
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
+  // This job's saves are told from any other's by a nonce rank 0 draws (core of the save identifier).
+  run_nonce_ = is_logger() ? random_run_nonce() : 0;
+  MPI_Bcast(&run_nonce_, 1, MPI_UINT64_T, 0, topo_->world->handle());
   comm_ = std::make_unique<JobComm>(opt_, *topo_, world_size_, comm_timeout_s);
   Communicator& tp = comm_->tp();
   const bool staged = comm_->staged();
@@ -436,6 +440,7 @@ void Trainer::save_checkpoint() {
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  const std::string save_id = make_save_id(run_nonce_, iteration_);  // in every file of this save
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
   // one bucket's worth at a time, so a save does not undo the memory saving).
@@ -450,15 +455,18 @@ void Trainer::save_checkpoint() {
       write_checkpoint_shard(staging, opt_, layout_, *stage_, adam,
                              {iteration_, consumed_samples_,
                               loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
-                              data_fingerprint()});
+                              data_fingerprint()},
+                             save_id);
     // Compressor state differs per DP rank (local errors), so every rank saves its own.
     if (const CompressionState state = compression_state(); !state.empty()) {
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
+      state.save(compression_state_path(staging),
+                 {{"iteration", iteration_}, {"config", opt_.to_json()}, {kSaveIdKey, save_id}});
     }
     if (diloco_) {  // every replica's own state
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_);
+      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_,
+                    save_id);
     }
   } catch (const Error& e) {
     error = e.what();
@@ -468,7 +476,10 @@ void Trainer::save_checkpoint() {
   // and the previous checkpoint stays the latest.
   float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
   topo_->world->allreduce_max(&failed, 1, Traffic::Other);
-  if (failed > 0) throw AgreedError(error, world_size_ - int(failed));
+  if (failed > 0) {
+    if (is_logger()) abort_checkpoint(opt_.save, iteration_);  // no half-written save left behind
+    throw AgreedError(error, world_size_ - int(failed));
+  }
   if (is_logger()) {
     commit_checkpoint(opt_.save, iteration_);
     std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);

@@ -180,6 +180,7 @@ int bench(int argc, char** argv) {
   ParallelLayout layout;
   opt.resolve_device();
   opt.validate(layout);
+  require_device(opt.device);
 
   const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size(), L = m.num_layers,
             C = m.hidden_size;

@@ -2,6 +2,7 @@
 // and compression plan by simulating the 1F1B schedule (plain or interleaved) as a dependency graph
 // (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
 // with --auto chooses the compression plan (plan/auto_plan.h).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -161,6 +162,10 @@ int plan(int argc, char** argv) {
     std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
                 app.remaining().front().c_str());
 
+  // The plan predicts one iteration; --train-iters (unless given) spans at least one DiLoCo round.
+  if (!app.count("--train-iters")) opt.train_iters = std::max<int64_t>(opt.train_iters, opt.diloco.inner_steps);
+  // A plan is of GPUs (A100 by default), whatever this machine has.
+  opt.device = opt.device_name.empty() ? Device::Cuda : parse_device(opt.device_name);
   // Like train: the vocabulary is the tokenizer's when one is given.
   if (opt.tokenizer.given() && !app.count("--vocab-size"))
     opt.model.vocab_size = load_tokenizer(opt.tokenizer)->vocab_size();
@@ -227,11 +232,26 @@ int plan(int argc, char** argv) {
     cl.inter = cal->inter, cl.intra = cal->intra;
     for (const auto& line : cal->report) std::printf("%s\n", line.c_str());
   } else {
+    validate_cluster(cl);  // --nodes and --devices-per-node named before they are used
+    OCC_CHECK(cfg.tp >= 1 && cfg.pp >= 1, "layout sizes must be >= 1; check --tensor-model-parallel-size and "
+                                          "--pipeline-model-parallel-size");
     const int world = cl.nodes * cl.devices_per_node;
     if (world % (cfg.tp * cfg.pp) != 0)
       throw UsageError(fmt::format("{} nodes x {} devices = {} ranks is not divisible by tensor {} x pipeline {}; "
                                    "change --nodes or the layout", cl.nodes, cl.devices_per_node, world, cfg.tp, cfg.pp));
     cfg.dp = world / (cfg.tp * cfg.pp);
+  }
+  // The job's flags by train's own validation (TrainOptions::validate), then the plan's.
+  {
+    ParallelLayout layout;
+    layout.tp_size = cfg.tp, layout.pp_size = cfg.pp, layout.dp_size = cfg.dp, layout.vp_size = opt.model_chunks();
+    try {
+      opt.validate(layout);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   }
   cfg.validate();
   const Measured* measured = cal ? &cal->measured : nullptr;
