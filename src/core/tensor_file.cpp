@@ -106,8 +106,19 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 // A size read from a damaged header looks just like a short file, so unless
 // the file is shorter than any valid one, the message admits both causes.
 [[noreturn]] void truncated(const std::string& path, uint64_t have, uint64_t need, bool certain = false) {
-  fail("{} is truncated ({} bytes, expected {}){}; restore it or load an earlier checkpoint", path, have, need,
-       certain ? "" : " or its header is damaged");
+  fail("{} is truncated: {} bytes, expected {}{}; restore it or load an earlier checkpoint", path, have, need,
+       certain ? "" : " (or its header is damaged)");
+}
+
+// The data section's size from the first bytes of a header: the writer's JSON
+// object has its keys sorted, so it starts {"data_bytes":N, (0: not there).
+uint64_t data_bytes_from_header_start(const std::string& start) {
+  const std::string key = "{\"data_bytes\":";
+  if (start.rfind(key, 0) != 0) return 0;
+  uint64_t n = 0;
+  size_t i = key.size();
+  for (; i < start.size() && i < key.size() + 19 && start[i] >= '0' && start[i] <= '9'; ++i) n = n * 10 + uint64_t(start[i] - '0');
+  return i < start.size() && start[i] == ',' ? n : 0;
 }
 
 }  // namespace
@@ -240,7 +251,17 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
   std::memcpy(&header_len, pre + sizeof kTensorFileMagic, sizeof header_len);
   // No real header approaches 4 GiB: such a length is a damaged field, not a short file.
   if (header_len > (1ull << 32)) corrupted(path, "implausible header length");
-  if (header_len > size - kPreamble - kTrailer) truncated(path, size, kPreamble + header_len + kTrailer);
+  if (header_len > size - kPreamble - kTrailer) {
+    // Cut inside the header: its first bytes still give the data's size, hence the file's.
+    std::string start(std::min<uint64_t>(size - kPreamble, 64), '\0');
+    r.read_at(kPreamble, start.data(), start.size());
+    const uint64_t data_bytes = data_bytes_from_header_start(start);
+    if (data_bytes > 0 && data_bytes < (1ull << 60))
+      truncated(path, size, align_up(kPreamble + header_len) + data_bytes + kTrailer);
+    fail("{} is truncated: {} bytes, expected more than {} (its header alone); restore it or load an earlier "
+         "checkpoint",
+         path, size, kPreamble + header_len + kTrailer);
+  }
 
   std::string header(header_len, '\0');
   r.read_at(kPreamble, header.data(), header_len);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <utility>
 
@@ -42,9 +43,21 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   exit_ = std::make_unique<ExitControl>(opt_.exit);
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());
+  // The checkpoint to resume: one save's files, before anything is created or trained.
+  if (!opt_.load.empty()) verify_checkpoint(opt_.load);
   // Where this rank will write, checked now rather than after the training it would hold.
-  if (!opt_.save.empty()) check_writable_dir(opt_.save, "--save", world_rank_);
-  if (is_logger() && !opt_.trace_path.empty()) check_writable_file(opt_.trace_path, "--trace");
+  OutputPaths outputs;
+  if (!opt_.save.empty()) outputs.dir("--save", opt_.save, deepest_save_path());
+  if (is_logger()) {
+    if (!opt_.trace_path.empty()) outputs.file("--trace", opt_.trace_path);
+    if (!opt_.metrics_path.empty()) outputs.file("--metrics", opt_.metrics_path);
+    if (!opt_.tensorboard.dir.empty()) outputs.dir("--tensorboard-dir", opt_.tensorboard.dir);
+    for (const auto& [flag, path] : {std::pair{"--tokenizer-model", opt_.tokenizer.model},
+                                     {"--vocab-file", opt_.tokenizer.vocab_file},
+                                     {"--merge-file", opt_.tokenizer.merge_file}})
+      if (!path.empty()) outputs.input(flag, path);
+  }
+  outputs.check(world_rank_);
   if (is_logger() && !opt_.tensorboard.dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(opt_.tensorboard);
   if (!opt_.debug_dump_tokens.empty() && layout_.first_stage() && layout_.tp_rank == 0)
     token_dump_ = std::make_unique<TokenDump>(opt_.debug_dump_tokens, world_rank_);
@@ -432,6 +445,17 @@ void Trainer::run() {
   wait_for_params();  // nothing in flight when the run ends
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
+}
+
+// The longest path a save of this run writes below --save (its last iteration's
+// staging directory, this rank's shard and its longest file, as a temporary).
+std::string Trainer::deepest_save_path() const {
+  std::string longest = kShardStateFile;
+  for (const std::string& name : {Diloco::file_name(layout_.dp_rank), CompressionState::file_name(layout_.dp_rank)})
+    if (name.size() > longest.size()) longest = name;
+  return fmt::format("iter_{:07d}.tmp/{}/{}.tmp", opt_.train_iters,
+                     std::filesystem::path(shard_dir("", layout_.tp_rank, layout_.pp_rank)).filename().string(),
+                     longest);
 }
 
 void Trainer::save_checkpoint() {

@@ -26,6 +26,7 @@
 #include "core/tensor_file.h"
 #include "model/params.h"
 #include "train/checkpoint_merge.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -33,28 +34,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-}  // namespace
-
-int export_checkpoint(int argc, char** argv) {
-  CLI::App app{"Merge a sharded checkpoint into one safetensors file of the full model (single-process names); "
-               "optionally also a Hugging Face GPT-2 or Llama directory",
-               "export"};
-  std::string load, out, hf_dir, hf_llama_dir;
-  int64_t iteration = -1;
-  app.add_option("--load", load, "checkpoint directory (as given to train --save)")->required();
-  app.add_option("--out", out, "output .safetensors file")->required();
-  app.add_option("--iteration", iteration, "iteration to export (default: the latest committed one)");
-  app.add_option("--hf-gpt2", hf_dir,
-                 "also write DIR/model.safetensors + DIR/config.json in Hugging Face GPT-2 form (and, for a GPT-2 BPE "
-                 "run, the tokenizer: vocab.json, merges.txt, tokenizer_config.json)");
-  app.add_option("--hf-llama", hf_llama_dir,
-                 "also write DIR/model.safetensors + DIR/config.json in Hugging Face LlamaForCausalLM form (a model "
-                 "trained with --normalization RMSNorm --swiglu --position-embedding-type rope; GQA, untied "
-                 "embeddings and --disable-bias-linear as trained); the tokenizer as for --hf-gpt2");
+struct ExportTargets {
+  std::string out, hf_gpt2, hf_llama;
   TokenizerSpec tokenizer_flags;
-  add_tokenizer_flags(app, tokenizer_flags);  // default: the files the run was trained with
-  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+};
 
+// Merges the checkpoint and writes every target (after checking that each holds it).
+void write_export(const std::string& load, int64_t iteration, const ExportTargets& to) {
   const MergedCheckpoint merged = merge_checkpoint(load, iteration);
   const GptConfig& model = merged.model;
   const auto& full = merged.tensors;
@@ -62,6 +48,10 @@ int export_checkpoint(int argc, char** argv) {
   const double head_diff = merged.head_copy_diff;
   iteration = merged.iteration;
   const nlohmann::json& config = merged.config;
+  const TokenizerSpec tokenizer = to.tokenizer_flags.given() ? to.tokenizer_flags : tokenizer_from_config(config);
+  // Each Hugging Face target holds this model (and tokenizer), before any file is written.
+  if (!to.hf_gpt2.empty()) check_hf_gpt2(model, tokenizer);
+  if (!to.hf_llama.empty()) check_hf_llama(model, tokenizer);
   // Output in the single-process layout's order and names.
   const ParamLayout single(model, ParallelLayout{});
   OCC_CHECK(full.size() == single.tensors().size(), "internal: merged {} tensors, the full model has {}", full.size(),
@@ -77,34 +67,78 @@ int export_checkpoint(int argc, char** argv) {
   w.set_metadata("format", "optimus-cc model");
   w.set_metadata("iteration", std::to_string(iteration));
   w.set_metadata("config", config.dump());
-  w.write(out);
+  w.write(to.out);
   // Read the file back: what is on disk parses and equals the merged model bit for bit.
-  const SafetensorsReader written = SafetensorsReader::open(out);
+  const SafetensorsReader written = SafetensorsReader::open(to.out);
   for (const auto& t : single.tensors()) {
     const std::vector<float>& want = full.at(t.name).data;
     const std::vector<float> got = written.has(t.name) ? written.read_f32(t.name) : std::vector<float>{};
     OCC_CHECK(got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0,
-              "{} does not read back as written (tensor {}); check the disk and export again", out, t.name);
+              "{} does not read back as written (tensor {}); check the disk and export again", to.out, t.name);
   }
   std::printf("exported iteration %lld of %s (tensor %d x pipeline %d shards): %zu tensors, %lld parameters -> %s "
               "(read back and verified)\n",
-              (long long)iteration, load.c_str(), T, P, full.size(), (long long)total, out.c_str());
+              (long long)iteration, load.c_str(), T, P, full.size(), (long long)total, to.out.c_str());
   if (T > 1) std::printf("replicated tensors bit-identical across the %d tensor-parallel ranks\n", T);
   if (head_diff >= 0)
     std::printf("last stage's LM-head copy of the word embedding bit-identical (max |diff| %g)\n", head_diff);
-  const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : tokenizer_from_config(config);
-  if (!hf_llama_dir.empty()) {
-    write_hf_llama(hf_llama_dir, model, full, iteration, tokenizer);
+  if (!to.hf_llama.empty()) {
+    write_hf_llama(to.hf_llama, model, full, iteration, tokenizer);
     std::printf("Hugging Face Llama model -> %s/model.safetensors + config.json (%s; vocab_size %d = padded "
                 "vocabulary of the %d-token tokenizer)\n",
-                hf_llama_dir.c_str(), model.describe_architecture().c_str(), model.padded_vocab_size(),
+                to.hf_llama.c_str(), model.describe_architecture().c_str(), model.padded_vocab_size(),
                 model.vocab_size);
   }
-  if (!hf_dir.empty()) {
-    write_hf_gpt2(hf_dir, model, full, iteration, tokenizer);
+  if (!to.hf_gpt2.empty()) {
+    write_hf_gpt2(to.hf_gpt2, model, full, iteration, tokenizer);
     std::printf("Hugging Face GPT-2 model -> %s/model.safetensors + config.json (vocab_size %d = padded vocabulary "
                 "of the %d-token tokenizer)\n",
-                hf_dir.c_str(), model.padded_vocab_size(), model.vocab_size);
+                to.hf_gpt2.c_str(), model.padded_vocab_size(), model.vocab_size);
+  }
+}
+
+}  // namespace
+
+int export_checkpoint(int argc, char** argv) {
+  CLI::App app{"Merge a sharded checkpoint into one safetensors file of the full model (single-process names); "
+               "optionally also a Hugging Face GPT-2 or Llama directory",
+               "export"};
+  std::string load;
+  ExportTargets to;
+  int64_t iteration = -1;
+  app.add_option("--load", load, "checkpoint directory (as given to train --save)")->required();
+  app.add_option("--out", to.out, "output .safetensors file")->required();
+  app.add_option("--iteration", iteration, "iteration to export (default: the latest committed one)");
+  app.add_option("--hf-gpt2", to.hf_gpt2,
+                 "also write DIR/model.safetensors + DIR/config.json in Hugging Face GPT-2 form (and, for a GPT-2 BPE "
+                 "run, the tokenizer: vocab.json, merges.txt, tokenizer_config.json)");
+  app.add_option("--hf-llama", to.hf_llama,
+                 "also write DIR/model.safetensors + DIR/config.json in Hugging Face LlamaForCausalLM form (a model "
+                 "trained with --normalization RMSNorm --swiglu --position-embedding-type rope; GQA, untied "
+                 "embeddings and --disable-bias-linear as trained); the tokenizer as for --hf-gpt2");
+  add_tokenizer_flags(app, to.tokenizer_flags);  // default: the files the run was trained with
+  if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  OCC_CHECK(!app.count("--iteration") || iteration >= 0,
+            "--iteration must be >= 0 (got {}); leave it out to export the latest committed iteration", iteration);
+  // Every target is checked before anything is written, and a failure removes what
+  // this export created: nothing partial is left.
+  OutputPaths targets;
+  targets.file("--out", to.out);
+  for (const auto& [flag, dir] : {std::pair{"--hf-gpt2", to.hf_gpt2}, std::pair{"--hf-llama", to.hf_llama}}) {
+    if (!app.count(flag)) continue;
+    targets.dir(flag, dir);
+    targets.inside(flag, (fs::path(dir) / "model.safetensors").string());
+  }
+  std::vector<fs::path> created;
+  std::error_code ec;
+  for (const std::string& target : {to.out, to.hf_gpt2, to.hf_llama})
+    if (!target.empty() && !fs::exists(target, ec)) created.push_back(target);
+  try {
+    targets.check();
+    write_export(load, iteration, to);
+  } catch (...) {
+    for (const fs::path& p : created) fs::remove_all(p, ec);
+    throw;
   }
   return 0;
 }

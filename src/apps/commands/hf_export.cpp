@@ -65,6 +65,15 @@ void require_arch(bool ok, const char* flag, const char* target, const char* fie
             target, need, instead);
 }
 
+// A GPT-2 BPE run's tokenizer (its files are copied): loadable, of the model's vocabulary.
+void check_tokenizer(const std::string& flag, const GptConfig& m, const TokenizerSpec& tokenizer) {
+  if (tokenizer.type != TokenizerType::Gpt2Bpe) return;
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tokenizer);  // (also checks the files)
+  OCC_CHECK(tok->vocab_size() == m.vocab_size,
+            "{}: tokenizer {} has {} tokens but the model was trained with {}; pass the run's --vocab-file and "
+            "--merge-file", flag, tok->describe(), tok->vocab_size(), m.vocab_size);
+}
+
 // A GPT-2 BPE run's tokenizer files and its eos/bos ids in config.json.
 void add_tokenizer(const std::string& flag, const std::string& dir, const GptConfig& m, const TokenizerSpec& tokenizer,
                    nlohmann::ordered_json& config) {
@@ -90,8 +99,7 @@ nlohmann::ordered_json optimus_cc_note(const GptConfig& m, int64_t iteration, co
 
 }  // namespace
 
-void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
-                   int64_t iteration, const TokenizerSpec& tokenizer) {
+void check_hf_gpt2(const GptConfig& m, const TokenizerSpec& tokenizer) {
   const char* flag = "--hf-gpt2";
   const char* llama = "; export it with --hf-llama";
   require_arch(m.normalization == Normalization::LayerNorm, flag, "GPT-2", "normalization",
@@ -104,6 +112,13 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
   require_arch(m.tied_embeddings(), flag, "GPT-2", "untie_embeddings_and_output_weights", "true", "tied embeddings",
                llama);
   require_arch(m.add_bias_linear, flag, "GPT-2", "add_bias_linear", "false", "linear biases", llama);
+  check_tokenizer(flag, m, tokenizer);
+}
+
+void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
+                   int64_t iteration, const TokenizerSpec& tokenizer) {
+  const char* flag = "--hf-gpt2";
+  check_hf_gpt2(m, tokenizer);
   make_dir(flag, dir);
   const int64_t C = m.hidden_size, H = m.num_attention_heads, D = m.head_dim(), F = m.ffn_hidden_size();
   auto get = [&](const std::string& name) -> const MergedTensor& { return tensor(full, name); };
@@ -190,8 +205,7 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
 }
 
 
-void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
-                    int64_t iteration, const TokenizerSpec& tokenizer) {
+void check_hf_llama(const GptConfig& m, const TokenizerSpec& tokenizer) {
   const char* flag = "--hf-llama";
   const char* gpt2 = "; export it with --hf-gpt2";
   require_arch(m.normalization == Normalization::RMSNorm, flag, "Llama", "normalization",
@@ -201,6 +215,13 @@ void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<s
                position_embedding_name(m.position_embedding), "rope", gpt2);
   require_arch(m.rotary_dim() == m.head_dim(), flag, "Llama", "rotary_percent", fmt::format("{:g}", m.rotary_percent),
                "1 (LlamaForCausalLM rotates whole heads)", "");
+  check_tokenizer(flag, m, tokenizer);
+}
+
+void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
+                    int64_t iteration, const TokenizerSpec& tokenizer) {
+  const char* flag = "--hf-llama";
+  check_hf_llama(m, tokenizer);
   make_dir(flag, dir);
   const int64_t C = m.hidden_size, H = m.num_attention_heads, G = m.kv_heads(), D = m.head_dim();
   const int64_t F = m.ffn_hidden_size(), r = H / G;

@@ -14,6 +14,8 @@
 #include "plan/auto_plan.h"
 #include "plan/calibrate.h"
 #include "plan/schedule_sim.h"
+#include "core/tensor_file.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -158,6 +160,14 @@ int plan(int argc, char** argv) {
     if (std::string(argv[i]) == "--ignore-unknown-flags") app.allow_extras();
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   refuse_inapplicable_flags(app, opt);
+  if (!json_path.empty()) {  // checked now, not after the plan is made
+    OutputPaths outputs;
+    outputs.file("--json", json_path);
+    for (const auto& [flag, path] : {std::pair{"--calibrate", calibrate_path}, std::pair{"--compressors-json", loss_costs_path},
+                                     std::pair{"--diloco-json", diloco_costs_path}})
+      if (!path.empty()) outputs.input(flag, path);
+    outputs.check();
+  }
   if (!app.remaining().empty())
     std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
                 app.remaining().front().c_str());
@@ -347,7 +357,7 @@ int plan(int argc, char** argv) {
       j["micro_batches_in_flight"].push_back(f.in_flight);
     }
     j["model_chunks"] = shown.chunks();
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    write_file_atomic(json_path, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_stamp.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 namespace {
@@ -52,6 +54,23 @@ int preprocess(int argc, char** argv) {
             "--merge-file: use a tokenizer) or --vocab-size N (train a SentencePiece one)");
   OCC_CHECK(!ends_with(prefix, ".bin") && !ends_with(prefix, ".idx"),
             "--output-prefix {} should not end in .bin/.idx; pass the prefix only", prefix);
+  // Every file it writes, checked before the corpus is read: writable, and none of
+  // them the input or the tokenizer it reads.
+  OutputPaths outputs;
+  if (const std::string folder = std::filesystem::path(prefix).parent_path().string(); !folder.empty())
+    outputs.dir("--output-prefix", folder);  // created if missing, as before
+  outputs.file("--output-prefix", prefix + ".bin");
+  outputs.file("--output-prefix", prefix + ".idx");
+  outputs.file("--output-prefix", tokenizer_stamp_path(prefix));
+  if (vocab_opt->count() > 0) {
+    outputs.file("--output-prefix", prefix + ".model");
+    outputs.file("--output-prefix", prefix + ".vocab");
+  }
+  outputs.input("--input", input);
+  for (const auto& [flag, path] : {std::pair{"--tokenizer-model", spec.model}, std::pair{"--vocab-file", spec.vocab_file},
+                                   std::pair{"--merge-file", spec.merge_file}})
+    if (!path.empty()) outputs.input(flag, path);
+  outputs.check();
   const double start = now_seconds();
 
   // Training reads the corpus once into memory (up to the trainer's sentence
