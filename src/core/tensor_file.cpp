@@ -172,6 +172,22 @@ void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void*
   entries_.push_back(std::move(e));
 }
 
+uint64_t TensorFileWriter::content_digest() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over each entry's identity and CRC
+  auto mix = [&h](const void* data, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  };
+  for (const Entry& e : entries_) {
+    mix(e.name.data(), e.name.size() + 1);
+    mix(&e.dtype, sizeof e.dtype);
+    for (int64_t d : e.shape) mix(&d, sizeof d);
+    const uint64_t bytes = e.bytes.size();
+    mix(&bytes, sizeof bytes);
+    mix(&e.crc32, sizeof e.crc32);
+  }
+  return h;
+}
+
 void TensorFileWriter::write(const std::string& path) const {
   nlohmann::json tensors = nlohmann::json::array();
   std::vector<uint64_t> offsets;

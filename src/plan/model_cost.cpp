@@ -27,7 +27,6 @@ TrainOptions PlanConfig::job_options() const {
   // (The plan's DP error feedback is resolved from --use-error-feedback too: as a flag it needs --grad-comp.)
   o.grad_comp.error_feedback = grad_comp.enabled && grad_comp.error_feedback;
   o.diloco = diloco;
-  o.train_iters = std::max<int64_t>(o.train_iters, diloco.inner_steps);  // at least one DiLoCo round
   o.dp_bucket_elems = dp_bucket_elems;
   o.recompute_granularity = recompute_activations ? "full" : selective_recompute ? "selective" : "";
   return o;

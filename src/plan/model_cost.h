@@ -64,7 +64,7 @@ struct PlanConfig {
   }
   int64_t tokens() const { return int64_t(micro_batch_size) * model.seq_length; }
   // The job these settings describe, as train takes its flags (other settings at
-  // train's defaults; train_iters at least one DiLoCo round).
+  // train's defaults).
   TrainOptions job_options() const;
   // Throws occ::UsageError naming the first inconsistency: the job's flags by
   // TrainOptions::validate (train's own validation), then the plan's own.

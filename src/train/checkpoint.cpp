@@ -1,11 +1,7 @@
 #include "train/checkpoint.h"
 
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <set>
 
 #include "core/tensor_file.h"
@@ -163,25 +159,12 @@ SavedCheckpoint verify_checkpoint(const std::string& root, int64_t iteration) {
   return saved;
 }
 
-std::string make_save_id(uint64_t run_nonce, int64_t iteration) {
-  return fmt::format("{:016x}-{}", run_nonce, iteration);
-}
-
-uint64_t random_run_nonce() {
-  std::random_device device;
-  const uint64_t random = (uint64_t(device()) << 32) ^ uint64_t(device());
-  const uint64_t clock = uint64_t(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-  return random ^ (clock * 0x9E3779B97F4A7C15ull) ^ uint64_t(::getpid());
-}
-
 std::string begin_checkpoint(const std::string& root, int64_t iteration) {
   return CheckpointStore(root).begin(iteration);
 }
 
-void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos,
-                            const std::string& save_id) {
-  const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
+TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
+                                  const AdamMoments& adam, CheckpointPosition pos) {
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
                          {"iteration", pos.iteration},
@@ -189,8 +172,7 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
                          {"config", opt.to_json()},
                          {"tp_rank", layout.tp_rank},
                          {"pp_rank", layout.pp_rank},
-                         {"lr", opt.lr_schedule().at(pos.iteration)},
-                         {kSaveIdKey, save_id}};
+                         {"lr", opt.lr_schedule().at(pos.iteration)}};
   if (opt.diloco.enabled()) meta["diloco_replicas"] = layout.dp_size;
   if (!pos.loss_scaler.is_null()) meta["loss_scaler"] = pos.loss_scaler;
   if (pos.skipped_nonfinite > 0) meta["skipped_nonfinite"] = pos.skipped_nonfinite;
@@ -207,8 +189,32 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
     w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
     w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
   }
-  w.write(dir + "/" + kShardStateFile);
+  return w;
 }
+
+uint64_t CheckpointFiles::digest(const ParallelLayout& layout, int64_t iteration) const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (int64_t v : {int64_t(layout.tp_rank), int64_t(layout.pp_rank), int64_t(layout.dp_rank), iteration}) mix(uint64_t(v));
+  for (const auto& [name, file] : files_) {
+    for (char c : name) mix(uint64_t(uint8_t(c)));
+    mix(file.content_digest());
+  }
+  return h;
+}
+
+void CheckpointFiles::write(const std::string& staging, const ParallelLayout& layout, const std::string& id) {
+  if (files_.empty()) return;
+  const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
+  for (auto& [name, file] : files_) {
+    file.set_meta(kSaveIdKey, id);
+    file.write(dir + "/" + name);
+  }
+}
+
+std::string save_id(uint64_t combined_digest) { return fmt::format("{:016x}", combined_digest); }
 
 void commit_checkpoint(const std::string& root, int64_t iteration) { CheckpointStore(root).commit(iteration); }
 

@@ -5,9 +5,12 @@
 // pure functions of (seed, iteration, consumed samples), so they need no state.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor_file.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
 #include "train/options.h"
@@ -52,14 +55,29 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration);  // re
 struct AdamMoments {
   std::vector<float> m, v;
 };
-// save_id identifies this save (the same in every shard and replica file of it).
-void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos,
-                            const std::string& save_id);
-// A save identifier: unique to this job (run_nonce, agreed by its ranks) and iteration.
-std::string make_save_id(uint64_t run_nonce, int64_t iteration);
-// A fresh random run nonce (rank 0 draws it, the others receive it).
-uint64_t random_run_nonce();
+// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in memory.
+TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
+                                  const AdamMoments& adam, CheckpointPosition pos);
+
+// The files one rank writes into a save (its shard, DiLoCo and compressor state),
+// built in memory first: the save's identifier comes from every rank's contents
+// (save_id()) and goes into each file, so that a shard of another save (whose
+// contents differ) is told apart, and a save repeated bit for bit (a resumed run)
+// writes the same bytes.
+class CheckpointFiles {
+ public:
+  // `name`: the file's name inside this rank's shard directory.
+  void add(std::string name, TensorFileWriter file) { files_.emplace_back(std::move(name), std::move(file)); }
+  // This rank's part of the identifier: its files' contents and names, its place, the iteration.
+  uint64_t digest(const ParallelLayout& layout, int64_t iteration) const;
+  // Writes every file into STAGING/mp_rank_TT_PPP/, stamped with save_id.
+  void write(const std::string& staging, const ParallelLayout& layout, const std::string& save_id);
+
+ private:
+  std::vector<std::pair<std::string, TensorFileWriter>> files_;
+};
+// The identifier of a save from the XOR of its ranks' digests.
+std::string save_id(uint64_t combined_digest);
 // The key every file of a save holds its identifier under.
 inline constexpr const char* kSaveIdKey = "save_id";
 void commit_checkpoint(const std::string& root, int64_t iteration);

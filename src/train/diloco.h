@@ -47,6 +47,7 @@
 
 #include "compress/compressor.h"
 #include "core/buffer.h"
+#include "core/tensor_file.h"
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/background_collectives.h"
@@ -100,9 +101,8 @@ class Diloco {
   void after_inner_step(int64_t t, DeviceBuffer<float>& params, PhaseTimers& timers, TrafficCounters& counters);
 
   // Checkpoint state: finishes the syncs in flight (their outer step applied,
-  // still to land), then writes this rank's file (stamped with the save's identifier).
-  void save(const std::string& path, const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration,
-            const std::string& save_id);
+  // still to land), then returns this rank's file, in memory.
+  TensorFileWriter state(const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration);
   // Loads this rank's file (its replica's parameters and moments replace the
   // checkpoint's common ones); returns false when the file does not exist (a
   // checkpoint of a run without DiLoCo: restart_from() then).

@@ -211,12 +211,6 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "feedback): a skipped iteration would leave its non-finite values in that state for the rest of the "
             "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
   diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
-  // A round longer than the run would never synchronise the replicas: DiLoCo
-  // would silently be H independent trainings.
-  OCC_CHECK(!diloco.enabled() || diloco.inner_steps <= train_iters,
-            "--diloco-inner-steps {} exceeds --train-iters {}: the replicas would never synchronise (the first outer "
-            "step comes after {} inner steps); use at most {} inner steps, or train for more iterations",
-            diloco.inner_steps, train_iters, diloco.inner_steps, train_iters);
   loss_scale.validate();
   lr_schedule().validate();
 }

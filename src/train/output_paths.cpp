@@ -40,14 +40,15 @@ std::string resolved(const std::string& path) {
 
 void check_writable_dir(const std::string& dir, const char* flag, int rank) {
   OCC_CHECK(!dir.empty(), "{} is an empty string; give a directory", flag);
+  // "--save directory DIR", "--tensorboard-dir DIR"
+  const std::string what = std::string(flag).ends_with("-dir") ? flag : std::string(flag) + " directory";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  OCC_CHECK(!ec, "cannot create {} directory {}: {}; give a directory that can be created and written", flag, dir,
-            ec.message());
+  OCC_CHECK(!ec, "cannot create {} {}: {}; give a directory that can be created and written", what, dir, ec.message());
   const std::string probe = fmt::format("{}/.occ-write-probe.rank{}.{}", dir, rank, int64_t(getpid()));
   const int err = probe_write(probe);
-  OCC_CHECK(err == 0, "cannot write in {} directory {}: {} (a probe file failed); give a directory that can be "
-            "written", flag, dir, std::strerror(err));
+  OCC_CHECK(err == 0, "cannot write in {} {}: {} (a probe file failed); give a directory that can be written", what,
+            dir, std::strerror(err));
 }
 
 void check_writable_file(const std::string& path, const char* flag) {

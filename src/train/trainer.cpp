@@ -75,9 +75,6 @@ Trainer::~Trainer() {
 
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
-  // This job's saves are told from any other's by a nonce rank 0 draws (core of the save identifier).
-  run_nonce_ = is_logger() ? random_run_nonce() : 0;
-  MPI_Bcast(&run_nonce_, 1, MPI_UINT64_T, 0, topo_->world->handle());
   comm_ = std::make_unique<JobComm>(opt_, *topo_, world_size_, comm_timeout_s);
   Communicator& tp = comm_->tp();
   const bool staged = comm_->staged();
@@ -406,6 +403,12 @@ void Trainer::run() {
   if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
   if (is_logger() && !comm_->modules_line().empty()) std::printf("%s\n", comm_->modules_line().c_str());
   if (is_logger() && diloco_) std::printf("data parallel: %s\n", opt_.diloco.describe().c_str());
+  // A round longer than the run: the replicas never synchronise (said, not refused:
+  // a short run of a long-round setting is a fair smoke test).
+  if (is_logger() && diloco_ && opt_.diloco.inner_steps > opt_.train_iters)
+    std::printf("warning: --diloco-inner-steps %d exceeds --train-iters %lld: the %d replicas never synchronise in "
+                "this run (the first outer step comes after %d inner steps); they train as independent models\n",
+                opt_.diloco.inner_steps, (long long)opt_.train_iters, layout_.dp_size, opt_.diloco.inner_steps);
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",
@@ -464,7 +467,7 @@ void Trainer::save_checkpoint() {
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
-  const std::string save_id = make_save_id(run_nonce_, iteration_);  // in every file of this save
+
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
   // one bucket's worth at a time, so a save does not undo the memory saving).
@@ -473,25 +476,31 @@ void Trainer::save_checkpoint() {
     adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
     adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
   }
+  // This rank's files, in memory; the save's identifier, from every rank's contents
+  // (an XOR of 8 bytes over MPI_COMM_WORLD), goes into each of them.
   std::string error;
+  CheckpointFiles files;
   try {
     if (layout_.dp_rank == 0)
-      write_checkpoint_shard(staging, opt_, layout_, *stage_, adam,
-                             {iteration_, consumed_samples_,
-                              loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
-                              data_fingerprint()},
-                             save_id);
+      files.add(kShardStateFile,
+                checkpoint_shard(opt_, layout_, *stage_, adam,
+                                 {iteration_, consumed_samples_,
+                                  loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
+                                  nonfinite_.skipped(), data_fingerprint()}));
     // Compressor state differs per DP rank (local errors), so every rank saves its own.
-    if (const CompressionState state = compression_state(); !state.empty()) {
-      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      state.save(compression_state_path(staging),
-                 {{"iteration", iteration_}, {"config", opt_.to_json()}, {kSaveIdKey, save_id}});
-    }
-    if (diloco_) {  // every replica's own state
-      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_,
-                    save_id);
-    }
+    if (const CompressionState state = compression_state(); !state.empty())
+      files.add(CompressionState::file_name(layout_.dp_rank),
+                state.state({{"iteration", iteration_}, {"config", opt_.to_json()}}));
+    if (diloco_)  // every replica's own state
+      files.add(Diloco::file_name(layout_.dp_rank),
+                diloco_->state(std::as_const(*stage_).params(), *optimizer_, iteration_));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  uint64_t digest = files.digest(layout_, iteration_);
+  MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_BXOR, topo_->world->handle());
+  try {
+    if (error.empty()) files.write(staging, layout_, save_id(digest));
   } catch (const Error& e) {
     error = e.what();
   }

@@ -104,7 +104,6 @@ class Trainer {
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
   MicroBatchTokens tokens_;                                  // per slot
   int64_t iteration_ = 0, consumed_samples_ = 0;
-  uint64_t run_nonce_ = 0;  // the same on every rank (connect()): part of each save's identifier
   double run_start_ = 0;
   int64_t first_iteration_ = 0;
   std::FILE* metrics_ = nullptr;

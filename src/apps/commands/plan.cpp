@@ -172,8 +172,6 @@ int plan(int argc, char** argv) {
     std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
                 app.remaining().front().c_str());
 
-  // The plan predicts one iteration; --train-iters (unless given) spans at least one DiLoCo round.
-  if (!app.count("--train-iters")) opt.train_iters = std::max<int64_t>(opt.train_iters, opt.diloco.inner_steps);
   // A plan is of GPUs (A100 by default), whatever this machine has.
   opt.device = opt.device_name.empty() ? Device::Cuda : parse_device(opt.device_name);
   // Like train: the vocabulary is the tokenizer's when one is given.
