@@ -61,17 +61,18 @@ void validate_cluster(const ClusterSpec& c) {
   };
   usage(c.nodes >= 1, fmt::format("--nodes must be >= 1 (got {})", c.nodes));
   usage(c.devices_per_node >= 1, fmt::format("--devices-per-node must be >= 1 (got {})", c.devices_per_node));
-  auto positive = [&](double v, const char* flag) {
-    usage(std::isfinite(v) && v > 0, fmt::format("{} must be a finite number > 0 (got {})", flag, v));
+  // (Values shown in the flags' units: TFLOP/s, GB/s, microseconds.)
+  auto positive = [&](double v, double unit, const char* flag) {
+    usage(std::isfinite(v) && v > 0, fmt::format("{} must be a finite number > 0 (got {:g})", flag, v / unit));
   };
-  positive(c.device_flops, "--device-tflops");
+  positive(c.device_flops, 1e12, "--device-tflops");
   usage(c.efficiency > 0 && c.efficiency <= 1, fmt::format("--efficiency must be in (0, 1] (got {})", c.efficiency));
-  positive(c.memory_bandwidth, "--memory-bandwidth");
-  positive(c.compress_efficiency, "--compress-efficiency");
-  positive(c.intra.bandwidth, "--intra-node-bandwidth");
-  positive(c.inter.bandwidth, "--inter-node-bandwidth");
+  positive(c.memory_bandwidth, 1e9, "--memory-bandwidth");
+  positive(c.compress_efficiency, 1, "--compress-efficiency");
+  positive(c.intra.bandwidth, 1e9, "--intra-node-bandwidth");
+  positive(c.inter.bandwidth, 1e9, "--inter-node-bandwidth");
   auto latency = [&](double v, const char* flag) {
-    usage(std::isfinite(v) && v >= 0, fmt::format("{} must be a finite number >= 0 (got {})", flag, v));
+    usage(std::isfinite(v) && v >= 0, fmt::format("{} must be a finite number >= 0 (got {:g})", flag, v * 1e6));
   };
   latency(c.intra.latency, "--intra-node-latency");
   latency(c.inter.latency, "--inter-node-latency");

@@ -103,7 +103,7 @@ SavedCheckpoint verify_checkpoint(const std::string& root, int64_t iteration) {
                 "checkpoint {} iteration {} has no shard for tensor rank {} pipeline rank {} (missing {}); it is "
                 "incomplete: restore the shard or --load another checkpoint",
                 root, iteration, tp, pp, path);
-      if (tp != 0 || pp != 0) {
+      {
         TensorFileReader r = TensorFileReader::open(path);
         OCC_CHECK(r.meta().value("format", "") == "optimus-cc checkpoint" && r.meta().contains("config"),
                   "{} is not an optimus-cc checkpoint shard", path);
@@ -120,17 +120,15 @@ SavedCheckpoint verify_checkpoint(const std::string& root, int64_t iteration) {
         const bool replica = name.rfind("diloco_dp_", 0) == 0, compressor = name.rfind("compress_dp_", 0) == 0;
         if ((!replica && !compressor) || name.size() < 4 || name.substr(name.size() - 4) != ".bin") continue;
         const std::string file = e.path().string();
+        OCC_CHECK(!replica || diloco,
+                  "checkpoint {} holds the DiLoCo replica file {}, but the run that saved it did not use DiLoCo: the "
+                  "directory mixes files of two saves; remove the file or --load another checkpoint",
+                  root, file);
         TensorFileReader r = TensorFileReader::open(file);
         check_same_save(file, stamp_of(r.meta()), want, root);
         if (replica) replica_files.push_back(name);
       }
-      if (!diloco) {
-        OCC_CHECK(replica_files.empty(),
-                  "checkpoint {} holds the DiLoCo replica file {}/{}, but the run that saved it did not use DiLoCo: the "
-                  "directory mixes files of two saves; remove the file or --load another checkpoint",
-                  root, dir, replica_files.empty() ? "" : replica_files.front());
-        continue;
-      }
+      if (!diloco) continue;
       if (saved.diloco_replicas == 0) {  // from before the shard recorded it: the first replica file says
         const std::string first = dir + "/" + fmt::format("diloco_dp_{:03d}.bin", 0);
         OCC_CHECK(fs::exists(first, ec),

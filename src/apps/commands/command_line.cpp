@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -160,17 +162,32 @@ int parse_command_line(CLI::App& app, int argc, char** argv, std::initializer_li
   for (size_t i = 1; i < args.size(); ++i) {
     const CLI::Option* o = names_flag(app, args[i]) ? app.get_option_no_throw(flag_name(args[i])) : nullptr;
     if (!o || is_switch(o)) continue;
-    if (args[i].find('=') != std::string::npos) {  // --flag=VALUE: the value is attached
-      if (args[i].back() == '=' && !empty_ok.count(flag_name(args[i])))
-        throw UsageError(fmt::format("{} is an empty string; give a value, or leave {} out", named(flag_name(args[i])),
-                                     flag_name(args[i])));
-      continue;
+    const std::string flag = flag_name(args[i]);
+    const size_t eq = args[i].find('=');
+    if (eq != std::string::npos) {  // --flag=VALUE: the value is attached
+      if (eq + 1 == args[i].size() && !empty_ok.count(flag))
+        throw UsageError(fmt::format("{} is an empty string; give a value, or leave {} out", named(flag), flag));
+    } else {
+      if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", named(flag)));
+      if (names_flag(app, args[i + 1]))
+        throw UsageError(fmt::format("{} needs a value (the next word, {}, is a flag); give the value, and write one "
+                                     "that really starts with '--' as ./{}",
+                                     named(flag), printable(args[i + 1]), printable(args[i + 1])));
     }
-    if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", named(args[i])));
-    if (names_flag(app, args[i + 1]))
-      throw UsageError(fmt::format("{} needs a value (the next word, {}, is a flag); give the value, and write one "
-                                   "that really starts with '--' as ./{}",
-                                   named(args[i]), printable(args[i + 1]), printable(args[i + 1])));
+    // A whole number beyond 64 bits (CLI11 would take the largest one in its place).
+    const std::string value = eq != std::string::npos ? args[i].substr(eq + 1) : args[i + 1];
+    const std::string type = o->get_type_name();
+    if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) {
+      int64_t v = 0;
+      uint64_t u = 0;
+      const char *begin = value.data(), *end = value.data() + value.size();
+      const bool out_of_range = type[0] == 'U' ? std::from_chars(begin, end, u).ec == std::errc::result_out_of_range
+                                               : std::from_chars(begin, end, v).ec == std::errc::result_out_of_range;
+      if (out_of_range)
+        throw UsageError(fmt::format("{} {} is out of range: it takes a whole number of at most {}", named(flag),
+                                     printable(value), type[0] == 'U' ? fmt::format("{}", UINT64_MAX)
+                                                                      : fmt::format("{}", INT64_MAX)));
+    }
   }
   // A flag of several words given twice keeps its last words, as a one-word flag keeps
   // its last value (CLI11 would append them): --data-path A ... --data-path B trains on B.
@@ -199,6 +216,24 @@ int parse_command_line(CLI::App& app, int argc, char** argv, std::initializer_li
   } catch (const CLI::CallForHelp&) {
     std::printf("%s", app.help().c_str());
     return 0;
+  } catch (const CLI::ConversionError& e) {
+    // "Could not convert: --lr = 1,abc": name the flag and the value given (the last).
+    std::string message = e.what();
+    const std::string prefix = "Could not convert: ";
+    const size_t eq = message.find(" = ");
+    if (message.rfind(prefix, 0) == 0 && eq != std::string::npos) {
+      const std::string flag = message.substr(prefix.size(), eq - prefix.size());
+      std::string value = message.substr(eq + 3);
+      if (const size_t comma = value.rfind(','); comma != std::string::npos) value = value.substr(comma + 1);
+      const CLI::Option* o = app.get_option_no_throw(flag);
+      const std::string type = o ? o->get_type_name() : "";
+      const char* kind = type.rfind("FLOAT", 0) == 0  ? "a number"
+                         : type.rfind("UINT", 0) == 0 ? "a whole number >= 0 in the flag's range"
+                         : type.rfind("INT", 0) == 0  ? "a whole number in the flag's range"
+                                                      : "a value this flag takes";
+      message = fmt::format("{} {} is not {}", named(flag), printable(value), kind);
+    }
+    throw UsageError(fmt::format("{}; run 'optimus-cc {} --help' for the options", message, app.get_name()));
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     for (char& c : message)
