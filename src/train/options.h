@@ -63,6 +63,11 @@ struct TrainOptions {
   // Logging, checkpoints.
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
+  // Megatron's --finetune: --load's weights only (any saved layout), iteration 0, a fresh
+  // optimizer; --no-load-optim: the weights and position without Adam's moments;
+  // --no-load-rng: accepted (our checkpoints hold no RNG state: dropout and data order are
+  // functions of the seed and the position).
+  bool finetune = false, no_load_optim = false, no_load_rng = false;
   int64_t save_interval = 0;
   TensorBoardOptions tensorboard;  // --tensorboard-dir and its Megatron companions
   // Backend and memory.

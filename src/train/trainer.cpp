@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
 #include "train/output_paths.h"
 
@@ -31,6 +32,11 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
   layout_.vp_size = opt_.model_chunks();
   opt_.tokenizer.validate();
+  OCC_CHECK(!(opt_.finetune || opt_.no_load_optim || opt_.no_load_rng) || !opt_.load.empty(),
+            "--finetune, --no-load-optim and --no-load-rng apply to --load CHECKPOINT; pass it");
+  // --finetune from a checkpoint that names its tokenizer (e.g. import-hf's): that one.
+  if (opt_.finetune && !opt_.tokenizer.given() && opt_.model.vocab_size == 0)
+    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load).config);
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
@@ -128,11 +134,22 @@ void Trainer::connect(double comm_timeout_s) {
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
+  if (opt_.finetune) {
+    // Megatron's --finetune: the weights only (saved in any layout), iteration 0, a fresh optimizer.
+    load_merged_weights(merge_checkpoint(opt_.load), opt_.load, opt_.model, *stage_);
+    if (is_logger())
+      std::printf("--finetune: loaded the weights of %s (iteration 0, fresh optimizer)\n", opt_.load.c_str());
+    return;
+  }
   AdamMoments adam;
-  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, &adam);
+  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
   // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
-  optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
-  optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
+  if (!opt_.no_load_optim) {
+    optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
+    optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
+  } else if (is_logger()) {
+    std::printf("--no-load-optim: Adam's moments start from zero\n");
+  }
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
   CheckpointStore store(opt_.load);

@@ -6,7 +6,7 @@
 # volume of comm/ring_volume.h, which NcclCommunicator counts (so a job's byte
 # counters are the same on either backend). Bad requests (--comm-backend nccl
 # on the CPU, an unknown backend, a zero count) fail with one line on every
-# rank. The NCCL side runs on a GPU (scripts/gpu-check.sh: nccl_comm).
+# rank. The NCCL side runs on a GPU (python3 -m occtools gpu-check: nccl_comm).
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 

@@ -120,6 +120,13 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--save", o.save, "checkpoint directory");
   app.add_option("--save-interval", o.save_interval, "save every N iterations (and at the end)");
   app.add_option("--load", o.load, "resume from this checkpoint directory");
+  app.add_flag("--finetune", o.finetune,
+               "with --load: start from its weights only (any saved layout; e.g. an import-hf checkpoint) at "
+               "iteration 0 with a fresh optimizer (Megatron's --finetune)");
+  app.add_flag("--no-load-optim", o.no_load_optim, "with --load: do not load the optimizer state (Adam's moments)");
+  app.add_flag("--no-load-rng", o.no_load_rng,
+               "accepted for Megatron's command lines: checkpoints hold no RNG state (dropout and data order follow "
+               "the seed and position)");
   app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
   app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
   app.add_option("--tensorboard-dir", o.tensorboard.dir,
