@@ -1,13 +1,12 @@
 #include "data/training_data.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <new>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "data/tokenizer_stamp.h"
 
 namespace occ {
@@ -186,7 +185,7 @@ void TrainingData::check_index_fits(const DataBlend& blend, int64_t samples, con
     tokens += datasets_.at(prefix)->num_tokens(), sequences += datasets_.at(prefix)->num_sequences();
   const double tokens_per_sequence = std::max(1.0, double(tokens) / double(std::max<int64_t>(sequences, 1)));
   const double per_sample = 20.0 + (blend.size() > 1 ? 10.0 : 0.0) + 4.0 * spec_.seq_length / tokens_per_sequence;
-  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  const double memory = host_memory_bytes();
   if (memory <= 0 || double(samples) * per_sample <= memory) return;
   const bool train = std::string(name) == "train";
   const double gib = double(1 << 30);

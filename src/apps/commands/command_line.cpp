@@ -170,9 +170,10 @@ int parse_command_line(CLI::App& app, int argc, char** argv, std::initializer_li
     } else {
       if (i + 1 >= args.size()) throw UsageError(fmt::format("{} needs a value", named(flag)));
       if (names_flag(app, args[i + 1]))
-        throw UsageError(fmt::format("{} needs a value (the next word, {}, is a flag); give the value, and write one "
-                                     "that really starts with '--' as ./{}",
-                                     named(flag), printable(args[i + 1]), printable(args[i + 1])));
+        throw UsageError(fmt::format("{} needs a value (the next word, {}, is a flag); give the value (one that "
+                                     "really starts with '--' attached, {}={}, or as a path ./{})",
+                                     named(flag), printable(args[i + 1]), flag, printable(args[i + 1]),
+                                     printable(args[i + 1])));
     }
     // A whole number beyond 64 bits (CLI11 would take the largest one in its place).
     const std::string value = eq != std::string::npos ? args[i].substr(eq + 1) : args[i + 1];

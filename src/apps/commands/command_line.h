@@ -3,8 +3,8 @@
 // every command gets by calling parse_command_line (and any command added later
 // the same way):
 //  * a value never starts with a known flag: `--save --swiglu` is "--save needs a
-//    value", not a directory called --swiglu (a path that really starts with "--"
-//    is given as ./--x);
+//    value", not a directory called --swiglu (a value that really starts with "--"
+//    is attached, --flag=--x, or given as the path ./--x);
 //  * a value is never empty (`--save ""` is not "no --save"), except where a
 //    command says so (generate's --prompt);
 //  * a floating-point value is finite (`--lr inf`, `--lr nan` are refused);
