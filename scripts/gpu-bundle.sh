@@ -253,7 +253,8 @@ if [[ -n $GCIDE ]]; then
 fi
 # The tooling package, its Python files only (no __pycache__), and the regime experiment's scripts.
 (find occtools -name '*.py' -print0 | xargs -0 tar -cf -) | tar -xf - -C "$STAGE"
-cp scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py "$STAGE/scripts/"
+cp scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py \
+  scripts/hf_tokenizer_check.py "$STAGE/scripts/"
 # The paper-regime experiment continues the committed ledger; plan --auto reads the compressor
 # sweep's loss costs; the report sets the CPU's LEP figures beside the regime's.
 mkdir -p "$STAGE/docs/results"

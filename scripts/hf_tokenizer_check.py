@@ -2,6 +2,7 @@
 """transformers loads an `export --hf-llama` / `--hf-gpt2` folder's tokenizer and encodes to our ids.
 
 Usage: hf_tokenizer_check.py --bin build/optimus-cc --hf-dir DIR [--work DIR]
+(--bin may be a command prefix, e.g. "BUNDLE/run.sh optimus-cc" in the GPU bundle)
 
 For the GPU check (the machine with transformers): AutoTokenizer.from_pretrained(DIR) (the
 tokenizer.model + tokenizer_config.json of a SentencePiece run, or vocab.json + merges.txt of a
@@ -13,6 +14,7 @@ line per check; exit 0 pass, 1 fail, 3 skip (transformers is not installed).
 import argparse
 import json
 import os
+import shlex
 import struct
 import subprocess
 import sys
@@ -58,7 +60,7 @@ def main():
     with open(sample, "w") as f:
         for t in TEXTS:
             f.write(json.dumps({"text": t}) + "\n")
-    subprocess.run([a.bin, "preprocess", "--input", sample, "--output-prefix", os.path.join(work, "sample"),
+    subprocess.run([*shlex.split(a.bin), "preprocess", "--input", sample, "--output-prefix", os.path.join(work, "sample"),
                     "--no-append-eod", *flags], check=True, capture_output=True)
     ours = read_indexed(os.path.join(work, "sample"))
     failed = 0

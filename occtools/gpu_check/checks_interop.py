@@ -68,6 +68,27 @@ def hf_llama(ctx, step):
     ctx.record_verdict(step.name, t0, v, log=ctx.log(step.name + ".verdict"))
 
 
+def hf_tokenizer(ctx, step):
+    """transformers' AutoTokenizer loads hf_llama's export (tokenizer.model + tokenizer_config.json of
+    a SentencePiece run) and encodes a text sample to our ids; generation_config.json's bos/eos equal
+    config.json's (scripts/hf_tokenizer_check.py; issue 41)."""
+    t0, log = time.monotonic(), ctx.log(step.name)
+    hf_dir = ctx.w("l_hf")
+    if not os.path.exists(os.path.join(hf_dir, "config.json")):
+        return ctx.record(step.name, "SKIP", t0, "no export --hf-llama folder (hf_llama did not run or failed)")
+    if not os.path.exists(os.path.join(hf_dir, "tokenizer.model")):
+        return ctx.record(step.name, "FAIL", t0, "export --hf-llama of a SentencePiece run wrote no tokenizer.model")
+    bin_cmd = f"{os.path.join(ctx.bundle, 'run.sh')} optimus-cc"
+    os.makedirs(ctx.w("tokcheck"), exist_ok=True)
+    f = ctx.py(log, step.caps[0], os.path.join(ctx.bundle, "scripts", "hf_tokenizer_check.py"), "--bin", bin_cmd,
+               "--hf-dir", hf_dir, "--work", ctx.w("tokcheck"))
+    with open(log, errors="replace") as fh:
+        lines = [l.strip() for l in fh if l.startswith(("ok ", "FAIL", "SKIP"))]
+    summary = "; ".join(lines) or f"hf_tokenizer_check.py: {f.why()}: {ctx.tail(log)}"
+    status = {0: "PASS", 3: "SKIP"}.get(None if f.timed_out else f.rc, "FAIL")
+    ctx.record(step.name, status, t0, summary, log=None if status != "FAIL" else log)
+
+
 def tensorboard(ctx, step):
     """A run with --tensorboard-dir (timers, perplexities) and one killed with SIGKILL once 6
     iterations are in its metrics: TensorBoard's EventAccumulator loads both, every scalar equal to
@@ -145,6 +166,9 @@ register(Step("hf_export", hf_export, "export --hf-gpt2 through GPT2LMHeadModel 
               "logits: within 1e-4 x max", priority=2, predicted_s=15, caps=(120, 60, 60, 180), needs=("gpu", "torch")))
 register(Step("hf_llama", hf_llama, "export --hf-llama through LlamaForCausalLM vs the engine's logits: within 1e-4 x max",
               priority=2, predicted_s=15, caps=(120, 60, 60, 180), needs=("gpu", "torch")))
+register(Step("hf_tokenizer", hf_tokenizer, "transformers' AutoTokenizer on the --hf-llama export's tokenizer: our ids "
+              "on a text sample; generation_config.json's bos/eos", priority=2, predicted_s=10, caps=(120,),
+              needs=("gpu", "torch")))
 register(Step("tensorboard", tensorboard, "our event files through TensorBoard's EventAccumulator, a SIGKILLed run's "
               "too", priority=2, predicted_s=12, caps=(120, 60, 120), needs=("gpu", "tensorboard")))
 register(Step("quality_regime", quality_regime, "the paper-regime experiment (scripts/regime_runs.py), the rest of the "

@@ -70,7 +70,8 @@ FIRST_CALL = (["cuda_kernel_tests", "attention_flash_vs_fused", "bf16_vs_fp32"] 
                  "speed_targets_small_mbmax", "speed_targets_medium_mbmax"])
 # The second call: everything else, the paper-regime experiment last with the rest of the budget.
 SECOND_CALL = ["torch_reference", "fp32_gpu_vs_cpu", "resume", "mpi_pipeline_2ranks", "recompute", "fp16_vs_fp32",
-               "gpu_3d_layouts", "nccl_comm", "hf_export", "hf_llama", "tensorboard", "quality_regime"]
+               "gpu_3d_layouts", "nccl_comm", "hf_export", "hf_llama", "hf_tokenizer", "tensorboard",
+               "quality_regime"]
 PLANS = {"first-call": FIRST_CALL, "second-call": SECOND_CALL, "all": FIRST_CALL + SECOND_CALL}
 
 

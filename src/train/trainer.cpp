@@ -121,7 +121,8 @@ void Trainer::connect(double comm_timeout_s) {
   kernels::select_attention_backend(opt_.device, opt_.attention_backend);
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision(), nullptr,
-                                                   opt_.debug_classifier_values, opt_.sequence_parallel});
+                                                   opt_.debug_classifier_values, opt_.sequence_parallel,
+                                                   opt_.wire_formats()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged,
@@ -134,7 +135,7 @@ void Trainer::connect(double comm_timeout_s) {
     if (opt_.overlap_param_gather) {
       // The model asks for each part's parameters just before it reads them.
       param_gather_ = std::make_unique<OverlappedParamGather>(*shards_, *params_host_, *topo_->dp, topo_->counters,
-                                                              comm_timeout_s);
+                                                              comm_timeout_s, opt_.wire_formats().parameters);
       stage_->set_params_ready([this](int64_t offset, int64_t numel) { wait_for_params(offset, numel); });
     }
   }
@@ -148,7 +149,8 @@ void Trainer::connect(double comm_timeout_s) {
   // staged, the exchange copies them through host memory for MPI after the
   // codecs (on the device) encode them.
   exchange_ = std::make_unique<PipelineExchange>(comm_->pipeline_links(), tp, topo_->counters, layout_,
-                                                 stage_->timers(), opt_.device, staged, opt_.sequence_parallel);
+                                                 stage_->timers(), opt_.device, staged, opt_.sequence_parallel,
+                                                 opt_.wire_formats().activations, &stage_->ops());
   const CompressorPlacement on_stage{&stage_->ops()};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);
@@ -327,7 +329,7 @@ IterationStats Trainer::train_step() {
   } else if (!skip && shards_) {
     ScopedPhase t(timers, "dp_allgather");  // every rank's updated shard to all
     params_host_->download_all();
-    shards_->allgather(params_host_->host(), Traffic::DataParallel);
+    shards_->allgather(params_host_->host(), Traffic::DataParallel, opt_.wire_formats().parameters);
     params_host_->upload_all();
     stage_->params();  // the reduced-precision copy of the weights is stale
   }
@@ -409,6 +411,7 @@ void Trainer::log_iteration(const IterationStats& s) {
   if (!is_logger()) return;
   nlohmann::json j = iteration_row(s, consumed_samples_);
   summarize_rank_metrics(ranks, j);
+  j["wire"] = wire_json(opt_.wire_formats(), shards_ != nullptr);
   traffic_.add(j);
   if (metrics_) {
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
@@ -526,6 +529,7 @@ void Trainer::save_checkpoint() {
   if (shards_) {
     adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
     adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
+    gather_master_weights();
   }
   // This rank's files, in memory; the save's identifier, from every rank's contents
   // (an XOR of 8 bytes over MPI_COMM_WORLD), goes into each of them.
@@ -568,6 +572,21 @@ void Trainer::save_checkpoint() {
     commit_checkpoint(opt_.save, iteration_);
     std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
   }
+}
+
+void Trainer::gather_master_weights() {
+  // Parameters that travelled in 16 bits are, outside this rank's chunks, the
+  // values the step computes with, not the fp32 master weights the checkpoint
+  // holds: DP rank 0 (the writer) takes every owner's. The step's copy of the
+  // weights is unchanged by it (it rounds the master weights to those values).
+  if (opt_.wire_formats().parameters == Precision::Fp32) return;
+  params_host_->download_all();
+  const std::vector<float> mine(params_host_->host(), params_host_->host() + std::as_const(*stage_).params().size());
+  const std::vector<float> full = shards_->gather_full(shards_->take_owned(mine), Traffic::Other, layout_.dp_rank == 0);
+  if (layout_.dp_rank != 0) return;
+  std::copy(full.begin(), full.end(), params_host_->host());
+  params_host_->upload_all();
+  stage_->params();  // the reduced-precision copy is refreshed from them (to the same values)
 }
 
 std::string Trainer::compression_state_path(const std::string& dir) const {
