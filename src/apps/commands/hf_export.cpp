@@ -74,7 +74,7 @@ void write_hf_tokenizer(const std::string& flag, const std::string& dir, const T
 }
 
 // The merged tensor `name` (the model's own single-process names).
-const MergedTensor& tensor(const std::map<std::string, MergedTensor>& full, const std::string& name) {
+const MergedTensor& merged_tensor(const std::map<std::string, MergedTensor>& full, const std::string& name) {
   auto it = full.find(name);
   OCC_CHECK(it != full.end(), "internal: merged model lacks {}", name);
   return it->second;
@@ -158,7 +158,7 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
   check_hf_gpt2(m, tokenizer);
   make_dir(flag, dir);
   const int64_t C = m.hidden_size, H = m.num_attention_heads, D = m.head_dim(), F = m.ffn_hidden_size();
-  auto get = [&](const std::string& name) -> const MergedTensor& { return tensor(full, name); };
+  auto get = [&](const std::string& name) -> const MergedTensor& { return merged_tensor(full, name); };
   SafetensorsWriter w;
   w.set_metadata("format", "pt");  // what transformers expects of a PyTorch safetensors file
   auto copy = [&](const std::string& hf, const std::string& ours) {
@@ -265,7 +265,7 @@ void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<s
   SafetensorsWriter w;
   w.set_metadata("format", "pt");  // what transformers expects of a PyTorch safetensors file
   auto copy = [&](const std::string& hf, const std::string& ours) {
-    const MergedTensor& t = tensor(full, ours);
+    const MergedTensor& t = merged_tensor(full, ours);
     w.add_f32(hf, t.data.data(), t.shape);
   };
   // Rows [row0, row0 + rows) of a [*, cols] tensor (cols 1: a vector).
@@ -292,23 +292,23 @@ void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<s
   for (int l = 0; l < m.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
     copy(h + "input_layernorm.weight", p + "input_layernorm.weight");
-    const MergedTensor& qkv = tensor(full, p + "attention.query_key_value.weight");
+    const MergedTensor& qkv = merged_tensor(full, p + "attention.query_key_value.weight");
     rows_of(h + "self_attn.q_proj.weight", qkv, q_rows);
     rows_of(h + "self_attn.k_proj.weight", qkv, k_rows);
     rows_of(h + "self_attn.v_proj.weight", qkv, v_rows);
     copy(h + "self_attn.o_proj.weight", p + "attention.dense.weight");
     copy(h + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight");
-    const MergedTensor& fc = tensor(full, p + "mlp.dense_h_to_4h.weight");
+    const MergedTensor& fc = merged_tensor(full, p + "mlp.dense_h_to_4h.weight");
     rows_of(h + "mlp.gate_proj.weight", fc, gate_rows);
     rows_of(h + "mlp.up_proj.weight", fc, up_rows);
     copy(h + "mlp.down_proj.weight", p + "mlp.dense_4h_to_h.weight");
     if (m.add_bias_linear) {  // attention_bias (q, k, v, o) and mlp_bias (gate, up, down)
-      const MergedTensor& qkv_b = tensor(full, p + "attention.query_key_value.bias");
+      const MergedTensor& qkv_b = merged_tensor(full, p + "attention.query_key_value.bias");
       rows_of(h + "self_attn.q_proj.bias", qkv_b, q_rows);
       rows_of(h + "self_attn.k_proj.bias", qkv_b, k_rows);
       rows_of(h + "self_attn.v_proj.bias", qkv_b, v_rows);
       copy(h + "self_attn.o_proj.bias", p + "attention.dense.bias");
-      const MergedTensor& fc_b = tensor(full, p + "mlp.dense_h_to_4h.bias");
+      const MergedTensor& fc_b = merged_tensor(full, p + "mlp.dense_h_to_4h.bias");
       rows_of(h + "mlp.gate_proj.bias", fc_b, gate_rows);
       rows_of(h + "mlp.up_proj.bias", fc_b, up_rows);
       copy(h + "mlp.down_proj.bias", p + "mlp.dense_4h_to_h.bias");
