@@ -10,50 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/host_memory.h"
 #include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
+#include "train/host_fit.h"
 #include "train/output_paths.h"
 
 namespace occ {
 
 namespace {
-// What no machine of this one's memory could hold, refused before any of it is
-// allocated, naming the flags (met later, it is std::bad_alloc or hours of paging).
-// Lower bounds of this rank's need: the fp32 weights, gradients and Adam's two
-// moments of its share of the model (DiLoCo: the outer copy and momentum too), and
-// one activation tensor per layer of its stage for a micro-batch.
-void check_memory(const TrainOptions& o, const ParallelLayout& l) {
-  const double memory = host_memory_bytes();
-  if (memory <= 0) return;
-  const GptConfig& m = o.model;
-  const double C = m.hidden_size, V = m.padded_vocab_size(), F = m.ffn_hidden_size();
-  const double per_layer = C * m.qkv_size() + C * C + (m.swiglu ? 3.0 : 2.0) * C * F + 6.0 * C;
-  const double params = V * C * (m.tied_embeddings() ? 1.0 : 2.0) + double(m.max_position_embeddings) * C +
-                        double(m.num_layers) * per_layer;
-  const double state = params / (double(l.tp_size) * l.pp_size) * 4.0 * (o.diloco.enabled() ? 6.0 : 4.0);
-  const double gib = double(1 << 30);
-  OCC_CHECK(state <= memory,
-            "the model's {:.3g} parameters (--num-layers {}, --hidden-size {}, vocabulary {}) need at least {:.1f} GiB "
-            "per rank for weights, gradients and Adam's moments over tensor {} x pipeline {} ranks, more than this "
-            "machine's {:.1f} GiB; use a smaller model, or more --tensor-model-parallel-size / "
-            "--pipeline-model-parallel-size",
-            params, m.num_layers, m.hidden_size, m.padded_vocab_size(), state / gib, l.tp_size, l.pp_size,
-            memory / gib);
-  const double activations = double(o.micro_batch_size) * m.seq_length * C * 4.0 * (m.num_layers / l.pp_size) /
-                             (o.sequence_parallel ? l.tp_size : 1);
-  OCC_CHECK(activations <= memory,
-            "a micro-batch of --micro-batch-size {} x --seq-length {} at --hidden-size {} needs at least {:.1f} GiB "
-            "of activations for the {} layers of a stage, more than this machine's {:.1f} GiB; lower "
-            "--micro-batch-size",
-            o.micro_batch_size, m.seq_length, m.hidden_size, activations / gib, m.num_layers / l.pp_size,
-            memory / gib);
-}
-
 // DiLoCo's state of this rank (its replica's own) inside a checkpoint directory.
 std::string diloco_state_path(const std::string& dir, const ParallelLayout& l) {
   return shard_dir(dir, l.tp_rank, l.pp_rank) + "/" + Diloco::file_name(l.dp_rank);
@@ -77,7 +45,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.resolve_device();
   opt_.validate(layout_);
   require_device(opt_.device);  // this machine can run it
-  check_memory(opt_, layout_);
+  check_fits_host(opt_, layout_);
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
