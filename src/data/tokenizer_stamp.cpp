@@ -65,14 +65,20 @@ std::string regenerate_command(const std::string& prefix) {
 
 void write_tokenizer_stamp(const std::string& prefix, const nlohmann::json& stamp) {
   const std::string path = tokenizer_stamp_path(prefix), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << stamp.dump(1) << "\n";
-    OCC_CHECK(out.good(), "cannot write {}; check that the folder is writable and has free space", tmp);
-  }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  OCC_CHECK(!ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+  try {
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << stamp.dump(1) << "\n";
+      out.flush();
+      OCC_CHECK(out.good(), "cannot write {}; check that the folder is writable and has free space", tmp);
+    }
+    std::filesystem::rename(tmp, path, ec);
+    OCC_CHECK(!ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);  // never a stray temporary
+    throw;
+  }
 }
 
 std::optional<nlohmann::json> read_tokenizer_stamp(const std::string& prefix) {
