@@ -24,10 +24,15 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
 
 std::string compression_flags(const PlanConfig& c) {
   std::string f;
-  if (c.activation_comp.enabled) f += method_flags("activation-comp", c.activation_comp.spec());
+  if (c.activation_comp.enabled) {
+    f += method_flags("activation-comp", c.activation_comp.spec());
+    if (c.activation_comp.lossless != LosslessCoding::None)
+      f += fmt::format(" --activation-comp-lossless {}", lossless_name(c.activation_comp.lossless));
+  }
   if (c.cb.enabled) {
     f += " --inter-grad-comp" + method_flags("inter-grad-comp", c.cb.spec());
     if (c.cb.epilogue_only) f += " --inter-grad-comp-epilogue-only";
+    if (c.cb.lossless != LosslessCoding::None) f += fmt::format(" --inter-grad-comp-lossless {}", lossless_name(c.cb.lossless));
   }
   // --use-error-feedback is LEP and DP error feedback at once (the prototype's
   // flag); DP error feedback alone has its own flag.
@@ -58,10 +63,14 @@ std::string compression_flags(const PlanConfig& c) {
 
 std::string compression_summary(const PlanConfig& c) {
   std::vector<std::string> parts;
-  if (c.activation_comp.enabled) parts.push_back("activations " + describe(c.activation_comp.spec()));
+  // The lossless stage's bytes depend on the data: the plan counts the codec's raw wire (an upper bound).
+  const char* rans = " + rANS (its bytes modelled as the raw wire's: an upper bound)";
+  if (c.activation_comp.enabled)
+    parts.push_back("activations " + describe(c.activation_comp.spec()) +
+                    (c.activation_comp.lossless != LosslessCoding::None ? rans : ""));
   if (c.cb.enabled)
-    parts.push_back(fmt::format("CB {}{}{}", describe(c.cb.spec()), c.cb.lazy_error ? " + LEP" : "",
-                                c.cb.epilogue_only ? " + EC" : ""));
+    parts.push_back(fmt::format("CB {}{}{}{}", describe(c.cb.spec()), c.cb.lazy_error ? " + LEP" : "",
+                                c.cb.epilogue_only ? " + EC" : "", c.cb.lossless != LosslessCoding::None ? rans : ""));
   if (c.emb_comm_opt) parts.push_back("FE");
   if (c.grad_comp.enabled)
     parts.push_back(fmt::format("DP {}{}{}", describe(c.grad_comp.spec()),
