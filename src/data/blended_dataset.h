@@ -65,6 +65,10 @@ class BlendedDataset : public SampleSource {
   size_t num_parts() const { return parts_.size(); }
   // Which part sample i comes from (0 without a blend).
   int dataset_of(int64_t i) const;
+  bool blended() const { return blended_; }
+  // The mapped blending index (empty without a blend).
+  const NpyArray& dataset_index() const { return dataset_index_; }
+  const NpyArray& dataset_sample_index() const { return dataset_sample_index_; }
 
  private:
   std::vector<std::unique_ptr<GptDataset>> parts_;

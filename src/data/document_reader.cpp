@@ -122,8 +122,7 @@ bool DocumentReader::next(std::string& doc) {
     if (json_) {
       if (blank) continue;
       doc = json_text(line);
-      if (!doc.empty()) return true;
-      continue;
+      return true;  // an empty "text" too: Megatron writes it as an empty document
     }
     if (blank) {
       if (!doc.empty()) return true;
@@ -132,7 +131,7 @@ bool DocumentReader::next(std::string& doc) {
     if (!doc.empty()) doc += '\n';
     doc += line;
   }
-  return !doc.empty();
+  return !doc.empty();  // (plain text: a document is never empty)
 }
 
 std::string DocumentReader::json_text(const std::string& line) const {

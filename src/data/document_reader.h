@@ -23,7 +23,9 @@ class DocumentReader {
   DocumentReader(const DocumentReader&) = delete;
   DocumentReader& operator=(const DocumentReader&) = delete;
 
-  // The next non-empty document into `doc`; false at the end of the input.
+  // The next document into `doc`; false at the end of the input. A JSON line's
+  // "text" may be empty (an empty document, as Megatron's preprocess_data.py
+  // writes it); a plain-text document never is.
   bool next(std::string& doc);
 
  private:

@@ -56,6 +56,10 @@ class GptDataset : public SampleSource {
   void sample(int64_t i, int32_t* out) const override;
   const GptIndexPlan& plan() const { return plan_; }
   const GptDatasetSpec& spec() const { return spec_; }
+  // The mapped indices (tests compare them with Megatron's).
+  const NpyArray& document_index() const { return document_; }
+  const NpyArray& sample_index() const { return sample_; }
+  const NpyArray& shuffle_index() const { return shuffle_; }
 
  private:
   [[noreturn]] void corrupt(int64_t i, const std::string& what) const;

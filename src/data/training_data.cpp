@@ -97,7 +97,7 @@ void TrainingData::check_tokenizers() const {
   std::vector<std::optional<nlohmann::json>> stamps;
   for (const auto& prefix : order_) stamps.push_back(read_tokenizer_stamp(prefix));
   for (size_t a = 0; a < order_.size(); ++a) {
-    if (stamps[a] && stamps[a]->contains("max_token_id")) {
+    if (stamps[a] && stamps[a]->contains("max_token_id") && (*stamps[a])["max_token_id"].is_number_integer()) {
       const int64_t max_id = (*stamps[a])["max_token_id"].get<int64_t>();
       OCC_CHECK(max_id < spec_.vocab_size,
                 "dataset {} holds token ids up to {} (recorded by preprocess), outside the tokenizer's vocabulary of "

@@ -87,7 +87,8 @@ int preprocess(int argc, char** argv) {
   IndexedDatasetWriter writer(prefix, dtype);
   auto add = [&](const std::string& text) {
     std::vector<int32_t> ids = tokenizer.encode(text);
-    if (append_eod) ids.push_back(eod);
+    // As preprocess_data.py: a text of no tokens is an empty document, without an end-of-document token.
+    if (append_eod && !ids.empty()) ids.push_back(eod);
     writer.add_document(ids);
   };
   if (have_all) {
@@ -101,8 +102,11 @@ int preprocess(int argc, char** argv) {
   }
   OCC_CHECK(writer.num_documents() > 0, "input {} has no documents; check --input", input);
   writer.finish();
-  // Which tokenizer made it: train refuses to blend datasets of different tokenizers.
-  write_tokenizer_stamp(prefix, make_tokenizer_stamp(tokenizer, spec));
+  // Which tokenizer made it (train refuses to blend datasets of different tokenizers),
+  // and its largest token id (train refuses a vocabulary too small for it at start-up).
+  nlohmann::json stamp = make_tokenizer_stamp(tokenizer, spec);
+  stamp["max_token_id"] = writer.max_token_id();
+  write_tokenizer_stamp(prefix, stamp);
 
   fmt::print("preprocess: {} documents, {} tokens ({} vocab {}, {}) -> {}.bin/.idx in {:.1f} s\n",
              writer.num_documents(), writer.num_tokens(), tokenizer.describe(), tokenizer.vocab_size(), dtype_name(dtype),
