@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "data/tokenizer_stamp.h"
 
 namespace occ {
@@ -174,6 +175,9 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
 }
 
 std::vector<std::string> TrainingData::build_missing_indices() {
+  const double start = now_seconds();
+  int built = 0;
+  std::vector<std::string> folders;
   std::vector<std::string> lines;
   auto note = [&lines](const std::string& line) {
     if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
@@ -187,17 +191,26 @@ std::vector<std::string> TrainingData::build_missing_indices() {
         std::string line;
         build_gpt_indices(plan->parts[d], *datasets_.at(plan->parts[d].prefix), plan->part_caches[d], &line);
         note(line);
+        ++built;
         hit = plan->part_caches[d].find();
         OCC_CHECK(hit.has_value(), "internal: the indices of {} were built but are not found",
                   plan->parts[d].describe());
       }
       sizes.push_back(hit->result.value("num_samples", int64_t(0)));
+      if (std::find(folders.begin(), folders.end(), hit->folder) == folders.end()) folders.push_back(hit->folder);
     }
     if (plan->blended && !plan->blend_cache[0].find()) {
       std::string line;
       build_blend_index(plan->blend, sizes, plan->blend_cache[0], &line);
       note(line);
+      ++built;
     }
+  }
+  if (built > 0) {
+    std::string where;
+    for (const auto& f : folders) where += (where.empty() ? "" : ", ") + f;
+    lines.push_back(fmt::format("data index cache: built {} index set{} in {:.2f} s into {}", built, built == 1 ? "" : "s",
+                                now_seconds() - start, where));
   }
   return lines;
 }

@@ -338,7 +338,7 @@ void Trainer::wait_for_params(int64_t offset, int64_t numel) {
     for (auto& e : param_gather_->take_events()) timers.add_event(e.name, e.start, e.end, e.thread);
 }
 
-double Trainer::evaluate(const SampleSource& data, int64_t first_sample) {
+double Trainer::evaluate(const SampleSource& data, const char* set, int64_t first_sample) {
   wait_for_params();  // the whole parameters, not only the layers forward asks for
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
@@ -355,6 +355,7 @@ double Trainer::evaluate(const SampleSource& data, int64_t first_sample) {
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;
     read_micro_batch(data, base, 0);
+    if (token_dump_) token_dump_->record_eval(iteration_, set, data, base, mbs);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
       if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
       stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
@@ -435,7 +436,7 @@ void Trainer::run() {
   // last save) read the next ones without moving on.
   const int64_t valid_chunk = opt_.eval_iters * opt_.global_batch_size;
   if (data_->valid() && iteration_ == 0) {
-    const double v = evaluate(*data_->valid(), consumed_valid_samples_);
+    const double v = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
     if (is_logger()) std::printf("validation loss at start: %.4f\n", v);
   }
   run_start_ = now_seconds();
@@ -445,10 +446,10 @@ void Trainer::run() {
     const bool last = iteration_ == opt_.train_iters;
     const bool on_interval = opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0;
     if (data_->valid() && (on_interval || last)) {
-      s.val_loss = evaluate(*data_->valid(), consumed_valid_samples_);
+      s.val_loss = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
       if (on_interval) consumed_valid_samples_ += valid_chunk;
     }
-    if (data_->test() && last) s.test_loss = evaluate(*data_->test(), 0);  // Megatron's test after the last iteration
+    if (data_->test() && last) s.test_loss = evaluate(*data_->test(), "test", 0);  // Megatron's test after the last iteration
     log_iteration(s);
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();

@@ -52,9 +52,9 @@ class Trainer {
   void announce_compression_state();                               // collective: notices about --load
   // Trains from the current iteration (0, or the loaded checkpoint's) to train_iters.
   void run();
-  // Mean loss per token over --eval-iters global batches of `data` from
-  // `first_sample` on (collective).
-  double evaluate(const SampleSource& data, int64_t first_sample);
+  // Mean loss per token over --eval-iters global batches of `data` (the "valid"
+  // or "test" set) from `first_sample` on (collective).
+  double evaluate(const SampleSource& data, const char* set, int64_t first_sample);
   bool is_logger() const { return world_rank_ == 0; }
   const ParallelLayout& layout() const { return layout_; }
 

@@ -338,8 +338,8 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
        "--activation-comp-topk-fraction", nullptr},
   };
   if (given("--train-samples") && given("--train-iters"))
-    refuse("--train-iters", "excludes --train-samples (Megatron's rule: a run counts iterations or samples)",
-           "drop --train-samples");
+    refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
+           "drop --train-iters");
   // Megatron's data forms exclude each other: one blend divided by --split, or the sets' own.
   if (!o.train_data_path.empty() || !o.valid_data_path.empty() || !o.test_data_path.empty()) {
     const char* set_flag = !o.train_data_path.empty()   ? "--train-data-path"
