@@ -11,6 +11,9 @@
 //      is rounded once; the classifier runs in chunks (the LM head's weight
 //      gradient is summed chunk by chunk, in forward); on the GPU, tensor-core
 //      attention and cuBLASLt GEMMs (another order of sums).
+//   3: Megatron-core's data order (issue 45): the samples of a run, their order
+//      and each evaluation's samples are Megatron's GPTDataset / BlendedDataset
+//      ones (data/megatron_indices.h), no longer per-epoch Philox shuffles.
 namespace occ {
-constexpr int kNumericsVersion = 2;
+constexpr int kNumericsVersion = 3;
 }  // namespace occ

@@ -126,6 +126,23 @@ TEST(GptIndexPlan, EpochsAndTheSeparateFinalEpoch) {
   EXPECT_NE(e.find("the valid split of X holds 0 tokens over 3 documents"), std::string::npos) << e;
 }
 
+// Megatron's dtypes: the sample index is int32 until the document index holds more
+// than 2^31 - 1 entries (helpers.py: max(len(document_index), sizes.max())), the
+// shuffle index uint32 until 2^32 - 2 samples (_build_shuffle_index).
+TEST(GptIndexPlan, IndexDtypesSwitchAtMegatronsThresholds) {
+  occ::GptIndexPlan p;
+  p.num_sequences = 2147483647;
+  p.num_epochs = 1;
+  EXPECT_FALSE(p.sample_index_int64());
+  p.num_sequences = 1073741824;
+  p.num_epochs = 2;  // 2^31 entries
+  EXPECT_TRUE(p.sample_index_int64());
+  p.num_samples = 4294967293;
+  EXPECT_FALSE(p.shuffle_index_int64());
+  p.num_samples = 4294967294;
+  EXPECT_TRUE(p.shuffle_index_int64());
+}
+
 // Sample k covers tokens [k L, k L + L] of the stream the document index
 // concatenates; sample i of the dataset is sample shuffle[i].
 TEST(GptDataset, SamplesTileTheShuffledDocumentStream) {
