@@ -79,7 +79,7 @@ class AnonPeak:
                     status = open(f"/proc/{pid}/status").read()
                 except OSError:
                     continue
-                if "Name:\toptimus-cc" not in status:
+                if "Name:\toptimus-cc" not in status or "RssAnon:" not in status:
                     continue
                 kb = int(status.split("RssAnon:")[1].split()[0])
                 self.peak[pid] = max(self.peak.get(pid, 0), kb)

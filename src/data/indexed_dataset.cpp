@@ -340,12 +340,6 @@ int64_t IndexedDataset::document_of(int64_t seq) const {
 
 int64_t IndexedDataset::pointer(int64_t i) const { return load<int64_t>(pointers_ + 8 * i); }
 
-int64_t IndexedDataset::sequence_length(int64_t i) const {
-  OCC_CHECK(i >= 0 && i < num_sequences_, "internal: sequence {} out of range [0, {}) in {}", i, num_sequences_,
-            prefix_);
-  return load<int32_t>(sizes_ + 4 * i);
-}
-
 void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
   const int64_t len = sequence_length(seq);
   OCC_CHECK(offset >= 0 && count >= 0 && offset + count <= len,

@@ -6,8 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace occ {
 
@@ -75,7 +78,17 @@ class IndexedDataset {
   int64_t num_documents() const { return num_doc_entries_ - 1; }
   // The tokens the sizes add up to (read from the last pointer: exact once validated).
   int64_t num_tokens() const { return num_tokens_; }
-  int64_t sequence_length(int64_t i) const;
+  int64_t sequence_length(int64_t i) const {
+    OCC_CHECK(i >= 0 && i < num_sequences_, "internal: sequence {} out of range [0, {}) in {}", i, num_sequences_,
+              prefix_);
+    int32_t n;
+    std::memcpy(&n, sizes_ + 4 * i, 4);
+    return n;
+  }
+  // A hint: the index builders read sizes in a shuffled order and ask for them early.
+  void prefetch_length(int64_t i) const {
+    if (i >= 0 && i < num_sequences_) __builtin_prefetch(sizes_ + 4 * i);
+  }
   // Copies tokens [offset, offset + count) of sequence `seq` as int32.
   void read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const;
   // The document index: entry d is the first sequence of document d (0 <= d <=

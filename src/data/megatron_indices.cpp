@@ -167,9 +167,12 @@ void build_sample_index(const GptIndexPlan& plan, const IndexedDataset& ds, cons
   out[0] = 0;
   out[1] = 0;
   ++row;
+  constexpr int64_t kAhead = 32;  // the document index is read in order, the sizes in its shuffled order
+  for (int64_t p = 0; p < std::min(kAhead, last + 1); ++p) ds.prefetch_length(document_index[p]);
   while (row <= plan.num_samples) {
     int64_t remaining = L + 1;
     while (remaining != 0) {
+      if (position + kAhead <= last) ds.prefetch_length(document_index[position + kAhead]);
       const int64_t length = ds.sequence_length(document_index[position]) - offset;
       remaining -= length;
       if (remaining <= 0) {

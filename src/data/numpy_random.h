@@ -43,10 +43,27 @@ class NumpyRandomState {
     return value;
   }
 
+  // The same draws and swaps, in the same order, as the plain loop
+  //   for i = n - 1 .. 1: j = random_interval(i); swap(data[i], data[j])
+  // but with the draws made kAhead steps early, so that data[j] is prefetched
+  // before its swap (on arrays beyond the caches each swap would otherwise wait
+  // for memory; the draws do not depend on the data).
   template <class T>
   void shuffle(T* data, int64_t n) {
+    constexpr int64_t kAhead = 32;
+    int64_t ahead[kAhead];
+    int64_t next = n - 1;  // the next i to draw for
+    for (int64_t k = 0; k < kAhead && next > 0; ++k, --next) {
+      ahead[k] = int64_t(random_interval(uint64_t(next)));
+      __builtin_prefetch(data + ahead[k], 1);
+    }
     for (int64_t i = n - 1; i > 0; --i) {
-      const int64_t j = int64_t(random_interval(uint64_t(i)));
+      const int64_t slot = (n - 1 - i) % kAhead;
+      const int64_t j = ahead[slot];
+      if (next > 0) {
+        ahead[slot] = int64_t(random_interval(uint64_t(next--)));
+        __builtin_prefetch(data + ahead[slot], 1);
+      }
       if (j != i) std::swap(data[i], data[j]);
     }
   }
