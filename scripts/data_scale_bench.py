@@ -127,6 +127,18 @@ print(json.dumps({"wall_s": round(wall, 3), "samples": [len(s) for s in sets],
 """
 
 
+COMPARE = r"""
+import glob, numpy, sys
+ok = []
+for split in ["train", "valid", "test"]:
+    for a in ["document_index", "sample_index", "shuffle_index"]:
+        ours = numpy.load(glob.glob(f"{sys.argv[1]}/*-GPTDataset-{split}-{a}.npy")[0], mmap_mode="r")
+        theirs = numpy.load(glob.glob(f"{sys.argv[2]}/*-GPTDataset-{split}-{a}.npy")[0], mmap_mode="r")
+        ok.append(ours.dtype == theirs.dtype and numpy.array_equal(ours, theirs))
+print(f"{sum(ok)} of {len(ok)} arrays equal")
+"""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", required=True, help="a folder with ~6 GB free (the .idx, the caches)")
@@ -153,7 +165,9 @@ def main():
     small_cache = os.path.join(args.work, "cache-small")
     train(args.binary, args.small, small_cache, os.path.join(args.work, "small-build.log"))  # its cache, once
     big_cache = os.path.join(args.work, "cache-big")
-    for r in range(args.repeats):
+    if args.megatron:
+        result["megatron"] = []
+    for r in range(args.repeats):  # interleaved, so that the machine's load falls on every variant alike
         load = os.getloadavg()[0]
         shutil.rmtree(big_cache, ignore_errors=True)
         subprocess.run(["sync"])
@@ -161,20 +175,23 @@ def main():
         result["warm"].append(dict(train(args.binary, big, big_cache, os.path.join(args.work, f"warm{r}.log")), load=load))
         result["small"].append(dict(train(args.binary, args.small, small_cache, os.path.join(args.work, f"small{r}.log")),
                                     load=load))
-        print(f"round {r}: cold {result['cold'][-1]['wall_s']} s, warm {result['warm'][-1]['wall_s']} s, small "
-              f"{result['small'][-1]['wall_s']} s (load {load:.1f})", flush=True)
+        line = (f"round {r}: cold {result['cold'][-1]['wall_s']} s, warm {result['warm'][-1]['wall_s']} s, small "
+                f"{result['small'][-1]['wall_s']} s")
+        if args.megatron:
+            cache = os.path.join(args.work, "cache-megatron")
+            shutil.rmtree(cache, ignore_errors=True)
+            subprocess.run(["sync"])
+            out = subprocess.check_output(["/usr/bin/python3", "-c", MEGATRON_BUILD, ROOT, args.megatron, big, cache,
+                                           str(SEQ)], text=True, stderr=subprocess.DEVNULL)
+            result["megatron"].append(dict(json.loads(out.strip().splitlines()[-1]), load=load))
+            line += f", Megatron's build {result['megatron'][-1]['wall_s']} s"
+        print(line + f" (load {load:.1f})", flush=True)
     result["cache_bytes"] = sum(os.path.getsize(os.path.join(big_cache, f)) for f in os.listdir(big_cache))
     with open(os.path.join(args.work, "cold0.log")) as f:
         result["cold_build_line"] = next((l.strip() for l in f if l.startswith("data index cache: built")), "")
-    if args.megatron:
-        result["megatron"] = []
-        for r in range(args.repeats):
-            cache = os.path.join(args.work, "cache-megatron")
-            shutil.rmtree(cache, ignore_errors=True)
-            out = subprocess.check_output(["/usr/bin/python3", "-c", MEGATRON_BUILD, ROOT, args.megatron, big, cache,
-                                           str(SEQ)], text=True, stderr=subprocess.DEVNULL)
-            result["megatron"].append(json.loads(out.strip().splitlines()[-1]))
-            print(f"megatron build {r}: {result['megatron'][-1]}", flush=True)
+    if args.megatron:  # the same indices: every array of the last cold build against Megatron's
+        same = subprocess.check_output(["/usr/bin/python3", "-c", COMPARE, big_cache, cache], text=True).strip()
+        result["same_as_megatron"] = same
 
     med = lambda runs, key="wall_s": statistics.median(x[key] for x in runs)
     anon = max(max(x["anon_mb"]) for x in result["cold"] + result["warm"])
@@ -187,7 +204,53 @@ def main():
     with open(args.out + ".json", "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
+    with open(args.out + ".md", "w") as f:
+        f.write(report(result, args))
     print(json.dumps(summary))
+
+
+def report(r, args):
+    s = r["summary"]
+    lines = [
+        "# Start-up at scale: a 100-billion-token corpus",
+        "",
+        f"Made by `/usr/bin/python3 scripts/data_scale_bench.py --work DIR --documents {r['documents']} --repeats "
+        f"{args.repeats}{' --megatron MEGATRON_TREE' if 'megatron' in r else ''}` on the 2-vCPU development machine, "
+        "shared with other jobs (the load average of each round is given).",
+        "",
+        f"A corpus of {r['documents']:,} documents and {r['tokens']:,} tokens (500 to 1,500 each, uint16): the .idx "
+        "written for real (2.0 GB), the .bin a sparse file of zeros made with truncate (200 GB, no block on disk). "
+        f"The command, on 4 ranks (D4), a tiny model, one iteration, a validation and a test evaluation:",
+        "",
+        f"    {r['command']}",
+        "",
+        "*cold*: an empty --data-cache-path, so rank 0 builds the train, validation and test indices (Megatron's "
+        f"GPTDataset: {r['cold_build_line']!s}) while the others wait; *warm*: the same command again (every rank "
+        "maps the cached .npy files); *small*: the same command on the KJV fixture (1.9 M tokens), warm. Wall time "
+        "of mpirun from start to exit; anonymous memory: the largest RssAnon of each rank, polled every 10 ms.",
+        "",
+        "| round | load | cold (s) | warm (s) | small (s) | warm / small | largest RssAnon per rank, cold (MB) | warm (MB) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, (c, w, m) in enumerate(zip(r["cold"], r["warm"], r["small"])):
+        lines.append(f"| {i} | {c['load']:.1f} | {c['wall_s']:.2f} | {w['wall_s']:.2f} | {m['wall_s']:.2f} | "
+                     f"{w['wall_s'] / m['wall_s']:.2f} | {', '.join(f'{a:.0f}' for a in c['anon_mb'])} | "
+                     f"{', '.join(f'{a:.0f}' for a in w['anon_mb'])} |")
+    lines += ["", f"Medians: cold {s['cold_s']:.2f} s, warm {s['warm_s']:.2f} s, small {s['small_s']:.2f} s; "
+              f"warm / small {s['warm_over_small']:.2f} (target <= 1.5); the largest anonymous memory of any rank "
+              f"{s['max_anon_mb']:.0f} MB (target <= 300). The cache holds {r['cache_bytes'] / 1e9:.2f} GB."]
+    if "megatron" in r:
+        lines += ["", "Megatron's builder (BlendedMegatronDatasetBuilder with GPTDataset and its compiled helpers.cpp, "
+                  "Megatron-LM d98e8a64 under Debian's python3-numpy) on the same .idx, the same split, sequence length, "
+                  "seed and sample counts, one process, in the same rounds:", "",
+                  "| round | load | build (s) | peak RSS (MB) |", "|---|---|---|---|"]
+        for i, m in enumerate(r["megatron"]):
+            lines.append(f"| {i} | {m['load']:.1f} | {m['wall_s']:.2f} | {m['peak_rss_mb']:.0f} |")
+        lines += ["", f"Median {s['megatron_build_s']:.2f} s: cold {s['cold_s']:.2f} s against the target of Megatron's "
+                  f"build plus the small command, {s['cold_target_s']:.2f} s. The indices are the same: "
+                  f"{r['same_as_megatron']} (dtype and numpy.array_equal, the train, validation and test sets' "
+                  "document, sample and shuffle indices)."]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
