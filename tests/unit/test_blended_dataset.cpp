@@ -166,6 +166,9 @@ TEST(BlendedDataset, SamplesAreEachDatasetsOwnInOrder) {
   spec.train_samples = 200;
   spec.cache_path = dir / "cache";
   occ::TrainingData data(spec);
+  const auto lines = data.build_missing_indices();
+  ASSERT_EQ(lines.size(), 1u);  // one line: the two parts' indices and the blend's, built
+  EXPECT_NE(lines[0].find("data index cache: built 3 index sets"), std::string::npos) << lines[0];
   EXPECT_TRUE(data.build_missing_indices().empty());
   data.open();
   const occ::BlendedDataset& blend = data.train();

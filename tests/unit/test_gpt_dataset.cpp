@@ -161,7 +161,9 @@ TEST(GptDataset, SamplesTileTheShuffledDocumentStream) {
     }
     EXPECT_EQ(int64_t(stream.size()), g.plan().num_epochs * g.plan().tokens_per_epoch);
     EXPECT_EQ(g.size(), (int64_t(stream.size()) - 1) / L);
-    if (want >= 0) EXPECT_GE(g.size(), want);
+    if (want >= 0) {
+      EXPECT_GE(g.size(), want);
+    }
     std::vector<bool> seen(size_t(g.size()), false);
     std::vector<int32_t> s(L + 1);
     for (int64_t i = 0; i < g.size(); ++i) {
