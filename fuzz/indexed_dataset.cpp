@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (range.size() > 0 && ds.num_sequences() < 4096) {
       const GptDatasetSpec spec{prefix, range, 40, "train", 8, 1234};
       CachedArrays cache = gpt_index_cache(spec, fuzz::scratch_dir() + "/cache");
-      build_gpt_indices(spec, ds, cache, nullptr);
+      build_gpt_indices(spec, ds, plan_gpt_part(spec, ds), cache, nullptr);
       auto hit = cache.find();
       if (!hit) return;
       GptDataset train(ds, spec, std::move(*hit), 4096);

@@ -61,7 +61,12 @@ CachedArrays gpt_index_cache(const GptDatasetSpec& spec, const std::string& fold
   return CachedArrays(folder, "GPTDataset", spec.split, key);
 }
 
-void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, CachedArrays& cache, std::string* note) {
+int64_t max_samples_per_set(int seq_length) {
+  const int64_t L = std::max(seq_length, 1);
+  return std::min<int64_t>(int64_t(1) << 40, (std::numeric_limits<int64_t>::max() - 1) / L - 1);
+}
+
+GptIndexPlan plan_gpt_part(const GptDatasetSpec& spec, const IndexedDataset& ds) {
   ds.validate();
   OCC_CHECK(spec.range.begin >= 0 && spec.range.begin <= spec.range.end && spec.range.end <= ds.num_sequences(),
             "internal: {} of a dataset of {} sequences", spec.describe(), ds.num_sequences());
@@ -70,8 +75,23 @@ void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, Cac
             ds.num_sequences());
   int64_t tokens = 0;
   for (int64_t s = spec.range.begin; s < spec.range.end; ++s) tokens += ds.sequence_length(s);
-  const GptIndexPlan plan = plan_gpt_indices(tokens, spec.range.size(), spec.num_samples, spec.seq_length, spec.describe());
+  // A split shorter than one sample repeats over epochs; without a single token no number
+  // of them would do (Megatron's epoch loop would never end).
+  OCC_CHECK(tokens > 0,
+            "{} split has no tokens: its documents [{}, {}) of {} are all empty; adjust --split, or preprocess the "
+            "corpus again",
+            spec.set_name(), spec.range.begin, spec.range.end, spec.prefix);
+  return plan_gpt_indices(tokens, spec.range.size(), spec.num_samples, spec.seq_length, spec.describe());
+}
 
+int64_t gpt_index_bytes(const GptIndexPlan& plan) {
+  const int64_t header = 128;  // each .npy's header, at most
+  return 3 * header + 4 * plan.document_index_size() + (plan.num_samples + 1) * 2 * (plan.sample_index_int64() ? 8 : 4) +
+         plan.num_samples * (plan.shuffle_index_int64() ? 8 : 4);
+}
+
+void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, const GptIndexPlan& plan,
+                       CachedArrays& cache, std::string* note) {
   const std::string folder = cache.build_folder(note);
   NumpyRandomState rng(spec.seed);
   NpyWriter document = cache.create(folder, "document_index", NpyType::Int32, {plan.document_index_size()});

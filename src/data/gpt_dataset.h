@@ -26,13 +26,26 @@ struct GptDatasetSpec {
   uint32_t seed = 0;
   // "the train split of PREFIX (sequences [b, e))", for messages.
   std::string describe() const;
+  // The set it belongs to: "train", "validation" or "test".
+  std::string set_name() const { return split == "valid" ? "validation" : split; }
 };
+
+// The most samples one set (train, validation or test) may ask for: 2^40, and
+// fewer where that many samples of seq_length tokens would overflow a 64-bit
+// token position. (The disk the indices need is checked when they are built.)
+int64_t max_samples_per_set(int seq_length);
 
 // The cache entry of a part's indices in `folder`.
 CachedArrays gpt_index_cache(const GptDatasetSpec& spec, const std::string& folder);
-// Builds them into the cache after checking the whole .idx (IndexedDataset::validate);
-// `note` is set when the cache folder could not be written and a temporary one was used.
-void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, CachedArrays& cache, std::string* note);
+// What its indices will hold, after checking the whole .idx (IndexedDataset::validate)
+// and counting the split's tokens; a split whose documents hold none is refused.
+GptIndexPlan plan_gpt_part(const GptDatasetSpec& spec, const IndexedDataset& ds);
+// The bytes of the three .npy files of a plan.
+int64_t gpt_index_bytes(const GptIndexPlan& plan);
+// Builds them into the cache; `note` is set when the cache folder could not be
+// written and a temporary one was used.
+void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, const GptIndexPlan& plan,
+                       CachedArrays& cache, std::string* note);
 
 // Where a run's samples come from: seq_length + 1 tokens each, indexed [0, size()).
 class SampleSource {

@@ -1,6 +1,7 @@
 #include "data/index_cache.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +49,12 @@ std::string fallback_cache_folder() {
   std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
   if (ec) tmp = "/tmp";
   return (tmp / fmt::format("optimus-cc-data-cache-{}", ::getuid())).string();
+}
+
+int64_t free_bytes(const std::string& folder) {
+  struct statvfs st {};
+  if (::statvfs(folder.c_str(), &st) != 0) return -1;
+  return int64_t(st.f_bavail) * int64_t(st.f_frsize);
 }
 
 std::string file_version(const std::string& path) {

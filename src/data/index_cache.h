@@ -28,6 +28,9 @@ std::string default_cache_folder(const std::string& prefix);
 // system's temporary directory.
 std::string fallback_cache_folder();
 
+// The bytes free for this user in `folder` (-1: unknown).
+int64_t free_bytes(const std::string& folder);
+
 // "<size>:<mtime in ns>" of a file: what tells one version of a dataset from another.
 std::string file_version(const std::string& path);
 

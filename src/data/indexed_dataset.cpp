@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "data/tokenizer_stamp.h"
 
 // The on-disk format is little-endian; values are copied with memcpy.
 static_assert(std::endian::native == std::endian::little, "indexed datasets assume a little-endian host");
@@ -22,7 +23,6 @@ namespace {
 
 constexpr unsigned char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 constexpr size_t kHeaderBytes = 34;  // magic 9 + version 8 + dtype 1 + N 8 + D 8
-constexpr const char* kRegenerate = "regenerate it with 'optimus-cc preprocess'";
 
 template <class T>
 T load(const unsigned char* p) {
@@ -246,6 +246,8 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   ds.prefix_ = prefix;
   const std::string idx_path = prefix + ".idx", bin_path = prefix + ".bin";
   ds.idx_path_ = idx_path;
+  // What fixes a damaged dataset: the command that makes it again (its stamp names the tokenizer).
+  const std::string kRegenerate = regenerate_command(prefix);
   ds.idx_ = map_file(idx_path);
   const unsigned char* h = ds.idx_.data;
   const size_t size = ds.idx_.size;
@@ -253,7 +255,9 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   OCC_CHECK(size >= kHeaderBytes, "{} is truncated: {} bytes, shorter than the {}-byte header; {}", idx_path, size,
             kHeaderBytes, kRegenerate);
   OCC_CHECK(std::memcmp(h, kIndexMagic, sizeof(kIndexMagic)) == 0,
-            "{} has a bad magic: not a Megatron mmap indexed dataset (MMIDIDX); check --data-path", idx_path);
+            "{} has a bad magic (not MMIDIDX): it is not a Megatron mmap indexed dataset, or its header is damaged; "
+            "check --data-path, or {}",
+            idx_path, kRegenerate);
   const uint64_t version = load<uint64_t>(h + 9);
   OCC_CHECK(version == 1, "{} has unsupported version {} (only version 1 is supported); {}", idx_path, version,
             kRegenerate);
@@ -291,8 +295,8 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
     const int64_t bin_size = int64_t(ds.bin_.size);
     OCC_CHECK(ptr >= 0 && len >= 0 && ptr <= bin_size && int64_t(len) * ds.itemsize_ <= bin_size - ptr,
               "{} overruns {}: its last sequence ({} tokens at byte {}) does not fit in the .bin's {} bytes; the .bin "
-              "is truncated or belongs to another dataset",
-              idx_path, bin_path, len, ptr, bin_size);
+              "is truncated or belongs to another dataset: {}",
+              idx_path, bin_path, len, ptr, bin_size, kRegenerate);
     ds.num_tokens_ = (ptr + int64_t(len) * ds.itemsize_) / ds.itemsize_;
   }
   return ds;
@@ -304,20 +308,20 @@ void IndexedDataset::validate() const {
   for (int64_t i = 0; i < num_sequences_; ++i) {
     const int32_t len = load<int32_t>(sizes_ + 4 * i);
     const int64_t ptr = pointer(i);
-    OCC_CHECK(len >= 0, "{} is corrupt: sequence {} has negative size {}; {}", idx_path_, i, len, kRegenerate);
+    OCC_CHECK(len >= 0, "{} is corrupt: sequence {} has negative size {}; {}", idx_path_, i, len, regenerate_command(prefix_));
     OCC_CHECK(ptr == expected,
               "{} is inconsistent: sequence {} starts at byte {} but the sizes before it end at byte {}; {}",
-              idx_path_, i, ptr, expected, kRegenerate);
+              idx_path_, i, ptr, expected, regenerate_command(prefix_));
     expected += int64_t(len) * itemsize_;
     OCC_CHECK(expected <= bin_size,
               "{} overruns {}.bin: sequence {} ends at byte {} but the .bin has {} bytes; the .bin is truncated or "
-              "belongs to another dataset",
-              idx_path_, prefix_, i, expected, bin_size);
+              "belongs to another dataset: {}",
+              idx_path_, prefix_, i, expected, bin_size, regenerate_command(prefix_));
   }
   for (int64_t i = 1; i < num_doc_entries_; ++i)
     OCC_CHECK(document_start(i) >= document_start(i - 1),
               "{} has a bad doc_idx: entry {} ({}) is below entry {} ({}); {}", idx_path_, i, document_start(i), i - 1,
-              document_start(i - 1), kRegenerate);
+              document_start(i - 1), regenerate_command(prefix_));
 }
 
 int64_t IndexedDataset::document_start(int64_t d) const {
@@ -349,7 +353,7 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   const int64_t ptr = pointer(seq), bin_size = int64_t(bin_.size);
   OCC_CHECK(ptr >= 0 && ptr <= bin_size && (offset + count) * itemsize_ <= bin_size - ptr,
             "{} is corrupt: sequence {} ({} tokens at byte {}) does not fit in {}.bin's {} bytes; {}", idx_path_, seq,
-            len, ptr, prefix_, bin_size, kRegenerate);
+            len, ptr, prefix_, bin_size, regenerate_command(prefix_));
   const unsigned char* src = bin_.data + ptr + offset * itemsize_;
   switch (dtype_code_) {
     case 1: convert<uint8_t>(src, count, out); return;

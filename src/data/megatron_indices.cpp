@@ -109,10 +109,9 @@ GptIndexPlan plan_gpt_indices(int64_t tokens_per_epoch, int64_t num_sequences, i
                               int seq_length, const std::string& what) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   OCC_CHECK(seq_length >= 1, "--seq-length must be at least 1, got {}", seq_length);
-  OCC_CHECK(tokens_per_epoch >= 2,
-            "{} holds {} token{} over {} documents: a sample needs at least 2 (its documents are empty); adjust "
-            "--split or the data",
-            what, tokens_per_epoch, tokens_per_epoch == 1 ? "" : "s", num_sequences);
+  OCC_CHECK(tokens_per_epoch >= 1,
+            "{} holds no tokens over {} documents: no number of epochs gives a sample; adjust --split or the data",
+            what, num_sequences);
   GptIndexPlan p;
   p.seq_length = seq_length;
   p.num_sequences = num_sequences;

@@ -78,7 +78,9 @@ struct GptIndexPlan {
   bool shuffle_index_int64() const;
 };
 // Throws a one-line occ::Error (naming `what`) when the split holds no tokens
-// (Megatron's epoch loop would never end) or the counts overflow the formats.
+// (Megatron's epoch loop would never end) or the counts overflow the formats. (A
+// split of one token, which Megatron's helper asserts against, gives samples of
+// that token repeated: the same rule, followed.)
 GptIndexPlan plan_gpt_indices(int64_t tokens_per_epoch, int64_t num_sequences, int64_t requested_samples,
                               int seq_length, const std::string& what);
 

@@ -61,13 +61,15 @@ TrainingData::TrainingData(const DataSpec& spec) : spec_(spec) {
   check_tokenizers();
 
   if (split_mode_) {
-    train_plan_ = plan_set(spec.data, 0, spec.train_samples);
-    if (spec.valid_samples > 0) valid_plan_ = plan_set(spec.data, 1, spec.valid_samples);
-    if (spec.test_samples > 0) test_plan_ = plan_set(spec.data, 2, spec.test_samples);
+    train_plan_ = plan_set(spec.data, 0, spec.train_samples, "--data-path");
+    if (spec.valid_samples > 0) valid_plan_ = plan_set(spec.data, 1, spec.valid_samples, "--data-path");
+    if (spec.test_samples > 0) test_plan_ = plan_set(spec.data, 2, spec.test_samples, "--data-path");
   } else {
-    train_plan_ = plan_set(spec.train, 0, spec.train_samples);
-    if (spec.valid_samples > 0 && !spec.valid.empty()) valid_plan_ = plan_set(spec.valid, 1, spec.valid_samples);
-    if (spec.test_samples > 0 && !spec.test.empty()) test_plan_ = plan_set(spec.test, 2, spec.test_samples);
+    train_plan_ = plan_set(spec.train, 0, spec.train_samples, "--train-data-path");
+    if (spec.valid_samples > 0 && !spec.valid.empty())
+      valid_plan_ = plan_set(spec.valid, 1, spec.valid_samples, "--valid-data-path");
+    if (spec.test_samples > 0 && !spec.test.empty())
+      test_plan_ = plan_set(spec.test, 2, spec.test_samples, "--test-data-path");
   }
 
   int64_t documents = 0, tokens = 0;
@@ -122,7 +124,8 @@ std::string TrainingData::cache_folder(const std::string& prefix) const {
   return spec_.cache_path.empty() ? default_cache_folder(prefix) : spec_.cache_path;
 }
 
-std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& blend, int k, int64_t samples) {
+std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& blend, int k, int64_t samples,
+                                                              const char* flag) {
   static const char* const kNames[] = {"train", "validation", "test"};
   static const char* const kSplits[] = {"train", "valid", "test"};
   auto plan = std::make_unique<SetPlan>();
@@ -130,13 +133,11 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
   plan->split = kSplits[k];
   // Megatron's bookends: --split's in one blend, the whole dataset for a set's own.
   const SplitBookends bookends = split_mode_ ? split_matrix(spec_.split)[size_t(k)] : std::make_pair(0.0, 1.0);
-  if (!bookends) {
-    OCC_CHECK(k != 0, "--split {} gives training no weight; make its first weight positive", spec_.split);
-    return nullptr;  // a split with no weight is none, as Megatron's
-  }
+  OCC_CHECK(bookends || k != 0, "--split {} gives training no weight; make its first weight positive", spec_.split);
   std::vector<GptDatasetSpec> parts;
   std::vector<double> weights;
-  for (size_t d = 0; d < blend.size(); ++d) {
+  std::vector<std::string> left_out;
+  for (size_t d = 0; d < blend.size() && bookends; ++d) {  // (a split with no weight is none, as Megatron's)
     const IndexedDataset& ds = *datasets_.at(blend.prefixes[d]);
     GptDatasetSpec part{blend.prefixes[d], split_sequences(*bookends, ds.num_sequences()), samples,
                         kSplits[k],        spec_.seq_length,                               uint32_t(spec_.seed)};
@@ -144,16 +145,29 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
       OCC_CHECK(k != 0, "{} has no sequences (--split {} over its {}); training needs every dataset's part: adjust "
                 "--split or leave the dataset out",
                 part.describe(), spec_.split, ds.num_sequences());
-      notes_.push_back(fmt::format("note: {} has no sequences (--split {} over its {}): {}", part.describe(),
-                                   spec_.split, ds.num_sequences(),
-                                   blend.size() > 1 ? fmt::format("left out of the {} blend", plan->name)
-                                                    : fmt::format("no {} set", plan->name)));
+      left_out.push_back(blend.prefixes[d]);
       continue;
     }
     parts.push_back(part);
     weights.push_back(blend.weights[d]);
   }
-  if (parts.empty()) return nullptr;
+  // A validation or test set without documents is not built (Megatron's builder would
+  // never finish it); a dataset of its blend without documents there is left out of it
+  // and the others' weights renormalised. Each is said in one line (notes()).
+  const std::string kind = split_mode_ ? "split" : "set";
+  const std::string where = split_mode_ ? fmt::format("--split {}", spec_.split) : fmt::format("{} {}", flag, blend.describe());
+  if (parts.empty()) {
+    std::string held;
+    for (const auto& prefix : blend.prefixes)
+      held += fmt::format("{}{} ({} documents)", held.empty() ? "" : ", ", prefix, datasets_.at(prefix)->num_documents());
+    notes_.push_back(fmt::format("{} {}: {} gives it no documents of {}; it is not built (no {} loss)", plan->name, kind,
+                                 where, held, plan->name));
+    return nullptr;
+  }
+  for (const auto& prefix : left_out)
+    notes_.push_back(fmt::format("{} {}: {} gives dataset {} none of its {} documents; it is left out of the {} blend and "
+                                 "the other datasets' weights are renormalised",
+                                 plan->name, kind, where, prefix, datasets_.at(prefix)->num_documents(), plan->name));
   // A dataset on its own (Megatron: one prefix without weights, or a set's own single prefix), or a blend.
   plan->blended = split_mode_ ? blend.weighted : blend.size() > 1;
   if (plan->blended) {
@@ -174,6 +188,25 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
   return plan;
 }
 
+void TrainingData::check_room(const std::string& set, int64_t bytes, int64_t samples, const std::string& folder) const {
+  const int64_t free = free_bytes(folder);
+  if (free < 0 || bytes <= free) return;
+  // The largest value of the flag the count comes from whose indices would fit.
+  const double fit = double(samples) * double(free) / double(bytes);
+  const int64_t batch = std::max<int64_t>(spec_.global_batch_size, 1);
+  std::string largest;
+  if (set == "train")
+    largest = spec_.train_in_samples ? fmt::format("--train-samples it holds here is {}", int64_t(fit))
+                                     : fmt::format("--train-iters it holds here is {}", int64_t(fit) / batch);
+  else
+    largest = fmt::format("--eval-iters it holds here is {}",
+                          int64_t(double(spec_.eval_iters) * fit / double(std::max<int64_t>(samples, 1))));
+  const double gib = double(int64_t(1) << 30);
+  fail("the {} set's sample index of {} samples needs {:.1f} GiB in {}, more than the {:.1f} GiB free there; the largest "
+       "{} (or pass --data-cache-path on a larger disk)",
+       set, samples, double(bytes) / gib, folder, double(free) / gib, largest);
+}
+
 std::vector<std::string> TrainingData::build_missing_indices() {
   const double start = now_seconds();
   int built = 0;
@@ -188,21 +221,26 @@ std::vector<std::string> TrainingData::build_missing_indices() {
     for (size_t d = 0; d < plan->parts.size(); ++d) {
       auto hit = plan->part_caches[d].find();
       if (!hit) {
+        const GptDatasetSpec& part = plan->parts[d];
+        const IndexedDataset& ds = *datasets_.at(part.prefix);
+        const GptIndexPlan indices = plan_gpt_part(part, ds);
         std::string line;
-        build_gpt_indices(plan->parts[d], *datasets_.at(plan->parts[d].prefix), plan->part_caches[d], &line);
+        check_room(plan->name, gpt_index_bytes(indices), indices.num_samples, plan->part_caches[d].build_folder(&line));
+        note(line);
+        build_gpt_indices(part, ds, indices, plan->part_caches[d], &line);
         note(line);
         ++built;
         hit = plan->part_caches[d].find();
-        OCC_CHECK(hit.has_value(), "internal: the indices of {} were built but are not found",
-                  plan->parts[d].describe());
+        OCC_CHECK(hit.has_value(), "internal: the indices of {} were built but are not found", part.describe());
       }
       sizes.push_back(hit->result.value("num_samples", int64_t(0)));
       if (std::find(folders.begin(), folders.end(), hit->folder) == folders.end()) folders.push_back(hit->folder);
     }
     if (plan->blended && !plan->blend_cache[0].find()) {
       std::string line;
-      build_blend_index(plan->blend, sizes, plan->blend_cache[0], &line);
+      check_room(plan->name, 10 * plan->blend.size + 256, plan->blend.size, plan->blend_cache[0].build_folder(&line));
       note(line);
+      build_blend_index(plan->blend, sizes, plan->blend_cache[0], &line);
       ++built;
     }
   }

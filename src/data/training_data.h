@@ -43,6 +43,9 @@ struct DataSpec {
   // a validation or test set asked for none is not built.
   int64_t train_samples = 0, valid_samples = 0, test_samples = 0;
   std::string cache_path;        // --data-cache-path ("": Megatron's default beside each dataset)
+  // For messages (the largest value of a flag that fits): the flags the counts come from.
+  int64_t global_batch_size = 1, eval_iters = 0;
+  bool train_in_samples = false;  // --train-samples (else --train-iters)
 };
 
 class TrainingData {
@@ -63,7 +66,9 @@ class TrainingData {
   const BlendedDataset& train() const { return *train_; }
   const BlendedDataset* valid() const { return valid_.get(); }  // null: no validation set
   const BlendedDataset* test() const { return test_.get(); }    // null: no test set
-  // Lines about what the flags left out (a split with no sequences), for the start of a run.
+  // What the run leaves out, one line each: a validation or test set without
+  // documents (not built, as Megatron builds none: no evaluation on it), a
+  // dataset left out of such a set's blend for want of documents there.
   const std::vector<std::string>& notes() const { return notes_; }
   // What a checkpoint records: {"documents", "tokens"} summed over the datasets,
   // "data_order" (kDataOrder), and the flags' blends, each a list of {"prefix",
@@ -93,7 +98,9 @@ class TrainingData {
 
   const IndexedDataset& open_dataset(const std::string& prefix);
   void check_tokenizers() const;
-  std::unique_ptr<SetPlan> plan_set(const DataBlend& blend, int split_index, int64_t samples);
+  std::unique_ptr<SetPlan> plan_set(const DataBlend& blend, int split_index, int64_t samples, const char* flag);
+  // Refuses indices of `bytes` for `samples` samples of a set that `folder` has no room for.
+  void check_room(const std::string& set, int64_t bytes, int64_t samples, const std::string& folder) const;
   std::string cache_folder(const std::string& prefix) const;
   std::unique_ptr<BlendedDataset> open_set(SetPlan& plan);
   nlohmann::json blend_json(const DataBlend& blend) const;

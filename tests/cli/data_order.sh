@@ -102,6 +102,19 @@ fi
 [[ $? != 0 ]] && grep -q "^error: --train-samples excludes --train-iters" "$WORK/both.log" &&
   pass "--train-iters with --train-samples: $(head -1 "$WORK/both.log")" || { cat "$WORK/both.log"; failed "--train-iters with --train-samples"; }
 
+# 6b. No pass over the tokens at start-up: an id beyond the vocabulary (a dataset without the
+#     stamp that records its largest id) is refused when its sample is read, naming it.
+cp "$DATA/kjv.idx" "$WORK/wide.idx"
+"$PY" -c "import sys; n = open('$DATA/kjv.bin', 'rb').seek(0, 2); open('$WORK/wide.bin', 'wb').write(bytes.fromhex('a00f') * (n // 2))"
+"$BIN" train "${MODEL[@]}" --data-path "$WORK/wide" --train-iters 1 --eval-interval 1 > "$WORK/wide.log" 2>&1
+status=$?
+if [[ $status != 0 ]] && [[ $(grep -c '^error:' "$WORK/wide.log") == 1 ]] &&
+   grep -qE "^error: token id 4000 in document [0-9]+ of $WORK/wide is outside the tokenizer's vocabulary of 512" "$WORK/wide.log"; then
+  pass "an id beyond the vocabulary, read: $(grep '^error:' "$WORK/wide.log" | cut -c1-150)"
+else
+  cat "$WORK/wide.log"; failed "an id beyond the vocabulary was not refused when read"
+fi
+
 # 7. A checkpoint of the old sample order (no data_order in its record) is refused, with the way out.
 if [[ -d $WORK/ck ]]; then
   cp -r "$WORK/ck" "$WORK/old"

@@ -52,7 +52,7 @@ occ::GptDatasetSpec spec_of(const std::string& prefix, occ::SequenceRange range,
 occ::GptDataset open_part(const occ::IndexedDataset& ds, const occ::GptDatasetSpec& spec, const std::string& cache,
                           int vocab = 1 << 30) {
   occ::CachedArrays entry = occ::gpt_index_cache(spec, cache);
-  if (!entry.find()) occ::build_gpt_indices(spec, ds, entry, nullptr);
+  if (!entry.find()) occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
   auto hit = entry.find();
   EXPECT_TRUE(hit.has_value());
   return occ::GptDataset(ds, spec, std::move(*hit), vocab);
@@ -123,7 +123,35 @@ TEST(GptIndexPlan, EpochsAndTheSeparateFinalEpoch) {
   EXPECT_FALSE(p.shuffle_index_int64());
   // A split whose sequences hold no tokens would never end Megatron's epoch loop.
   const std::string e = error_of([] { occ::plan_gpt_indices(0, 3, 10, 8, "the valid split of X"); });
-  EXPECT_NE(e.find("the valid split of X holds 0 tokens over 3 documents"), std::string::npos) << e;
+  EXPECT_NE(e.find("the valid split of X holds no tokens over 3 documents"), std::string::npos) << e;
+  // One token (which Megatron's helper asserts against): samples of it repeated.
+  p = occ::plan_gpt_indices(1, 1, 4, 8, "split");
+  EXPECT_EQ(p.num_epochs, 33);
+  EXPECT_EQ(p.num_samples, 4);
+}
+
+// A split of documents without tokens is refused, naming the set and the documents:
+// no number of epochs gives a sample (Megatron's epoch loop would never end).
+TEST(GptDataset, SplitWithDocumentsButNoTokensIsRefused) {
+  TempDir dir;
+  const std::string prefix = (dir.path / "hollow").string();
+  // Three sequences of 5, 0 and 0 tokens, one per document (zero-length sequences come
+  // from other writers; ours and Megatron's write an empty document without one).
+  std::string idx("MMIDIDX\0\0", 9);
+  auto put = [&idx](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint64_t(1)), put(uint8_t(8)), put(uint64_t(3)), put(uint64_t(4));
+  for (int32_t size : {5, 0, 0}) put(size);
+  for (int64_t ptr : {0, 10, 10}) put(ptr);
+  for (int64_t d : {0, 1, 2, 3}) put(d);
+  std::ofstream(prefix + ".idx", std::ios::binary) << idx;
+  std::ofstream(prefix + ".bin", std::ios::binary) << std::string(10, '\1');
+  auto ds = occ::IndexedDataset::open(prefix);
+  occ::GptDatasetSpec spec = spec_of(prefix, {1, 3}, 10, 4, 1);
+  spec.split = "test";
+  const std::string msg = error_of([&] { occ::plan_gpt_part(spec, ds); });
+  EXPECT_NE(msg.find("test split has no tokens: its documents [1, 3) of " + prefix + " are all empty"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
 }
 
 // Megatron's dtypes: the sample index is int32 until the document index holds more
@@ -231,7 +259,7 @@ TEST(IndexCache, HitsMissesAndRebuilds) {
   std::string why;
   EXPECT_FALSE(entry.find(&why));
   EXPECT_NE(why.find("description.json is missing"), std::string::npos) << why;
-  occ::build_gpt_indices(spec, ds, entry, nullptr);
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
   ASSERT_TRUE(entry.find());
 
   // A truncated array: a miss, naming the file; building again mends it.
@@ -240,7 +268,7 @@ TEST(IndexCache, HitsMissesAndRebuilds) {
   EXPECT_FALSE(entry.find(&why));
   EXPECT_NE(why.find("shuffle_index.npy holds"), std::string::npos) << why;
   EXPECT_NE(why.find("truncated"), std::string::npos) << why;
-  occ::build_gpt_indices(spec, ds, entry, nullptr);
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
   EXPECT_TRUE(entry.find());
 
   // A description of other indices (written over ours): a miss.
@@ -248,7 +276,7 @@ TEST(IndexCache, HitsMissesAndRebuilds) {
   { std::ofstream(description) << "{\"format\": \"optimus-cc data index cache 1\", \"key\": {}, \"arrays\": {}}"; }
   EXPECT_FALSE(entry.find(&why));
   EXPECT_NE(why.find("describes other indices"), std::string::npos) << why;
-  occ::build_gpt_indices(spec, ds, entry, nullptr);
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
   EXPECT_TRUE(entry.find());
 
   // The dataset written again (another modification time): another key, another set.
@@ -262,7 +290,7 @@ TEST(IndexCache, HitsMissesAndRebuilds) {
   { std::ofstream(dir / "blocked") << "x"; }
   occ::CachedArrays blocked = occ::gpt_index_cache(spec, dir / "blocked/cache");
   std::string note;
-  occ::build_gpt_indices(spec, ds, blocked, &note);
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), blocked, &note);
   EXPECT_NE(note.find("cannot be written"), std::string::npos) << note;
   EXPECT_NE(note.find(occ::fallback_cache_folder()), std::string::npos) << note;
   EXPECT_EQ(note.find('\n'), std::string::npos);

@@ -57,7 +57,7 @@ int samples(int argc, char** argv) {
   OCC_CHECK(opt.eval_interval >= 0 && opt.eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
 
   TrainingData data(opt.data_spec());
-  for (const auto& line : data.notes()) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const auto& line : data.notes()) std::fprintf(stderr, "notice: %s\n", line.c_str());
   for (const auto& line : data.build_missing_indices()) std::fprintf(stderr, "%s\n", line.c_str());
   data.open();
   const SampleSource* set = split_name == "train" ? &data.train() : split_name == "valid" ? data.valid() : data.test();
