@@ -102,6 +102,7 @@ RANS="--activation-comp-lossless rans --inter-grad-comp-lossless rans"
 for m in mxfp4 int4 int3; do
   VARIANTS+=("pp_${m}_lep_rans|pp_fwd $m + pp_bwd $m + LEP, rANS-coded|combo|$m+rans|$m+lep+rans|-|--activation-comp-method $m $CB --inter-grad-comp-method $m $LEP $RANS")
 done
+VARIANTS+=("pp_mxfp4_int3_lep_rans|pp_fwd mxfp4 + pp_bwd int3 + LEP, rANS-coded|combo|mxfp4+rans|int3+lep+rans|-|--activation-comp-method mxfp4 $CB --inter-grad-comp-method int3 $LEP $RANS")
 if ((LIST)); then printf '%s\n' "${VARIANTS[@]}" | cut -d'|' -f1,2 | tr '|' '\t'; exit 0; fi
 source scripts/quality_model.sh
 quality_model "$OUT" "$ITERS" "$EVAL"
