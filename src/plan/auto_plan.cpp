@@ -176,20 +176,18 @@ CompressorSpec spec_of(const LinkSetting& s) {
 }
 
 // Quality-aware candidates: every combination of measured settings (and none)
-// per link class, with EC / SC variants and FE.
+// per link class (alone or in a measured combination), with EC / SC variants and FE.
 std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTable& t) {
   std::vector<ActivationCompressionConfig> fwds{{}};
   if (base.pp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::Forward)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::Forward)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::Forward)) {
       const CompressorSpec spec = spec_of(s);
       fwds.push_back(
           {.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic});
     }
   std::vector<CompressedBackpropConfig> bwds{{}};
   if (base.pp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::Backward)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::Backward)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::Backward)) {
       const CompressorSpec spec = spec_of(s);
       for (bool ec : {false, true}) {
         if (s.ec && !ec) continue;
@@ -204,8 +202,7 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
   };
   std::vector<DpChoice> dps{{}};
   if (base.dp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::DataParallel)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::DataParallel)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::DataParallel)) {
       if (s.diloco()) {
         dps.push_back({{}, diloco_of(s)});
         continue;

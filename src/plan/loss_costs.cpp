@@ -125,6 +125,18 @@ void LossCostTable::read(const std::string& path, const Source& source) {
   }
 }
 
+std::vector<LinkSetting> LossCostTable::measured_settings(LinkClass c) const {
+  std::vector<LinkSetting> out;
+  auto add = [&](const MeasuredCost& m) {
+    const auto& s = m.links[size_t(c)];
+    if (s && std::none_of(out.begin(), out.end(), [&](const LinkSetting& o) { return same_setting(o, *s); }))
+      out.push_back(*s);
+  };
+  for (const MeasuredCost& m : singles_[size_t(c)]) add(m);
+  for (const MeasuredCost& m : variants_) add(m);
+  return out;
+}
+
 std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanConfig& cfg) {
   std::array<std::optional<LinkSetting>, 3> s;
   auto parameters = [](LinkSetting& l, const CompressorSpec& spec) {

@@ -72,6 +72,10 @@ class LossCostTable {
   const std::vector<std::string>& paths() const { return paths_; }
   // The single-link measurements of one link class (complete variants only).
   const std::vector<MeasuredCost>& singles(LinkClass c) const { return singles_[size_t(c)]; }
+  // Every setting measured on link class c, alone or in a measured combination (a method the
+  // sweep ran only in combinations, such as the block codecs on both pipeline links, is still
+  // a candidate: estimate() costs it by its combination), each once.
+  std::vector<LinkSetting> measured_settings(LinkClass c) const;
   // The plan's compression on each link, as LinkSettings.
   static std::array<std::optional<LinkSetting>, 3> settings_of(const PlanConfig& cfg);
   LossEstimate estimate(const PlanConfig& cfg) const;
