@@ -19,6 +19,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"preprocess", occ::cmd::preprocess, "tokenize a corpus into a Megatron .bin/.idx dataset"},
     {"train", occ::cmd::train, "train a GPT model"},
+    {"launch", occ::cmd::launch, "run a training job to its end: restart it from its last good checkpoint on failure"},
     {"generate", occ::cmd::generate, "sample text from a checkpoint"},
     {"export", occ::cmd::export_checkpoint, "merge a sharded checkpoint into one safetensors file (or HF GPT-2)"},
     {"bench", occ::cmd::bench, "time training steps and compare with the PyTorch reference"},

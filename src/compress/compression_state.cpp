@@ -11,11 +11,11 @@ namespace occ {
 
 std::string CompressionState::file_name(int dp_rank) { return fmt::format("compress_dp_{:03d}.bin", dp_rank); }
 
-void CompressionState::save(const std::string& path, const nlohmann::json& meta) const {
+TensorFileWriter CompressionState::snapshot(const nlohmann::json& meta) const {
   TensorFileWriter w(meta);
   for (const CompressedBackprop* link : cb_) link->save_state(w);
   if (dp_) dp_->save_state(w);
-  w.write(path);
+  return w;
 }
 
 CompressionNotice CompressionState::load(const std::string& path) {

@@ -13,13 +13,11 @@ namespace {
 const char* kShapeFields[] = {"num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
                               "padded_vocab_size", "tensor_model_parallel_size", "pipeline_model_parallel_size"};
 
-std::string latest_shard(const std::string& root, const ParallelLayout& layout) {
+// The shard file of `layout` in checkpoint `iteration` (the latest when < 0) under root.
+std::string shard_to_load(const std::string& root, const ParallelLayout& layout, int64_t iteration) {
   CheckpointStore store(root);
-  auto latest = store.latest();
-  OCC_CHECK(latest.has_value(),
-            "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
   const std::string path =
-      shard_dir(store.iteration_dir(*latest), layout.tp_rank, layout.pp_rank) + "/" + kShardStateFile;
+      checkpoint_shard_path(store.iteration_dir(checkpoint_iteration_to_load(root, iteration)), layout);
   OCC_CHECK(std::filesystem::exists(path),
             "checkpoint {} has no shard for tensor rank {} pipeline rank {} (missing {}); it was saved with another "
             "parallel layout or is incomplete",
@@ -32,9 +30,20 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration) {
   return CheckpointStore(root).begin(iteration);
 }
 
-void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos) {
-  const std::string dir = make_shard_dir(staging, layout.tp_rank, layout.pp_rank);
+int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step) {
+  if (ckpt_step >= 0) return ckpt_step;  // iteration_dir() names the saved ones if it is not there
+  auto latest = CheckpointStore(root).latest();
+  OCC_CHECK(latest.has_value(),
+            "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
+  return *latest;
+}
+
+std::string checkpoint_shard_path(const std::string& dir, const ParallelLayout& layout) {
+  return shard_dir(dir, layout.tp_rank, layout.pp_rank) + "/" + kShardStateFile;
+}
+
+TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
+                                  const AdamMoments& adam, CheckpointPosition pos) {
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
                          {"iteration", pos.iteration},
@@ -58,21 +67,21 @@ void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt,
     w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
     w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
   }
-  w.write(dir + "/" + kShardStateFile);
+  return w;
 }
 
 void commit_checkpoint(const std::string& root, int64_t iteration) { CheckpointStore(root).commit(iteration); }
 
 nlohmann::json read_checkpoint_config(const std::string& root) {
   ParallelLayout first;  // rank (0, 0) always exists
-  TensorFileReader r = TensorFileReader::open(latest_shard(root, first));
+  TensorFileReader r = TensorFileReader::open(shard_to_load(root, first, -1));
   OCC_CHECK(r.meta().value("format", "") == "optimus-cc checkpoint", "{} is not an optimus-cc checkpoint", root);
   return r.meta()["config"];
 }
 
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
                                    GptStage& stage, AdamMoments* adam) {
-  const std::string path = latest_shard(root, layout);
+  const std::string path = shard_to_load(root, layout, opt.ckpt_step);
   TensorFileReader r = TensorFileReader::open(path);
   const auto& meta = r.meta();
   OCC_CHECK(meta.value("format", "") == "optimus-cc checkpoint", "{} is not an optimus-cc checkpoint", path);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor_file.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
 #include "train/options.h"
@@ -22,8 +23,9 @@ struct CheckpointPosition {
 };
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank
-// opens the staging directory, every shard owner writes its shard into it,
-// then (after a barrier) one rank commits it.
+// opens the staging directory, every shard owner writes its shard into it
+// (train/checkpoint_writer.h: inline or in the background), then, once every
+// rank has written its files, one rank commits it.
 std::string begin_checkpoint(const std::string& root, int64_t iteration);  // returns the staging dir
 // Adam's moments of the whole stage buffer on the host (the distributed
 // optimizer gathers its shards into this first), so a checkpoint is the same
@@ -31,16 +33,23 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration);  // re
 struct AdamMoments {
   std::vector<float> m, v;
 };
-void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos);
+// The shard file of this rank's (tp, pp) position in a staging or committed dir.
+std::string checkpoint_shard_path(const std::string& dir, const ParallelLayout& layout);
+// The shard's contents, copied to host memory now (to be written to checkpoint_shard_path).
+TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
+                                  const AdamMoments& adam, CheckpointPosition pos);
 void commit_checkpoint(const std::string& root, int64_t iteration);
+
+// The iteration a run with --load root (and --ckpt-step, when >= 0) resumes
+// from: ckpt_step, or the latest; one-line error when there is none.
+int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step);
 
 // The saved run's options (to_json() form) of the latest checkpoint under root.
 nlohmann::json read_checkpoint_config(const std::string& root);
 
-// Loads the latest checkpoint into stage (and adam's whole-buffer moments
-// unless null); refuses, with a one-line error, a checkpoint of another model
-// shape or layout.
+// Loads the checkpoint opt.ckpt_step (the latest when < 0) into stage (and
+// adam's whole-buffer moments unless null); refuses, with a one-line error, a
+// checkpoint of another model shape or layout.
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
                                    GptStage& stage, AdamMoments* adam);
 

@@ -261,7 +261,7 @@ void Diloco::dump(int f, const std::string& what,
   w.write(fmt::format("{}/sync_{:06d}_f{}_{}_{}.bin", dump_dir_, fr.started_at, f, what, dump_tag_));
 }
 
-void Diloco::save(const std::string& path, const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration) {
+TensorFileWriter Diloco::snapshot(const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration) {
   // A sync in flight: its collectives finish and its outer step applies now,
   // the same arithmetic as at its landing, which is still to come.
   for (size_t f = 0; f < fragments_.size(); ++f)
@@ -283,7 +283,7 @@ void Diloco::save(const std::string& path, const DeviceBuffer<float>& params, co
       w.add("outer/param/" + s.name, outer_.data() + s.offset, s.shape);
       w.add("outer/momentum/" + s.name, momentum_.data() + s.offset, s.shape);
     }
-  w.write(path);
+  return w;
 }
 
 void Diloco::resume(const std::string& path, DeviceBuffer<float>& params, AdamW& adam, int64_t iteration, bool print) {

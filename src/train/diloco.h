@@ -46,6 +46,7 @@
 
 #include "compress/compressor.h"
 #include "core/buffer.h"
+#include "core/tensor_file.h"
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/background_collectives.h"
@@ -99,8 +100,8 @@ class Diloco {
   void after_inner_step(int64_t t, DeviceBuffer<float>& params, PhaseTimers& timers, TrafficCounters& counters);
 
   // Checkpoint state: finishes the syncs in flight (their outer step applied,
-  // still to land), then writes this rank's file.
-  void save(const std::string& path, const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration);
+  // still to land), then copies this rank's file's contents (to be written).
+  TensorFileWriter snapshot(const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration);
   // Loads this rank's file (its replica's parameters and moments replace the
   // checkpoint's common ones); returns false when the file does not exist (a
   // checkpoint of a run without DiLoCo: restart_from() then).

@@ -9,11 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/heartbeat.h"
 #include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/output_paths.h"
 
 namespace occ {
@@ -39,6 +41,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
+  checkpoint_writer_ = std::make_unique<CheckpointWriter>(opt_.async_save, opt_.debug_save_delay_s);
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());
   // Where this rank will write, checked now rather than after the training it would hold.
@@ -114,6 +117,7 @@ void Trainer::connect(double comm_timeout_s) {
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
+  heartbeat::Busy busy("loading the checkpoint");
   AdamMoments adam;
   CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, &adam);
   // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
@@ -121,8 +125,8 @@ void Trainer::load() {
   optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
-  CheckpointStore store(opt_.load);
-  const std::string loaded_dir = store.iteration_dir(*store.latest());
+  const std::string loaded_dir =
+      CheckpointStore(opt_.load).iteration_dir(checkpoint_iteration_to_load(opt_.load, opt_.ckpt_step));
   compression_notice_ = compression_state().load(compression_state_path(loaded_dir));
   // DiLoCo: this replica's own parameters, moments and the outer state replace the common ones.
   if (diloco_)
@@ -207,9 +211,11 @@ IterationStats Trainer::train_step() {
   topo_->counters.reset();
   const int T = opt_.model.seq_length;
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
+  heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
   run_schedule(int(M));
+  heartbeat::phase("gradient sync");
   grad_sync_->finish();
   const ParamLayout& pl = stage_->param_layout();
   auto& grads = stage_->grads();
@@ -230,6 +236,7 @@ IterationStats Trainer::train_step() {
   {
     // Its own phase: stages that finished early wait here for the slowest one.
     ScopedPhase t(timers, "norm_allreduce");
+    heartbeat::phase("gradient norm");
     // Sharded, each rank's owned gradients are the averaged ones: sum them over every rank.
     double sq = local_grad_sq_norm(stage_->ops(), pl, grads.data(), shards_ ? &shards_->owned() : nullptr);
     (shards_ ? topo_->world : topo_->model)->allreduce_sum(&sq, 1, Traffic::Other);
@@ -251,6 +258,7 @@ IterationStats Trainer::train_step() {
   wait_for_params();
   if (!skip) {
     ScopedPhase t(timers, "optimizer");
+    heartbeat::phase("optimizer");
     clip_grads(stage_->ops(), grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
   }
@@ -273,6 +281,7 @@ IterationStats Trainer::train_step() {
   }
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
+  heartbeat::end_iteration(iteration_);
   s.ms = (now_seconds() - start) * 1e3;
   timers.add("cpu", process_cpu_seconds() - cpu_start);
   timers.add("iteration", s.ms / 1e3);
@@ -323,6 +332,7 @@ double Trainer::evaluate(const SampleSource& data) {
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
+    heartbeat::phase("evaluation", int(j));
     read_micro_batch(data, base, 0);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
       if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
@@ -395,6 +405,7 @@ void Trainer::run() {
                 layout_.vp_size, opt_.layers_per_virtual_stage, layout_.pp_size);
   if (is_logger()) std::printf("%s\n", data_->describe().c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
+  heartbeat::training_started();
   if (data_->valid() && iteration_ == 0) {
     const double v = evaluate(*data_->valid());
     if (is_logger()) std::printf("validation loss at start: %.4f\n", v);
@@ -408,12 +419,15 @@ void Trainer::run() {
       s.val_loss = evaluate(*data_->valid());
     if (data_->test() && last) s.test_loss = evaluate(*data_->test());  // Megatron's test after the last iteration
     log_iteration(s);
+    finish_save(false);  // a background save every rank has written is committed now
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();
     if (last) break;
+    heartbeat::phase("stop check");
     if (const std::string reason = exit_->stop_reason(*topo_->world, iteration_, now_seconds() - run_start_);
         !reason.empty()) {
       if (!opt_.save.empty() && !saved) save_checkpoint();
+      finish_save(true);
       if (is_logger())
         std::printf("exiting after iteration %lld of %lld: %s; %s\n", (long long)iteration_,
                     (long long)opt_.train_iters, reason.c_str(),
@@ -423,12 +437,16 @@ void Trainer::run() {
       break;
     }
   }
+  finish_save(true);   // an exit waits for the save in flight
   wait_for_params();  // nothing in flight when the run ends
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
 }
 
 void Trainer::save_checkpoint() {
+  finish_save(true);  // one save at a time: the previous one is committed first
+  heartbeat::phase("checkpoint save");
+  const double start = now_seconds();
   wait_for_params();  // a checkpoint holds the whole updated parameters
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
@@ -442,35 +460,77 @@ void Trainer::save_checkpoint() {
     adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
     adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
   }
+  // This rank's files, copied to host memory now: training may go on while
+  // they are written (--async-save).
+  std::vector<CheckpointWriter::File> files;
   std::string error;
   try {
-    if (layout_.dp_rank == 0)
-      write_checkpoint_shard(staging, opt_, layout_, *stage_, adam,
-                             {iteration_, consumed_samples_,
-                              loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
-                              data_fingerprint()});
+    heartbeat::Busy busy("checkpoint snapshot");
+    if (layout_.dp_rank == 0) {
+      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
+      files.push_back({checkpoint_shard_path(staging, layout_),
+                       checkpoint_shard(opt_, layout_, *stage_, adam,
+                                        {iteration_, consumed_samples_,
+                                         loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
+                                         nonfinite_.skipped(), data_fingerprint()})});
+    }
     // Compressor state differs per DP rank (local errors), so every rank saves its own.
     if (const CompressionState state = compression_state(); !state.empty()) {
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
+      files.push_back({compression_state_path(staging),
+                       state.snapshot({{"iteration", iteration_}, {"config", opt_.to_json()}})});
     }
     if (diloco_) {  // every replica's own state
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_);
+      files.push_back({diloco_state_path(staging, layout_),
+                       diloco_->snapshot(std::as_const(*stage_).params(), *optimizer_, iteration_)});
     }
   } catch (const Error& e) {
     error = e.what();
   }
-  // In place of a barrier: do all shards exist? A full disk fails several ranks at
-  // once; the lowest of them reports (one line for the job), nothing is committed,
-  // and the previous checkpoint stays the latest.
-  float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
-  topo_->world->allreduce_max(&failed, 1, Traffic::Other);
-  if (failed > 0) throw AgreedError(error, world_size_ - int(failed));
-  if (is_logger()) {
-    commit_checkpoint(opt_.save, iteration_);
-    std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
+  {
+    heartbeat::Busy busy("checkpoint write");  // (inline unless --async-save)
+    checkpoint_writer_->start(iteration_, std::move(files), std::move(error));
   }
+  save_snapshot_s_ = now_seconds() - start;
+  if (!opt_.async_save) finish_save(true);
+}
+
+void Trainer::finish_save(bool block) {
+  CheckpointWriter& writer = *checkpoint_writer_;
+  if (!writer.pending()) return;
+  const double start = now_seconds();
+  bool written = writer.written();
+  if (block && !written) {
+    heartbeat::Busy busy("waiting for the checkpoint write");
+    writer.wait();
+    written = true;
+  }
+  const std::string error = written ? writer.wait() : std::string();
+  // In place of a barrier, every rank says [failed, still writing]. A full disk
+  // fails several ranks at once; the lowest of them reports (one line for the
+  // job), nothing is committed, and the previous checkpoint stays the latest.
+  heartbeat::phase("checkpoint agreement");
+  float flags[2] = {error.empty() ? 0.0f : float(world_size_ - world_rank_), written ? 0.0f : 1.0f};
+  topo_->world->allreduce_max(flags, 2, Traffic::Other);
+  if (flags[0] > 0) {
+    writer.clear();
+    throw AgreedError(error, world_size_ - int(flags[0]));
+  }
+  if (flags[1] > 0) return;  // a rank is still writing: asked again after the next iteration
+  const int64_t iteration = writer.iteration();
+  if (is_logger()) {
+    commit_checkpoint(opt_.save, iteration);
+    if (opt_.keep_last > 0) CheckpointStore(opt_.save).keep_last(opt_.keep_last);
+    const double ms = (save_snapshot_s_ + (opt_.async_save ? 0.0 : now_seconds() - start)) * 1e3;
+    if (opt_.async_save)
+      std::printf("saved checkpoint %s/iter_%07lld (written in the background in %.0f ms; %.1f ms of the training "
+                  "thread)\n",
+                  opt_.save.c_str(), (long long)iteration, writer.write_seconds() * 1e3, ms);
+    else
+      std::printf("saved checkpoint %s/iter_%07lld (%.1f ms)\n", opt_.save.c_str(), (long long)iteration, ms);
+  }
+  writer.clear();
 }
 
 std::string Trainer::compression_state_path(const std::string& dir) const {

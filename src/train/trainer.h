@@ -26,6 +26,7 @@
 #include "parallel/pipeline_executor.h"
 #include "parallel/topology.h"
 #include "train/adamw.h"
+#include "train/checkpoint_writer.h"
 #include "train/diloco.h"
 #include "train/gradient_sync.h"
 #include "train/job_comm.h"
@@ -62,7 +63,12 @@ class Trainer {
   // numel) of the last update have been all-gathered (numel < 0: all of them),
   // adding the time waited to dp_allgather (the exposed part).
   void wait_for_params(int64_t offset = 0, int64_t numel = -1);
+  // Starts a save of this iteration (committed at once, or with --async-save
+  // once every rank has written its files: finish_save).
   void save_checkpoint();
+  // Collective, where a save is pending: commits it if every rank has written
+  // its files (block: after waiting for this rank's); throws AgreedError if one failed.
+  void finish_save(bool block);
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
     for (auto& link : cb_links_.send) links.push_back(link.get());
@@ -98,6 +104,8 @@ class Trainer {
   std::unique_ptr<Diloco> diloco_;                          // --diloco-inner-steps: the outer steps
   LepProbe lep_probe_;                                      // --check-lep
   std::unique_ptr<ExitControl> exit_;                       // --exit-signal-handler / -interval / -duration
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;     // inline, or --async-save's thread
+  double save_snapshot_s_ = 0;                              // the training thread's part of the pending save
   NonfiniteGuard nonfinite_{0};                             // --skip-nonfinite
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
