@@ -155,10 +155,9 @@ void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void*
   OCC_CHECK(numel >= 0, "tensor file: tensor '{}' has a negative or overflowing shape; pass its real dimensions", name);
   OCC_CHECK(numel == 0 || data != nullptr, "tensor file: tensor '{}' has {} elements but no data pointer", name, numel);
   const uint64_t bytes = static_cast<uint64_t>(numel * dtype_size(dtype));
-  Entry e{name, dtype, std::move(shape), std::vector<uint8_t>(bytes), 0};
+  Entry e{name, dtype, std::move(shape), std::vector<uint8_t>(bytes)};
   if (bytes > 0) std::memcpy(e.bytes.data(), data, bytes);
-  e.crc32 = crc32_of(e.bytes.data(), bytes);
-  entries_.push_back(std::move(e));
+  entries_.push_back(std::move(e));  // (checksummed by write(): a background writer's work, not the caller's)
 }
 
 void TensorFileWriter::write(const std::string& path) const {
@@ -173,7 +172,7 @@ void TensorFileWriter::write(const std::string& path) const {
                        {"shape", e.shape},
                        {"offset", offset},
                        {"bytes", e.bytes.size()},
-                       {"crc32", e.crc32}});
+                       {"crc32", crc32_of(e.bytes.data(), e.bytes.size())}});
     offset += e.bytes.size();
   }
   const nlohmann::json header_json = {

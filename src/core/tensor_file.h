@@ -59,7 +59,6 @@ class TensorFileWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
-    uint32_t crc32;
   };
   void add_raw(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape);
 
