@@ -154,8 +154,8 @@ class Supervisor {
   Outcome run_attempt(const std::vector<std::string>& argv);
   void end_hung_job(pid_t child);
   void wait_until_ranks_gone();
-  // The newest checkpoint to resume from (verified), saying what it passed over.
-  ResumeChoice choose_resume() const;
+  // What choosing `c` passed over (a damaged checkpoint, an unreadable marker), one line each.
+  std::vector<std::string> passed_over(const ResumeChoice& c) const;
   std::string failure_text(const Outcome& o) const;
 
   LaunchOptions opt_;
@@ -164,14 +164,14 @@ class Supervisor {
   HangWatch watch_;
 };
 
-ResumeChoice Supervisor::choose_resume() const {
-  ResumeChoice c = choose_resume_checkpoint(save_);
-  if (!c.marker_problem.empty()) say(fmt::format("the checkpoint marker is unreadable ({})", c.marker_problem));
+std::vector<std::string> Supervisor::passed_over(const ResumeChoice& c) const {
+  std::vector<std::string> lines;
+  if (!c.marker_problem.empty()) lines.push_back(fmt::format("the checkpoint marker is unreadable ({})", c.marker_problem));
   for (const auto& [it, problem] : c.refused)
-    say(fmt::format("checkpoint {}/iter_{:07d} fails verification: {}", save_, it, problem));
+    lines.push_back(fmt::format("checkpoint {}/iter_{:07d} fails verification: {}", save_, it, problem));
   if (!c.refused.empty() && c.iteration)
-    say(fmt::format("resuming from {}/iter_{:07d}, the newest checkpoint that verifies", save_, *c.iteration));
-  return c;
+    lines.push_back(fmt::format("resuming from {}/iter_{:07d}, the newest checkpoint that verifies", save_, *c.iteration));
+  return lines;
 }
 
 std::string Supervisor::failure_text(const Outcome& o) const {
@@ -264,7 +264,8 @@ int Supervisor::run() {
   std::set<std::string> failures_seen;  // (failure, iteration): one that comes again is not restarted
   int restarts = 0, stalled = 0;
   int64_t lost = 0;
-  ResumeChoice resume = choose_resume();
+  ResumeChoice resume = choose_resume_checkpoint(save_);
+  for (const std::string& line : passed_over(resume)) say(line);
   for (int attempt = 1;; ++attempt) {
     if ((resume.latest || !resume.marker_problem.empty()) && !resume.iteration) {
       const std::string why = resume.refused.empty()
@@ -315,10 +316,13 @@ int Supervisor::run() {
       return status;
     }
     const bool started = watch_.any_rank_started();
-    resume = choose_resume();  // (a checkpoint damaged since the attempt started is passed over here)
+    resume = choose_resume_checkpoint(save_);  // (one damaged since the attempt started is passed over here)
     const bool same_checkpoint = resume.iteration.value_or(0) == started_from;
     std::string verdict;
-    if ((!started || watch_.failed_at_startup()) && same_checkpoint)
+    // A start-up error repeats; so does a launcher that starts no rank (a wrong
+    // path), unless it ended by a signal (a rank killed while starting).
+    const bool killed = outcome.kind == Outcome::Signaled || (outcome.kind == Outcome::Exited && outcome.code > 128);
+    if (((!started && !killed) || watch_.failed_at_startup()) && same_checkpoint)
       verdict = fmt::format("not restarting: the job failed {}, and a restart would fail the same way: {}",
                             started ? "at start-up" : "before any rank started", failure);
     else if (!failures_seen.insert(fmt::format("{} @ {}", failure, reached)).second)
@@ -335,8 +339,9 @@ int Supervisor::run() {
     lost += std::max<int64_t>(0, reached - from);
     stalled = from > started_from ? 0 : stalled + 1;  // the backoff grows while restarts gain nothing
     const double delay = opt_.restart_backoff_s * std::pow(2.0, std::min(stalled, 6) - (stalled > 0 ? 1 : 0));
-    say(fmt::format("attempt {} failed at iteration {}: {}; restart {} of {} in {:g} s from {}: {} lost", attempt,
-                    reached, failure, restarts, opt_.max_restarts, delay,
+    say(fmt::format("attempt {} failed at iteration {}: {}", attempt, reached, failure));
+    for (const std::string& line : passed_over(resume)) say(line);
+    say(fmt::format("restart {} of {} in {:g} s from {}: {} lost", restarts, opt_.max_restarts, delay,
                     resume.iteration ? fmt::format("{}/iter_{:07d}", save_, from) : std::string("the beginning"),
                     plural(std::max<int64_t>(0, reached - from), "iteration")));
     pause_unless_stopped(delay);
