@@ -43,7 +43,7 @@ std::string checkpoint_shard_path(const std::string& dir, const ParallelLayout& 
 }
 
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  const AdamMoments& adam, CheckpointPosition pos) {
+                                  AdamMoments adam, CheckpointPosition pos) {
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
                          {"iteration", pos.iteration},
@@ -57,15 +57,16 @@ TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout&
   if (!pos.data.is_null()) meta["data"] = pos.data;
   TensorFileWriter w(meta);
   // Host copies of the fp32 master weights and moments (the checkpoint is the
-  // same whichever device trained them).
-  const std::vector<float> p = stage.params().to_host();
-  const std::vector<float>&m = adam.m, &v = adam.v;
-  OCC_CHECK(m.size() == p.size() && v.size() == p.size(), "internal: Adam moments of {} / {} values for {} parameters",
-            m.size(), v.size(), p.size());
+  // same whichever device trained them), each copied once: the file's tensors are views into them.
+  const auto p = std::make_shared<const std::vector<float>>(stage.params().to_host());
+  const auto m = std::make_shared<const std::vector<float>>(std::move(adam.m));
+  const auto v = std::make_shared<const std::vector<float>>(std::move(adam.v));
+  OCC_CHECK(m->size() == p->size() && v->size() == p->size(),
+            "internal: Adam moments of {} / {} values for {} parameters", m->size(), v->size(), p->size());
   for (const auto& t : stage.param_layout().tensors()) {
-    w.add("param/" + t.name, p.data() + t.offset, t.shape);
-    w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
-    w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
+    w.add_view("param/" + t.name, p, p->data() + t.offset, t.shape);
+    w.add_view("adam_m/" + t.name, m, m->data() + t.offset, t.shape);
+    w.add_view("adam_v/" + t.name, v, v->data() + t.offset, t.shape);
   }
   return w;
 }

@@ -35,9 +35,10 @@ struct AdamMoments {
 };
 // The shard file of this rank's (tp, pp) position in a staging or committed dir.
 std::string checkpoint_shard_path(const std::string& dir, const ParallelLayout& layout);
-// The shard's contents, copied to host memory now (to be written to checkpoint_shard_path).
+// The shard's contents, copied to host memory now (to be written to checkpoint_shard_path);
+// it keeps adam's vectors.
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  const AdamMoments& adam, CheckpointPosition pos);
+                                  AdamMoments adam, CheckpointPosition pos);
 void commit_checkpoint(const std::string& root, int64_t iteration);
 
 // The iteration a run with --load root (and --ckpt-step, when >= 0) resumes

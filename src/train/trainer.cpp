@@ -354,6 +354,7 @@ void Trainer::log_iteration(const IterationStats& s) {
   if (!is_logger()) return;
   nlohmann::json j = iteration_row(s, consumed_samples_);
   summarize_rank_metrics(ranks, j);
+  if (const std::string warning = straggler_.observe(ranks, j); !warning.empty()) std::printf("%s\n", warning.c_str());
   traffic_.add(j);
   if (metrics_) {
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
@@ -444,9 +445,9 @@ void Trainer::run() {
 }
 
 void Trainer::save_checkpoint() {
+  const double start = now_seconds();
   finish_save(true);  // one save at a time: the previous one is committed first
   heartbeat::phase("checkpoint save");
-  const double start = now_seconds();
   wait_for_params();  // a checkpoint holds the whole updated parameters
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
@@ -469,7 +470,7 @@ void Trainer::save_checkpoint() {
     if (layout_.dp_rank == 0) {
       make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
       files.push_back({checkpoint_shard_path(staging, layout_),
-                       checkpoint_shard(opt_, layout_, *stage_, adam,
+                       checkpoint_shard(opt_, layout_, *stage_, std::move(adam),
                                         {iteration_, consumed_samples_,
                                          loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
                                          nonfinite_.skipped(), data_fingerprint()})});

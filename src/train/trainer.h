@@ -34,6 +34,7 @@
 #include "train/nonfinite_guard.h"
 #include "train/loss_scaler.h"
 #include "train/options.h"
+#include "train/straggler_watch.h"
 #include "train/tensorboard_log.h"
 #include "train/token_dump.h"
 
@@ -117,6 +118,7 @@ class Trainer {
   std::unique_ptr<TensorBoardLog> tensorboard_;             // --tensorboard-dir, on the logging rank
   std::unique_ptr<TokenDump> token_dump_;                   // --debug-dump-tokens (tests)
   TrafficTotals traffic_;
+  StragglerWatch straggler_;                                 // on the logging rank
   bool tty_ = false;
 };
 
