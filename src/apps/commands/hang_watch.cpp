@@ -116,6 +116,10 @@ std::vector<std::string> HangWatch::describe(double now) const {
   return lines;
 }
 
+int HangWatch::ranks_present() const {
+  return int(std::count_if(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) { return s.rank >= 0; }));
+}
+
 int64_t HangWatch::iterations_done() const {
   int64_t done = 0;
   for (const auto& s : ranks_) done = std::max(done, s.iterations_done);

@@ -31,6 +31,9 @@ class HangWatch {
   // What the last poll() found.
   const std::vector<heartbeat::Snapshot>& ranks() const { return ranks_; }
   bool any_rank_started() const { return !ranks_.empty(); }
+  bool armed() const { return armed_at_ >= 0; }  // every rank has a heartbeat: the clock runs
+  int world_size() const { return world_size_; }
+  int ranks_present() const;
   int64_t iterations_done() const;  // the most any rank completed (0 before the first)
   // The failure the ranks reported: the lowest rank's own words ("" if none).
   std::string reported_failure() const;

@@ -200,7 +200,9 @@ Outcome Supervisor::run_attempt(const std::vector<std::string>& argv) {
   bool hung = false;
   double hung_at = 0;
   const double poll_every = std::clamp(opt_.hang_timeout_s / 10, 0.1, 1.0);
+  const double started = now_seconds();
   double polled_at = 0;
+  bool noted_missing = false;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -225,6 +227,13 @@ Outcome Supervisor::run_attempt(const std::vector<std::string>& argv) {
     if (now - polled_at >= poll_every) {
       polled_at = now;
       watch_.poll(now);
+      if (!noted_missing && opt_.hang_timeout_s > 0 && watch_.any_rank_started() && !watch_.armed() &&
+          now - started > 120) {
+        noted_missing = true;  // e.g. a heartbeat directory that is not shared by every host
+        say(fmt::format("note: after {:.0f} s only {} of {} ranks have a heartbeat in {}; hang detection waits for "
+                        "all (on several hosts, pass --heartbeat-dir on a file system they all share)",
+                        now - started, watch_.ranks_present(), watch_.world_size(), watch_.dir()));
+      }
       if (!hung && watch_.hung(now)) {
         hung = true;
         hung_at = now;
