@@ -22,7 +22,7 @@ before torch is imported (OMP_NUM_THREADS, and OPENBLAS_NUM_THREADS for the Open
 that Debian's torch calls for matmuls, which torch.set_num_threads does not reach),
 and again with torch.set_num_threads.
 
-On a GPU (scripts/gpu-check.sh runs it there, with torch 2.x): --device cuda; --dtype bf16
+On a GPU (occtools gpu-check runs it there, with torch 2.x): --device cuda; --dtype bf16
 is mixed precision as PyTorch users train (torch.autocast to bfloat16, fp32 weights and
 AdamW); --sdpa computes attention with F.scaled_dot_product_attention(is_causal=True)
 (torch >= 2.0: flash attention on the GPU); --compile wraps the model in torch.compile
@@ -282,7 +282,7 @@ def main(argv):
     if cuda:
         peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
         # What the caching allocator held at its peak (allocated plus its slack), and the
-        # device's memory: what a larger micro-batch has to fit in (scripts/gpu-check.sh).
+        # device's memory: what a larger micro-batch has to fit in (occtools gpu-check).
         reserved_mib = torch.cuda.max_memory_reserved(device) / 2**20
         total_mib = torch.cuda.get_device_properties(device).total_memory / 2**20
         mfu = flops / (best * 1e-3) / (args.peak_tflops * 1e12)

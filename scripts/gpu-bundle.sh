@@ -2,7 +2,7 @@
 # Packs a self-contained folder that runs optimus-cc on the GPU machine, which has a CUDA
 # toolkit, a driver and python3 with PyTorch but none of our Debian packages (Open MPI,
 # OpenBLAS, SentencePiece, fmt, ...). The folder is git-ignored so that it can be carried
-# there; run scripts/gpu-check.sh from it.
+# there; run `python3 -m occtools gpu-check` from it (docs/gpu.md).
 #
 #   bash scripts/gpu-bundle.sh [--out DIR] [--from-build DIR] [--build-dir DIR]
 #                              [--data PREFIX] [--vocab-size N] [--gcide] [--max-mib N]
@@ -35,8 +35,8 @@
 #             UCX, libfabric, PSM, verbs or OpenSHMEM ones)
 #   share/openmpi, etc/openmpi-mca-params.conf (Debian's + plm=isolated: mpirun on one
 #             machine with no ssh; vader without single-copy: containers refuse CMA)
-#   data/kjv.{bin,idx,model}, scripts/gpu-check.sh + gpu_check_report.py + gpu_check_speed.py + gpu_check_llama.py,
-#   scripts/regime_*.py (the paper-regime experiment) with docs/results/regime.json (its ledger),
+#   data/kjv.{bin,idx,model}, occtools/ (the Python tooling: gpu-check, stdlib only, run by the
+#   machine's python3), scripts/regime_*.py (the paper-regime experiment) with docs/results/regime.json (its ledger),
 #   compressors.json, lep-shapes.json and quality.md,
 #   tests/reference/check_against_torch.py, tests/cli/torch_reference.sh (its cases),
 #   bench/torch_step.py, docs/gpu.md (how to run the check, what it asserts),
@@ -251,8 +251,10 @@ if [[ -n $GCIDE ]]; then
   printf 'data/gcide.jsonl.zst	/usr/share/dictd/gcide.dict.dz (scripts/extract-gcide.sh)
 ' >> "$SOURCES"
 fi
-cp scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py scripts/gpu_check_llama.py scripts/regime_runs.py \
-  scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py "$STAGE/scripts/"
+# The tooling package, its Python files only (no __pycache__), and the regime experiment's scripts.
+(find occtools -name '*.py' -print0 | xargs -0 tar -cf -) | tar -xf - -C "$STAGE"
+cp scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py \
+  scripts/hf_tokenizer_check.py "$STAGE/scripts/"
 # The paper-regime experiment continues the committed ledger; plan --auto reads the compressor
 # sweep's loss costs; the report sets the CPU's LEP figures beside the regime's.
 mkdir -p "$STAGE/docs/results"
@@ -350,7 +352,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh" || exit 1
 (($#)) || { echo "usage: run.sh PROGRAM [ARGS...]" >&2; exit 2; }
 exec "$@"
 EOF
-chmod +x "$STAGE/run.sh" "$STAGE/scripts/gpu-check.sh"
+chmod +x "$STAGE/run.sh"
 
 # ---- 4. checks, manifest, size ----------------------------------------------------------
 has_fatbin=no
@@ -386,7 +388,7 @@ listing=$(cd "$STAGE" && find . -type f -printf '%P\0' | LC_ALL=C sort -z | xarg
     "CUDA libraries: $(paste -sd' ' "$STAGE/cuda-libs.txt" | sed 's/^$/none/')"
   echo "gzipped:      ${packed[*]:-nothing} (env.sh unpacks them on first use into \$OCC_BUNDLE_CACHE, default under TMPDIR)"
   echo "size:         $(du -sb "$STAGE" | cut -f1) bytes before this file, $(find "$STAGE" -type f | wc -l) files + this one"
-  echo "usage:        ./run.sh optimus-cc ...; bash scripts/gpu-check.sh --out DIR (docs/gpu.md)"
+  echo "usage:        ./run.sh optimus-cc ...; python3 -m occtools gpu-check --first-call --out DIR (from here; docs/gpu.md)"
   echo
   echo "bytes      sha256 (16)       file"
   echo "$listing"

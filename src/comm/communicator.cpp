@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/error.h"
+
 namespace occ {
 
 const char* traffic_name(Traffic t) {
@@ -15,12 +17,19 @@ const char* traffic_name(Traffic t) {
   }
 }
 
-void SelfCommunicator::allgather(const float* in, float* out, size_t count, Traffic) {
-  if (in != out) std::memcpy(out, in, count * sizeof(float));
+void check_same_format(ConstTensorRef a, ConstTensorRef b, const char* op) {
+  OCC_CHECK(a.format() == b.format(), "internal: {} of {} values into {} ones", op, precision_name(a.format()),
+            precision_name(b.format()));
 }
 
-void SelfCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic) {
-  if (in != out) std::memcpy(out, in, count * sizeof(float));
+void SelfCommunicator::allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic) {
+  check_same_format(in, out, "all-gather");
+  if (in.data() != out.data()) std::memcpy(out.data(), in.data(), count * element_bytes(in.format()));
+}
+
+void SelfCommunicator::reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic) {
+  check_same_format(in, out, "reduce-scatter");
+  if (in.data() != out.data()) std::memcpy(out.data(), in.data(), count * element_bytes(in.format()));
 }
 
 }  // namespace occ

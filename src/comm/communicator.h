@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "core/tensor_ref.h"
+
 namespace occ {
 
 enum class Traffic : int { PipelineForward = 0, PipelineBackward, TensorParallel, DataParallel, Embedding, Other, kCount };
@@ -31,30 +33,44 @@ struct TrafficCounters {
   }
 };
 
+// Values travel in the format of the buffers a collective is given (core/
+// tensor_ref.h; a float* is an fp32 one): 4 bytes per fp32 value, 2 per bf16
+// or fp16 value, and the byte counters count exactly that. A 16-bit sum is
+// reduced in the format, as NCCL reduces bf16: each step of the ring widens
+// the partial sum it holds and the one it receives, adds them in fp32 and
+// rounds the result to the format (nearest, ties to even) before it goes on,
+// so a sum over S ranks is rounded S - 1 times (once for S = 2: then it equals
+// the fp32 sum rounded once, bit for bit). Every rank ends with the same bits.
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place element-wise sum / max over the group.
-  virtual void allreduce_sum(float* data, size_t count, Traffic traffic) = 0;
+  // In-place element-wise sum over the group, in data's format.
+  virtual void allreduce_sum(TensorRef data, size_t count, Traffic traffic) = 0;
+  // In-place element-wise max (fp32 statistics).
   virtual void allreduce_max(float* data, size_t count, Traffic traffic) = 0;
-  // out[size * count] = concatenation of every rank's in[count], in rank order.
-  virtual void allgather(const float* in, float* out, size_t count, Traffic traffic) = 0;
+  // out[size * count] = concatenation of every rank's in[count], in rank order
+  // (in and out of one format).
+  virtual void allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) = 0;
   // The all-gather's mirror: out[count] = the sum over ranks of their
   // in[rank() * count, (rank() + 1) * count) (sequence parallelism's
-  // reduce-scatter after a row-parallel layer). in holds size * count.
-  virtual void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) = 0;
+  // reduce-scatter after a row-parallel layer). in holds size * count; in
+  // and out of one format.
+  virtual void reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) = 0;
 };
+
+// Internal check of a collective's operands: one format (the wire's).
+void check_same_format(ConstTensorRef a, ConstTensorRef b, const char* op);
 
 class SelfCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce_sum(float*, size_t, Traffic) override {}
+  void allreduce_sum(TensorRef, size_t, Traffic) override {}
   void allreduce_max(float*, size_t, Traffic) override {}
-  void allgather(const float* in, float* out, size_t count, Traffic) override;
-  void reduce_scatter(const float* in, float* out, size_t count, Traffic) override;
+  void allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic) override;
+  void reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic) override;
 };
 
 }  // namespace occ

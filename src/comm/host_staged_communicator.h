@@ -20,14 +20,20 @@ class HostStagedCommunicator final : public Communicator {
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  void allreduce_sum(float* data, size_t count, Traffic traffic) override;
+  void allreduce_sum(TensorRef data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
-  void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
-  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
+  void allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
+  void reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
 
  private:
+  // op(host copy) on `bytes` bytes of data, in place.
   template <class Op>
-  void staged_in_place(float* data, size_t count, Op op);
+  void staged_in_place(void* data, size_t bytes, Op op);
+  // A pinned buffer of at least `bytes` bytes.
+  static void* reserve_bytes(PinnedBuffer& b, size_t bytes) {
+    b.reserve((bytes + sizeof(float) - 1) / sizeof(float));
+    return b.data();
+  }
 
   Communicator& inner_;
   Device device_;

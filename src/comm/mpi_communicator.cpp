@@ -33,6 +33,16 @@ int message_bytes(size_t bytes, const char* what) {
   return int(bytes);
 }
 
+// A 16-bit sum step: both operands widened, added in fp32, rounded to the format.
+struct SixteenBitSum {
+  Precision format;
+  uint16_t operator()(uint16_t a, uint16_t b) const {
+    return sixteen_bits(format, sixteen_value(format, a) + sixteen_value(format, b));
+  }
+};
+
+uint16_t* sixteen_bit_values(TensorRef x) { return static_cast<uint16_t*>(x.data()); }
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, double timeout_s, std::string name)
@@ -167,16 +177,25 @@ void MpiCommunicator::ring_allreduce(T* data, size_t count, Traffic traffic, Op 
   ring_allgather_chunks(data, count, traffic);
 }
 
-void MpiCommunicator::reduce_scatter_sum(float* data, size_t count, Traffic traffic) {
-  ring_reduce_scatter(data, count, traffic, [](float a, float b) { return a + b; });
+void MpiCommunicator::reduce_scatter_sum(TensorRef data, size_t count, Traffic traffic) {
+  if (data.is_fp32())
+    ring_reduce_scatter(data.f32(), count, traffic, [](float a, float b) { return a + b; });
+  else
+    ring_reduce_scatter(sixteen_bit_values(data), count, traffic, SixteenBitSum{data.format()});
 }
 
-void MpiCommunicator::allgather_chunks(float* data, size_t count, Traffic traffic) {
-  ring_allgather_chunks(data, count, traffic);
+void MpiCommunicator::allgather_chunks(TensorRef data, size_t count, Traffic traffic) {
+  if (data.is_fp32())
+    ring_allgather_chunks(data.f32(), count, traffic);
+  else
+    ring_allgather_chunks(sixteen_bit_values(data), count, traffic);
 }
 
-void MpiCommunicator::allreduce_sum(float* data, size_t count, Traffic traffic) {
-  ring_allreduce(data, count, traffic, [](float a, float b) { return a + b; });
+void MpiCommunicator::allreduce_sum(TensorRef data, size_t count, Traffic traffic) {
+  if (data.is_fp32())
+    ring_allreduce(data.f32(), count, traffic, [](float a, float b) { return a + b; });
+  else
+    ring_allreduce(sixteen_bit_values(data), count, traffic, SixteenBitSum{data.format()});
 }
 
 void MpiCommunicator::allreduce_max(float* data, size_t count, Traffic traffic) {
@@ -187,36 +206,41 @@ void MpiCommunicator::allreduce_sum(double* data, size_t count, Traffic traffic)
   ring_allreduce(data, count, traffic, [](double a, double b) { return a + b; });
 }
 
-void MpiCommunicator::allgather(const float* in, float* out, size_t count, Traffic traffic) {
+void MpiCommunicator::allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) {
+  check_same_format(in, out, "all-gather");
   const int n = size_;
-  if (out + size_t(rank_) * count != in) std::memcpy(out + size_t(rank_) * count, in, count * sizeof(float));
+  const size_t block = count * element_bytes(in.format());
+  char* o = static_cast<char*>(out.data());
+  if (o + size_t(rank_) * block != in.data()) std::memcpy(o + size_t(rank_) * block, in.data(), block);
   if (n == 1) return;
   const int right = (rank_ + 1) % n, left = (rank_ - 1 + n) % n;
   constexpr int kTag = 7002;
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
     MPI_Request reqs[2];
-    MPI_Irecv(out + size_t(recv_c) * count, message_bytes(count * sizeof(float), "all-gather"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(out + size_t(send_c) * count, message_bytes(count * sizeof(float), "all-gather"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
-    counters_.add(traffic, count * sizeof(float));
+    MPI_Irecv(o + size_t(recv_c) * block, message_bytes(block, "all-gather"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
+    MPI_Isend(o + size_t(send_c) * block, message_bytes(block, "all-gather"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
+    counters_.add(traffic, block);
     wait_requests(reqs, 2, "an all-gather step", left);
   }
 }
 
-void MpiCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) {
+void MpiCommunicator::reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) {
+  check_same_format(in, out, "reduce-scatter");
   const int n = size_;
+  const size_t block = count * element_bytes(in.format());
   if (n == 1) {
-    if (in != out) std::memcpy(out, in, count * sizeof(float));
+    if (in.data() != out.data()) std::memcpy(out.data(), in.data(), block);
     return;
   }
   // The ring leaves rank r the whole sum of chunk (r + 1) % n: block b of `in`
   // goes to chunk (b + 1) % n, so that the sum a rank ends with is its own block.
-  reduce_scatter_copy_.resize(size_t(n) * count);
+  reduce_scatter_copy_.resize(size_t(n) * block);
+  const char* src = static_cast<const char*>(in.data());
   for (int b = 0; b < n; ++b)
-    std::memcpy(reduce_scatter_copy_.data() + size_t((b + 1) % n) * count, in + size_t(b) * count,
-                count * sizeof(float));
-  ring_reduce_scatter(reduce_scatter_copy_.data(), size_t(n) * count, traffic, [](float a, float b) { return a + b; });
-  std::memcpy(out, reduce_scatter_copy_.data() + size_t((rank_ + 1) % n) * count, count * sizeof(float));
+    std::memcpy(reduce_scatter_copy_.data() + size_t((b + 1) % n) * block, src + size_t(b) * block, block);
+  reduce_scatter_sum(TensorRef(reduce_scatter_copy_.data(), in.format()), size_t(n) * count, traffic);
+  std::memcpy(out.data(), reduce_scatter_copy_.data() + size_t((rank_ + 1) % n) * block, block);
 }
 
 void MpiCommunicator::barrier() {

@@ -27,24 +27,25 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void allreduce_sum(float* data, size_t count, Traffic traffic) override;
+  void allreduce_sum(TensorRef data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
-  void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
-  // The ring reduce-scatter on a rotated copy of `in`: (size - 1) * count floats leave each rank.
-  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
+  void allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
+  // The ring reduce-scatter on a rotated copy of `in`: (size - 1) * count values leave each rank.
+  void reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
   void allreduce_sum(double* data, size_t count, Traffic traffic);  // small control values
 
   // The two halves of allreduce_sum, for the distributed optimizer: after
   // reduce_scatter_sum, this rank's owned_chunk(count) of data holds the sum
   // over the group (other chunks: partial sums); allgather_chunks then copies
   // every rank's owned chunk to all. Together they equal allreduce_sum bit for
-  // bit, and each moves (size - 1) / size of the data per rank.
+  // bit, and each moves (size - 1) / size of the data per rank, in data's
+  // format (communicator.h: a 16-bit sum is reduced in the format).
   // (comm/ring_volume.h: which chunks, and the bytes the rings send.)
   using Chunk = RingChunk;
   static Chunk chunk(size_t count, int size, int c) { return ring_chunk(count, size, c); }
   Chunk owned_chunk(size_t count) const { return ring_owned_chunk(count, size_, rank_); }
-  void reduce_scatter_sum(float* data, size_t count, Traffic traffic);
-  void allgather_chunks(float* data, size_t count, Traffic traffic);
+  void reduce_scatter_sum(TensorRef data, size_t count, Traffic traffic);
+  void allgather_chunks(TensorRef data, size_t count, Traffic traffic);
   void barrier();
 
   // Point to point (peer = rank in this group). Start, then wait().
@@ -83,7 +84,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;  // of each member (the heartbeat names peers by world rank)
   std::vector<char> scratch_;
-  std::vector<float> reduce_scatter_copy_;  // reduce_scatter's rotated input
+  std::vector<char> reduce_scatter_copy_;  // reduce_scatter's rotated input
 };
 
 }  // namespace occ

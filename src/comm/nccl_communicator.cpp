@@ -72,6 +72,11 @@ std::string broadcast_text(MPI_Comm comm, int root, const std::string& text) {
   return buf;
 }
 
+// NCCL's type for values of a format.
+ncclDataType_t nccl_type(Precision p) {
+  return p == Precision::Bf16 ? ncclBfloat16 : p == Precision::Fp16 ? ncclFloat16 : ncclFloat;
+}
+
 }  // namespace
 
 std::string nccl_version(std::string* why) {
@@ -257,10 +262,13 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& grou
       new NcclCommunicator(std::move(impl), group.counters(), group.name(), group.rank(), group.size()));
 }
 
-void NcclCommunicator::allreduce_sum(float* data, size_t count, Traffic traffic) {
+void NcclCommunicator::allreduce_sum(TensorRef data, size_t count, Traffic traffic) {
   if (count == 0) return;
-  impl_->run("all-reduce", [&] { impl_->settle(ncclAllReduce(data, data, count, ncclFloat, ncclSum, impl_->comm, impl_->stream), "all-reduce"); });
-  counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, sizeof(float)));
+  const ncclDataType_t type = nccl_type(data.format());
+  impl_->run("all-reduce", [&] {
+    impl_->settle(ncclAllReduce(data.data(), data.data(), count, type, ncclSum, impl_->comm, impl_->stream), "all-reduce");
+  });
+  counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, element_bytes(data.format())));
 }
 
 void NcclCommunicator::allreduce_max(float* data, size_t count, Traffic traffic) {
@@ -269,32 +277,44 @@ void NcclCommunicator::allreduce_max(float* data, size_t count, Traffic traffic)
   counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, sizeof(float)));
 }
 
-void NcclCommunicator::allreduce_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready) {
+void NcclCommunicator::allreduce_mean(TensorRef data, size_t count, Traffic traffic, const DeviceMark* ready) {
   if (count == 0) return;
-  impl_->run("all-reduce (mean)", [&] { impl_->settle(ncclAllReduce(data, data, count, ncclFloat, ncclAvg, impl_->comm, impl_->stream), "all-reduce (mean)"); }, ready);
-  counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, sizeof(float)));
+  const ncclDataType_t type = nccl_type(data.format());
+  impl_->run("all-reduce (mean)", [&] {
+    impl_->settle(ncclAllReduce(data.data(), data.data(), count, type, ncclAvg, impl_->comm, impl_->stream),
+                  "all-reduce (mean)");
+  }, ready);
+  counters_.add(traffic, ring_allreduce_bytes(count, size_, rank_, element_bytes(data.format())));
 }
 
-void NcclCommunicator::allgather(const float* in, float* out, size_t count, Traffic traffic) {
+void NcclCommunicator::allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) {
   if (count == 0) return;
-  impl_->run("all-gather", [&] { impl_->settle(ncclAllGather(in, out, count, ncclFloat, impl_->comm, impl_->stream), "all-gather"); });
-  counters_.add(traffic, ring_allgather_bytes(count, size_, sizeof(float)));
+  check_same_format(in, out, "all-gather");
+  const ncclDataType_t type = nccl_type(in.format());
+  impl_->run("all-gather", [&] {
+    impl_->settle(ncclAllGather(in.data(), out.data(), count, type, impl_->comm, impl_->stream), "all-gather");
+  });
+  counters_.add(traffic, ring_allgather_bytes(count, size_, element_bytes(in.format())));
 }
 
-void NcclCommunicator::reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) {
+void NcclCommunicator::reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) {
   if (count == 0) return;
+  check_same_format(in, out, "reduce-scatter");
+  const ncclDataType_t type = nccl_type(in.format());
   // One reduce per block to its rank (the loader resolves ncclReduce, as reduce_scatter_mean uses it);
   // counted as the ring reduce-scatter NCCL's own would move.
   impl_->run("reduce-scatter", [&] {
     for (int b = 0; b < size_; ++b)
-      impl_->settle(ncclReduce(in + size_t(b) * count, out, count, ncclFloat, ncclSum, b, impl_->comm, impl_->stream),
+      impl_->settle(ncclReduce((in + int64_t(count) * b).data(), out.data(), count, type, ncclSum, b, impl_->comm,
+                               impl_->stream),
                     "reduce-scatter");
   });
-  counters_.add(traffic, ring_reduce_scatter_bytes(count * size_t(size_), size_, rank_, sizeof(float)));
+  counters_.add(traffic, ring_reduce_scatter_bytes(count * size_t(size_), size_, rank_, element_bytes(in.format())));
 }
 
-void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready) {
+void NcclCommunicator::reduce_scatter_mean(TensorRef data, size_t count, Traffic traffic, const DeviceMark* ready) {
   if (count == 0) return;
+  const ncclDataType_t type = nccl_type(data.format());
   // One reduce per ring chunk to the rank that owns it (rank r owns chunk
   // r + 1): NCCL's own reduce-scatter needs equal chunks, the MPI ring's are not.
   impl_->run("reduce-scatter", [&] {
@@ -302,11 +322,12 @@ void NcclCommunicator::reduce_scatter_mean(float* data, size_t count, Traffic tr
       const RingChunk ch = ring_chunk(count, size_, c);
       if (ch.len == 0) continue;
       const int owner = (c - 1 + size_) % size_;
-      impl_->settle(ncclReduce(data + ch.lo, data + ch.lo, ch.len, ncclFloat, ncclAvg, owner, impl_->comm, impl_->stream),
+      void* chunk = (data + int64_t(ch.lo)).data();
+      impl_->settle(ncclReduce(chunk, chunk, ch.len, type, ncclAvg, owner, impl_->comm, impl_->stream),
                     "reduce-scatter");
     }
   }, ready);
-  counters_.add(traffic, ring_reduce_scatter_bytes(count, size_, rank_, sizeof(float)));
+  counters_.add(traffic, ring_reduce_scatter_bytes(count, size_, rank_, element_bytes(data.format())));
 }
 
 void NcclCommunicator::sendrecv(const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from,
@@ -377,12 +398,12 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator&, dou
   return nullptr;
 }
 
-void NcclCommunicator::allreduce_sum(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::allreduce_sum(TensorRef, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::allreduce_max(float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::allreduce_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::allgather(const float*, float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::reduce_scatter(const float*, float*, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
-void NcclCommunicator::reduce_scatter_mean(float*, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::allreduce_mean(TensorRef, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::allgather(ConstTensorRef, TensorRef, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::reduce_scatter(ConstTensorRef, TensorRef, size_t, Traffic) { fail("internal: NCCL in a build without CUDA"); }
+void NcclCommunicator::reduce_scatter_mean(TensorRef, size_t, Traffic, const DeviceMark*) { fail("internal: NCCL in a build without CUDA"); }
 void NcclCommunicator::sendrecv(const void*, size_t, int, void*, size_t, int, Traffic) {
   fail("internal: NCCL in a build without CUDA");
 }

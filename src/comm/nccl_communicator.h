@@ -34,21 +34,23 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // Device pointers. Each returns when the result is in place (the group's
-  // stream waits for the work queued before the call on the legacy stream).
-  void allreduce_sum(float* data, size_t count, Traffic traffic) override;
+  // Device pointers, in the buffers' format (fp32, bf16 or fp16: NCCL's own
+  // types, a 16-bit sum reduced in the format). Each returns when the result
+  // is in place (the group's stream waits for the work queued before the call
+  // on the legacy stream).
+  void allreduce_sum(TensorRef data, size_t count, Traffic traffic) override;
   void allreduce_max(float* data, size_t count, Traffic traffic) override;
-  void allgather(const float* in, float* out, size_t count, Traffic traffic) override;
-  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override;
+  void allgather(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
+  void reduce_scatter(ConstTensorRef in, TensorRef out, size_t count, Traffic traffic) override;
   // In-place mean over the group (ncclAvg). ready (optional): the group's
   // stream waits for the work before this mark instead (core/device.h), so a
   // gradient bucket goes as soon as its own kernels are done.
-  void allreduce_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready = nullptr);
+  void allreduce_mean(TensorRef data, size_t count, Traffic traffic, const DeviceMark* ready = nullptr);
   // After it, this rank's ring_owned_chunk of data holds the group's mean; the
   // other chunks are left as they were (MpiCommunicator leaves partial sums
   // there; nobody reads them). The chunks are the MPI ring's (uneven when size
   // does not divide count), so the distributed optimizer's shards are the same.
-  void reduce_scatter_mean(float* data, size_t count, Traffic traffic, const DeviceMark* ready = nullptr);
+  void reduce_scatter_mean(TensorRef data, size_t count, Traffic traffic, const DeviceMark* ready = nullptr);
   // Sends send_bytes to rank `to` while receiving recv_bytes from rank `from`
   // (one NCCL group: a ring shift cannot deadlock; to == from == rank() copies).
   void sendrecv(const void* send, size_t send_bytes, int to, void* recv, size_t recv_bytes, int from, Traffic traffic);

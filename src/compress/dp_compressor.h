@@ -16,6 +16,7 @@
 #include "core/tensor_desc.h"
 #include "core/tensor_file.h"
 #include "core/timer.h"
+#include "core/wire_format.h"
 #include "kernels/ops.h"
 
 namespace occ {
@@ -37,10 +38,15 @@ struct GradCompressionConfig {
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its
 // bytes counted on its counters); `device` is the same ranks for data on the
 // gradients' device (NCCL, or MPI through host copies; `host` itself on the
-// CPU), counting on the same counters.
+// CPU), counting on the same counters. `wire`: the format the gradients
+// travel in uncompressed (core/wire_format.h; fp32, or bf16 with
+// --grad-reduce-in-bf16), against which a compressor counts what it saves
+// (TrafficCounters::add_saved): the dense ring's 2 (D-1)/D values per rank of
+// wire_value_bytes(wire) each, minus the bytes it sent.
 struct DataParallelGroup {
   MpiCommunicator& host;
   Communicator& device;
+  Precision wire = Precision::Fp32;
 };
 
 class DataParallelCompressor {

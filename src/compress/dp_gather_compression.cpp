@@ -42,11 +42,13 @@ void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group
     ScopedPhase t(timers, "dp_allreduce", "dp_allgather compressed");
     group.device.allgather(message_.data(), gathered_.data(), size_t(wire_total_), Traffic::DataParallel);
   }
-  // Saved versus a dense ring all-reduce of the same gradients (2(D-1)/D of them per rank).
+  // Saved versus a dense ring all-reduce of the same gradients (2(D-1)/D of
+  // them per rank) on the run's gradient wire.
   int64_t dense = 0;
   for (const auto& t : tensors_) dense += t.rows * t.cols;
-  dp.counters().add_saved(Traffic::DataParallel, int64_t(4.0 * 2.0 * double(D - 1) / double(D) * double(dense)) -
-                                                     4 * (D - 1) * wire_total_);
+  dp.counters().add_saved(Traffic::DataParallel,
+                          int64_t(double(wire_value_bytes(group.wire)) * 2.0 * double(D - 1) / double(D) * double(dense)) -
+                              4 * (D - 1) * wire_total_);
   ScopedPhase t(timers, "decompress");
   const float inv = 1.0f / float(D);
   for (size_t i = 0; i < tensors_.size(); ++i) {

@@ -57,12 +57,15 @@ void DataParallelPowerSgd::reduce(float* grads, DataParallelGroup group, PhaseTi
     ScopedPhase t(timers, "dp_allreduce", "dp_allreduce Q");
     dp.allreduce_sum(q_buf_.data(), size_t(q_total_), Traffic::DataParallel);
   }
-  // Saved versus a dense ring all-reduce of the same gradients (2(n-1)/n of them per rank).
+  // Saved versus a dense ring all-reduce of the same gradients (2(n-1)/n of
+  // them per rank) on the run's gradient wire; the factors travel in fp32.
   int64_t dense = 0;
   for (const Slot& s : slots_) dense += s.n * s.m;
-  const int64_t n = dp.size();
-  group.host.counters().add_saved(Traffic::DataParallel,
-                                  int64_t(4.0 * 2.0 * double(n - 1) / double(n) * double(dense - p_total_ - q_total_)));
+  const double n = double(dp.size());
+  group.host.counters().add_saved(
+      Traffic::DataParallel, int64_t(2.0 * (n - 1) / n *
+                                     (double(wire_value_bytes(group.wire)) * double(dense) -
+                                      4.0 * double(p_total_ + q_total_))));
   ScopedPhase t(timers, "decompress");
   ops.scale(q_buf_.data(), inv, q_total_);
   for (size_t i = 0; i < slots_.size(); ++i) {

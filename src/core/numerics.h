@@ -11,6 +11,13 @@
 //      is rounded once; the classifier runs in chunks (the LM head's weight
 //      gradient is summed chunk by chunk, in forward); on the GPU, tensor-core
 //      attention and cuBLASLt GEMMs (another order of sums).
+//   3: the wire in the step's format (issue 40): in a --bf16 / --fp16 run the
+//      TP all-reduce and sequence parallelism's reduce-scatter of activations
+//      are reduced in the 16-bit format, rounded at every step of the ring
+//      (comm/communicator.h): the same bits as before at TP = 2, other sums at
+//      TP >= 3 (--tp-reduce-in-fp32 keeps version 2's); --grad-reduce-in-bf16
+//      reduces the gradients in bf16. fp32 runs, pipeline messages, all-gathers
+//      and the distributed optimizer's parameters are unchanged.
 namespace occ {
-constexpr int kNumericsVersion = 2;
+constexpr int kNumericsVersion = 3;
 }  // namespace occ

@@ -104,7 +104,9 @@ class LineReader {
   bool file_eof_ = false, frame_open_ = false;
 };
 
-DocumentReader::DocumentReader(const std::string& path) : path_(path), lines_(std::make_unique<LineReader>(path)) {
+DocumentReader::DocumentReader(const std::string& path, std::vector<std::string> keys)
+    : path_(path), keys_(std::move(keys)), lines_(std::make_unique<LineReader>(path)) {
+  OCC_CHECK(!keys_.empty(), "internal: a DocumentReader with no JSON keys");
   std::string name = path;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   if (ends_with(name, ".zst")) name.resize(name.size() - 4);
@@ -121,7 +123,9 @@ bool DocumentReader::next(std::string& doc) {
     const bool blank = line.find_first_not_of(" \t\r\f\v") == std::string::npos;
     if (json_) {
       if (blank) continue;
-      doc = json_text(line);
+      std::vector<std::string> fields;
+      json_fields(line, fields);
+      doc = std::move(fields[0]);
       if (!doc.empty()) return true;
       continue;
     }
@@ -135,19 +139,41 @@ bool DocumentReader::next(std::string& doc) {
   return !doc.empty();
 }
 
-std::string DocumentReader::json_text(const std::string& line) const {
+bool DocumentReader::next_fields(std::vector<std::string>& fields) {
+  if (!json_) {
+    fields.assign(1, std::string());
+    return next(fields[0]);
+  }
+  std::string line;
+  while (lines_->next(line)) {
+    ++line_no_;
+    if (line.find_first_not_of(" \t\r\f\v") == std::string::npos) continue;
+    json_fields(line, fields);
+    return true;
+  }
+  return false;
+}
+
+void DocumentReader::json_fields(const std::string& line, std::vector<std::string>& fields) const {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception&) {
-    fail("input {} line {} is not valid JSON; expected one object per line such as {{\"text\": \"...\"}}", path_,
-         line_no_);
+    fail("input {} line {} is not valid JSON; expected one object per line such as {{\"{}\": \"...\"}}", path_,
+         line_no_, keys_[0]);
   }
-  OCC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(),
-            "input {} line {} has no \"text\" string field; expected one object per line such as "
-            "{{\"text\": \"...\"}}",
-            path_, line_no_);
-  return j["text"].get<std::string>();
+  OCC_CHECK(j.is_object(), "input {} line {} is not a JSON object; expected one object per line such as "
+            "{{\"{}\": \"...\"}}", path_, line_no_, keys_[0]);
+  fields.clear();
+  for (const std::string& key : keys_) {
+    const auto it = j.find(key);
+    OCC_CHECK(it != j.end() && it->is_string(),
+              "input {} line {} has no \"{}\" string field; expected one object per line such as "
+              "{{\"{}\": \"...\"}}{}",
+              path_, line_no_, printable(key), printable(key),
+              keys_.size() == 1 && key == "text" ? " (another field: pass --json-keys NAME)" : "");
+    fields.push_back(it->get<std::string>());
+  }
 }
 
 }  // namespace occ

@@ -305,3 +305,13 @@ std::string Gpt2BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 }  // namespace occ
+
+namespace occ {
+
+std::vector<std::string> Gpt2BpeTokenizer::merges() const {
+  std::vector<std::string> out(ranks_.size());
+  for (const auto& [pair, rank] : ranks_) out[size_t(rank)] = pair;
+  return out;
+}
+
+}  // namespace occ

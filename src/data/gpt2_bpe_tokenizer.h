@@ -37,6 +37,11 @@ class Gpt2BpeTokenizer final : public Tokenizer {
   int eod_id() const override { return eod_; }
   std::string describe() const override;
 
+  // The vocabulary (id -> symbol string) and the merges ("left right", highest
+  // priority first), as exporters write them (GGUF's tokenizer.ggml.tokens / merges).
+  const std::vector<std::string>& symbols() const { return decoder_; }
+  std::vector<std::string> merges() const;
+
   // The pieces GPT-2's pattern cuts `text` into (exposed for tests).
   std::vector<std::string> pretokenize(const std::string& text) const;
 

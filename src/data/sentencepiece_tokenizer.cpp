@@ -148,6 +148,31 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
   return text;
 }
 
+std::vector<SentencePieceTokenizer::Piece> SentencePieceTokenizer::pieces() const {
+  std::vector<Piece> out(static_cast<size_t>(vocab_size()));
+  for (int id = 0; id < vocab_size(); ++id) {
+    Piece& p = out[size_t(id)];
+    p.text = sp_->IdToPiece(id);
+    p.score = sp_->GetScore(id);
+    p.kind = sp_->IsUnknown(id)  ? PieceKind::Unknown
+             : sp_->IsControl(id) ? PieceKind::Control
+             : sp_->IsUnused(id)  ? PieceKind::Unused
+             : sp_->IsByte(id)    ? PieceKind::Byte
+                                  : PieceKind::Normal;
+  }
+  return out;
+}
+
+int SentencePieceTokenizer::unk_id() const { return sp_->unk_id(); }
+int SentencePieceTokenizer::bos_id() const { return sp_->bos_id(); }
+
+bool SentencePieceTokenizer::adds_dummy_prefix() const {
+  // The model's normalizer_spec is not in the library's public headers: ask the encoder.
+  std::vector<std::string> pieces;
+  const auto status = sp_->Encode("x", &pieces);
+  return status.ok() && !pieces.empty() && pieces[0].rfind("\xe2\x96\x81", 0) == 0;
+}
+
 int SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
 int SentencePieceTokenizer::eod_id() const { return sp_->eos_id(); }

@@ -31,6 +31,20 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string describe() const override { return "SentencePiece model " + path_; }
   const std::string& path() const { return path_; }
 
+  // The vocabulary as exporters write it (GGUF's tokenizer.ggml.*): each
+  // piece's text, score and kind (llama.cpp's token types).
+  enum class PieceKind { Normal = 1, Unknown = 2, Control = 3, Unused = 5, Byte = 6 };
+  struct Piece {
+    std::string text;
+    float score = 0.0f;
+    PieceKind kind = PieceKind::Normal;
+  };
+  std::vector<Piece> pieces() const;
+  int unk_id() const;
+  int bos_id() const;  // -1: none (our trained models have none)
+  // Whether encoding prepends U+2581 to the text (SentencePiece's add_dummy_prefix).
+  bool adds_dummy_prefix() const;
+
  private:
   SentencePieceTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;

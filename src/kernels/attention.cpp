@@ -74,6 +74,27 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
   }
 }
 
+void attention_decode(float* out, const float* qkv, int64_t n, const AttentionShape& s) {
+  const int64_t H = s.H, D = s.D, ld = s.qkv_width();
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<float> p(static_cast<size_t>(n));
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t g = s.group_of(h);
+    const float* q = qkv + (n - 1) * ld + s.q_offset(h);
+    // p = scale * K q, softmax over the n positions, out_h = V^T p.
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(D), scale, qkv + s.k_offset(g), int(ld), q, 1, 0.0f,
+                p.data(), 1);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) mx = p[size_t(j)] > mx ? p[size_t(j)] : mx;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += p[size_t(j)] = fast_exp(p[size_t(j)] - mx);
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j) p[size_t(j)] *= inv;
+    cblas_sgemv(CblasRowMajor, CblasTrans, int(n), int(D), 1.0f, qkv + s.v_offset(g), int(ld), p.data(), 1, 0.0f,
+                out + h * D, 1);
+  }
+}
+
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_dropped, const AttentionShape& s, const Dropout& d) {
   const int64_t B = s.B, T = s.T, H = s.H, D = s.D, G = s.kv_heads(), r = s.group_size();

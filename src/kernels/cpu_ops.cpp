@@ -20,8 +20,23 @@ class CpuOps final : public Ops {
   // fp32 storage, rounded by the step: the reference numerics.
   Precision storage_format(Precision) const override { return Precision::Fp32; }
 
+  // The step's tensors are fp32 here; 16-bit buffers are wires (core/wire_format.h):
+  // packing rounds to the format (nearest, ties to even), unpacking widens exactly.
   void copy(TensorRef dst, ConstTensorRef src, int64_t n) override {
-    if (n > 0 && dst.data() != src.data()) std::memcpy(dst.f32(), src.f32(), sizeof(float) * size_t(n));
+    if (n <= 0 || dst.data() == src.data()) return;
+    if (dst.format() == src.format()) {
+      std::memcpy(dst.data(), src.data(), element_bytes(src.format()) * size_t(n));
+    } else if (src.is_fp32()) {
+      const float* x = src.f32();
+      uint16_t* y = static_cast<uint16_t*>(dst.data());
+      for (int64_t i = 0; i < n; ++i) y[i] = sixteen_bits(dst.format(), x[i]);
+    } else if (dst.is_fp32()) {
+      const uint16_t* x = static_cast<const uint16_t*>(src.data());
+      float* y = dst.f32();
+      for (int64_t i = 0; i < n; ++i) y[i] = sixteen_value(src.format(), x[i]);
+    } else {
+      fail("internal: a copy from {} to {} values", precision_name(src.format()), precision_name(dst.format()));
+    }
   }
   void fill(TensorRef dst, float value, int64_t n) override {
     float* x = dst.f32();

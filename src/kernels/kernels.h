@@ -102,6 +102,12 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const float* probs_dropped, const AttentionShape& s, const Dropout& d);
 
+// Incremental decoding (generate's KV cache): qkv [n, s.qkv_width()] holds
+// positions 0..n-1 of one sequence (q and k rotated); out [s.H * s.D] is the
+// attention of row n-1's query heads over all n positions, the row
+// attention_forward computes for it (no dropout; sums in another order).
+void attention_decode(float* out, const float* qkv, int64_t n, const AttentionShape& s);
+
 // ---- rotary position embeddings (RoPE) -----------------------------------------------
 // Applied in place to the q and k heads of qkv [N, s.qkv_width()] (rows ordered
 // (sample, token): position t = row % s.T), on the first `rotary_dim` features

@@ -78,7 +78,9 @@ class Ops {
   // The backward of out = linear(gelu(pre)) back to pre (cuBLASLt's DGELU_BGRAD
   // epilogue on the input-gradient product): with g = dout w in fp32, dpre =
   // g * gelu'(pre) rounded to p when stored; dpre_bias += column sums of the
-  // unrounded dpre (the gradient of the bias that produced pre; nullptr: none);
+  // unrounded dpre (the gradient of the bias that produced pre; nullptr: none;
+  // the GPU's 16-bit storage rounds the call's fp32 sums once to the storage
+  // format, cuBLASLt's bias-gradient type, before adding them);
   // dw += dout^T gelu_out (the forward's out). N rows, C = pre's width, OC = dout's.
   virtual void linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, ConstTensorRef dout,
                                     ConstTensorRef gelu_out, ConstTensorRef pre, ConstTensorRef w, int64_t N,

@@ -38,7 +38,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       d_branch_(options.device, storage_),
       embedding_(options.device),
       rope_table_(options.device),
-      tp_sum_(options.device),
+      tp_wire_(options.device),
       logits_(options.device, storage_),
       ce_max_(options.device),
       ce_sum_exp_(options.device),
@@ -52,7 +52,7 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
       sp_embedding_(options.device) {
   cfg.validate(layout);
   if (options.sequence_parallel && tp.size() > 1)
-    sp_ = std::make_unique<SequenceParallelComm>(tp, ops_, timers_, options.device, options.precision);
+    sp_ = std::make_unique<SequenceParallelComm>(tp, ops_, timers_, options.device, options.precision, options.wire);
   chunk_layers_ = params_layout_.num_local_layers() / layout.vp_size;
   // The init is a pure function of (seed, tensor, global index), drawn on the host.
   std::vector<float> host(size_t(params_layout_.total()), 0.0f);
@@ -127,15 +127,10 @@ ConstTensorRef GptStage::weights_for(Span span) {
 void GptStage::tp_allreduce(TensorRef x, int64_t n) {
   if (tp_.size() == 1 || n <= 0) return;
   ScopedPhase t(timers_, "tp_allreduce");
-  if (x.is_fp32()) {
-    tp_.allreduce_sum(x.f32(), size_t(n), Traffic::TensorParallel);
-    lp(x, n);
-    return;
-  }
-  tp_sum_.resize(size_t(n));
-  ops_.copy(tp_sum_.data(), x, n);
-  tp_.allreduce_sum(tp_sum_.data(), size_t(n), Traffic::TensorParallel);
-  ops_.copy(x, tp_sum_.data(), n);  // rounded once, as lp rounds the fp32 sum
+  // A 16-bit tensor on an fp32 wire: the fp32 sum is rounded once as it is
+  // copied back, as lp rounds an fp32 tensor's (a 16-bit wire's sum already is).
+  wire_allreduce_sum(tp_, ops_, x, n, opt_.wire.activation_sums, Traffic::TensorParallel, tp_wire_);
+  lp(x, n);
 }
 
 kernels::Dropout GptStage::dropout(const MicroBatch& mb, int local, uint64_t site, float p, bool training) const {
@@ -240,8 +235,9 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
   const int first_layer = chunk * chunk_layers_;  // local index of the chunk's first layer
 
   if (layout_.holds_embedding(chunk)) {
-    // Summed in fp32 (vocab-parallel: each token's row is non-zero on one TP
-    // rank, so the all-reduce is exact), then stored rounded once. Sequence
+    // Summed on the activation sums' wire (vocab-parallel: each token's row is
+    // non-zero on one TP rank and holds weights of the training precision, so
+    // the sum is exact in any format), then stored rounded once. Sequence
     // parallel: reduce-scattered, each rank keeping its rows (Megatron's
     // reduce-scatter of the embeddings), positions and dropout on those rows.
     const int64_t Vl = cfg_.padded_vocab_size() / layout_.tp_size, v0 = layout_.tp_rank * Vl;
@@ -253,11 +249,12 @@ void GptStage::forward(StageActivations& acts, const MicroBatch& mb, const float
     if (sp()) {
       ScopedPhase t(timers_, "tp_reduce_scatter");
       sp_embedding_.resize(size_t(n * C));
-      tp_.reduce_scatter(e, sp_embedding_.data(), size_t(n * C), Traffic::TensorParallel);
+      wire_reduce_scatter(tp_, ops_, sp_embedding_.data(), e, n * C, opt_.wire.activation_sums,
+                          Traffic::TensorParallel, tp_wire_);
       e = sp_embedding_.data();
     } else if (tp_.size() > 1) {
       ScopedPhase t(timers_, "tp_allreduce");
-      tp_.allreduce_sum(e, size_t(N * C), Traffic::TensorParallel);
+      wire_allreduce_sum(tp_, ops_, e, N * C, opt_.wire.activation_sums, Traffic::TensorParallel, tp_wire_);
     }
     if (cfg_.learned_positions()) add_positions(e, P + pl.position_embedding, r0, n, mb.T);
     if (training)

@@ -18,6 +18,7 @@
 #include "core/buffer.h"
 #include "core/tensor_buffer.h"
 #include "core/timer.h"
+#include "core/wire_format.h"
 #include "kernels/ops.h"
 #include "model/block.h"
 #include "model/config.h"
@@ -46,6 +47,10 @@ struct StageOptions {
   // rows, and forward's x_in / x_out and backward's dx_out / dx_in are read
   // and written only in that share (the pipeline exchange moves only it).
   bool sequence_parallel = false;
+  // The formats its TP collectives travel in (core/wire_format.h): a --bf16 /
+  // --fp16 run's activations and their sums in 16 bits, parameter gradients
+  // in fp32 unless --grad-reduce-in-bf16; statistics always fp32.
+  WireFormats wire = {};
 };
 
 // What a stage needs to know about one micro-batch.
@@ -228,8 +233,9 @@ class GptStage {
   // The LM head and the loss over the final LayerNorm's output, chunk by chunk (forward's last part).
   void classifier(StageActivations& acts, const MicroBatch& mb, bool training);
   // A TP all-reduce of an activation (or activation gradient) the ranks hold
-  // partial sums of: summed in fp32 (16-bit tensors through an fp32 copy), the
-  // sum rounded to the training precision.
+  // partial sums of, on the activation sums' wire: in the 16-bit format (the
+  // default of a --bf16 / --fp16 run, hop by hop as NCCL), or in fp32 (16-bit
+  // tensors through an fp32 copy), the sum rounded to the training precision.
   void tp_allreduce(TensorRef x, int64_t n);
   // The weights the step computes with: the master weights, or their copy in
   // the training precision (refreshed where stale), in the storage format.
@@ -270,7 +276,7 @@ class GptStage {
   Buffer embedding_;     // [N, C] the embedding's sum in fp32 (its TP all-reduce is exact)
   Buffer rope_table_;    // RoPE's cos / sin (kernels::rope_table) for rope_positions_ positions
   int64_t rope_positions_ = 0;
-  Buffer tp_sum_;        // fp32 copy of a 16-bit tensor during its TP all-reduce
+  WireScratch tp_wire_;  // a tensor in its wire's format during a TP collective
   TensorBuffer logits_;  // one classifier chunk [rows, V/T]
   Buffer ce_max_, ce_sum_exp_, ce_target_;  // [rows]
   DeviceBuffer<double> loss_sum_;           // [1] summed token losses on the device

@@ -2,16 +2,24 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace occ {
 
 DataParallelReducer::DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets,
-                                         HostMirror& grads, bool reduce_scatter, NcclCommunicator* nccl)
+                                         HostMirror& grads, bool reduce_scatter, NcclCommunicator* nccl,
+                                         Precision wire, kernels::Ops* ops)
     : comm_(dp_async),
       nccl_(nccl),
+      wire_(wire),
+      ops_(ops),
+      device_wire_(grads.device(), wire),
       buckets_(std::move(buckets)),
       grads_(grads),
       copies_(grads.device()),
       reduce_scatter_(reduce_scatter) {
+  OCC_CHECK(!nccl_ || wire_ == Precision::Fp32 || (ops_ && ops_->device() == grads.device()),
+            "internal: a {} gradient wire over NCCL needs the gradients' ops", precision_name(wire_));
   ready_.reserve(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) ready_.emplace_back(grads.device());
   if (comm_.size() > 1) thread_ = std::thread([this] { worker(); });
@@ -69,15 +77,49 @@ void DataParallelReducer::reduce_on_host(size_t b, size_t begin, size_t n) {
   const float inv = 1.0f / float(comm_.size());
   grads_.download(begin, n, copies_, ready_[b]);
   float* g = grads_.host() + begin;
-  if (reduce_scatter_) {
-    comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
-    const MpiCommunicator::Chunk own = comm_.owned_chunk(n);
-    for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] *= inv;
+  // The elements that come out averaged: the owned chunk, or all of them.
+  const MpiCommunicator::Chunk own = reduce_scatter_ ? comm_.owned_chunk(n) : MpiCommunicator::Chunk{0, n};
+  if (wire_ == Precision::Fp32) {
+    if (reduce_scatter_)
+      comm_.reduce_scatter_sum(g, n, Traffic::DataParallel);
+    else
+      comm_.allreduce_sum(g, n, Traffic::DataParallel);
   } else {
-    comm_.allreduce_sum(g, n, Traffic::DataParallel);
-    for (size_t i = 0; i < n; ++i) g[i] *= inv;
+    host_wire_.resize(n);
+    for (size_t i = 0; i < n; ++i) host_wire_[i] = sixteen_bits(wire_, g[i]);
+    const TensorRef w(host_wire_.data(), wire_);
+    if (reduce_scatter_)
+      comm_.reduce_scatter_sum(w, n, Traffic::DataParallel);
+    else
+      comm_.allreduce_sum(w, n, Traffic::DataParallel);
+    for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] = sixteen_value(wire_, host_wire_[i]);
   }
+  for (size_t i = own.lo; i < own.lo + own.len; ++i) g[i] *= inv;
   grads_.upload(begin, n, copies_);
+}
+
+// NCCL: averaged on the device; the group's stream waits for the backward
+// kernels that wrote the bucket.
+void DataParallelReducer::reduce_on_device(size_t b, size_t begin, size_t n) {
+  float* g = grads_.device_data() + begin;
+  if (wire_ == Precision::Fp32) {
+    if (reduce_scatter_)
+      nccl_->reduce_scatter_mean(g, n, Traffic::DataParallel, &ready_[b]);
+    else
+      nccl_->allreduce_mean(g, n, Traffic::DataParallel, &ready_[b]);
+    return;
+  }
+  // The conversion runs on the compute queue (after what is queued there
+  // now, the bucket's kernels among it); NCCL waits for it.
+  if (device_wire_.size() < n) device_wire_.resize(n);
+  const TensorRef w = device_wire_.ref();
+  ops_->copy(w, g, int64_t(n));
+  if (reduce_scatter_)
+    nccl_->reduce_scatter_mean(w, n, Traffic::DataParallel);
+  else
+    nccl_->allreduce_mean(w, n, Traffic::DataParallel);
+  const MpiCommunicator::Chunk own = reduce_scatter_ ? comm_.owned_chunk(n) : MpiCommunicator::Chunk{0, n};
+  ops_->copy(g + own.lo, w + int64_t(own.lo), int64_t(own.len));
 }
 
 void DataParallelReducer::worker() {
@@ -93,15 +135,10 @@ void DataParallelReducer::worker() {
     }
     const double start = now_seconds();
     const size_t begin = size_t(buckets_[b].begin), n = size_t(buckets_[b].end - buckets_[b].begin);
-    if (nccl_) {  // on the device: NCCL's stream waits for the backward kernels that wrote the bucket
-      float* g = grads_.device_data() + begin;
-      if (reduce_scatter_)
-        nccl_->reduce_scatter_mean(g, n, Traffic::DataParallel, &ready_[b]);
-      else
-        nccl_->allreduce_mean(g, n, Traffic::DataParallel, &ready_[b]);
-    } else {
+    if (nccl_)
+      reduce_on_device(b, begin, n);
+    else
       reduce_on_host(b, begin, n);
-    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       const double end = now_seconds();

@@ -17,8 +17,10 @@
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
 #include "core/host_staging.h"
+#include "core/tensor_buffer.h"
 #include "core/tensor_desc.h"
 #include "core/timer.h"
+#include "kernels/ops.h"
 
 namespace occ {
 
@@ -63,8 +65,14 @@ class DataParallelReducer {
   // grads: the gradient buffer's host view; staged (a GPU), each bucket is
   // downloaded before it is reduced and uploaded after. nccl (the same DP
   // group over NCCL): buckets are averaged on the device instead, no copies.
+  // wire: the format the gradients travel in (core/wire_format.h: fp32, or
+  // bf16 with --grad-reduce-in-bf16: each bucket rounded to it for the trip,
+  // reduced in it, and widened back before the division by the group size);
+  // a 16-bit wire over NCCL converts on the device with `ops` (its queue:
+  // the conversion follows the kernels queued before it, not only the bucket's).
   DataParallelReducer(MpiCommunicator& dp_async, std::vector<GradBucket> buckets, HostMirror& grads,
-                      bool reduce_scatter = false, NcclCommunicator* nccl = nullptr);
+                      bool reduce_scatter = false, NcclCommunicator* nccl = nullptr,
+                      Precision wire = Precision::Fp32, kernels::Ops* ops = nullptr);
   ~DataParallelReducer();
 
   // skip_group1: this iteration DP PowerSGD averages the group-1 buckets.
@@ -81,9 +89,14 @@ class DataParallelReducer {
  private:
   void worker();
   void reduce_on_host(size_t b, size_t begin, size_t n);
+  void reduce_on_device(size_t b, size_t begin, size_t n);
 
   MpiCommunicator& comm_;
   NcclCommunicator* nccl_;
+  Precision wire_;
+  kernels::Ops* ops_;
+  std::vector<uint16_t> host_wire_;  // a bucket in 16 bits on the host (MPI)
+  TensorBuffer device_wire_;         // ... on the device (NCCL)
   std::vector<GradBucket> buckets_;
   HostMirror& grads_;
   std::vector<DeviceMark> ready_;  // per bucket: where its gradients were final on the compute queue

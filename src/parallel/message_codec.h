@@ -7,10 +7,15 @@
 
 namespace occ {
 
+// The codec sees fp32 slices (the step's values, which in a --bf16 / --fp16
+// run are of the 16-bit format) and sends wire_floats() 4-byte words; the
+// exchange counts what it saves against the run's own uncompressed wire:
+// slice values x wire_value_bytes(PipelineExchange::wire()) (core/
+// wire_format.h: 2 in a 16-bit run, 4 in fp32) minus 4 x wire_floats().
 class MessageCodec {
  public:
   virtual ~MessageCodec() = default;
-  // Floats of one encoded message.
+  // Floats (4-byte words) of one encoded message.
   virtual int64_t wire_floats() const = 0;
   // Sender: encodes one TP rank's slice of the message into wire[wire_floats()].
   virtual void encode(const float* slice, float* wire) = 0;

@@ -20,8 +20,24 @@ OptimizerShards::OptimizerShards(std::vector<BufferSpan> regions, int64_t total,
   OCC_CHECK(at == total, "internal: optimizer shard regions cover {} of {} parameters", at, total);
 }
 
-void OptimizerShards::allgather(float* buffer, Traffic traffic) const {
-  for (const BufferSpan& r : regions_) dp_.allgather_chunks(buffer + r.offset, size_t(r.numel), traffic);
+void allgather_owned_chunks(MpiCommunicator& comm, float* region, size_t n, Precision wire,
+                            std::vector<uint16_t>& scratch, Traffic traffic) {
+  if (wire == Precision::Fp32) {
+    comm.allgather_chunks(region, n, traffic);
+    return;
+  }
+  if (comm.size() == 1 || n == 0) return;
+  scratch.resize(n);
+  const MpiCommunicator::Chunk own = comm.owned_chunk(n);
+  for (size_t i = own.lo; i < own.lo + own.len; ++i) scratch[i] = sixteen_bits(wire, region[i]);
+  comm.allgather_chunks(TensorRef(scratch.data(), wire), n, traffic);
+  for (size_t i = 0; i < n; ++i)
+    if (i < own.lo || i >= own.lo + own.len) region[i] = sixteen_value(wire, scratch[i]);
+}
+
+void OptimizerShards::allgather(float* buffer, Traffic traffic, Precision wire) const {
+  for (const BufferSpan& r : regions_)
+    allgather_owned_chunks(dp_, buffer + r.offset, size_t(r.numel), wire, wire_, traffic);
 }
 
 std::vector<float> OptimizerShards::gather_full(const std::vector<float>& compact, Traffic traffic, bool keep) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "core/precision.h"
 
 namespace occ {
 
@@ -31,8 +32,9 @@ class OptimizerShards {
   const std::vector<BufferSpan>& owned() const { return owned_; }
   int64_t owned_numel() const { return owned_numel_; }
 
-  // Every rank's owned chunks to every rank, in place, region by region.
-  void allgather(float* buffer, Traffic traffic) const;
+  // Every rank's owned chunks to every rank, in place, region by region, in
+  // `wire` format (allgather_owned_chunks).
+  void allgather(float* buffer, Traffic traffic, Precision wire = Precision::Fp32) const;
   // compact (owned_numel values, in owned() order) gathered from every rank
   // into the whole state (`total` values), returned where `keep` (empty
   // elsewhere). Region by region, so a rank that does not keep the result
@@ -45,6 +47,15 @@ class OptimizerShards {
   std::vector<BufferSpan> regions_, owned_;
   int64_t total_ = 0, owned_numel_ = 0;
   MpiCommunicator& dp_;
+  mutable std::vector<uint16_t> wire_;  // a region in 16 bits while it travels
 };
+
+// The ring all-gather of the owned chunks (MpiCommunicator::allgather_chunks)
+// of region[n] over comm, in `wire` format: fp32 in place; or 16-bit, where
+// this rank's owned chunk is rounded to the format for the trip (kept in fp32
+// here) and the others arrive as 16-bit values, widened exactly. scratch: n
+// 16-bit values' room, reused.
+void allgather_owned_chunks(MpiCommunicator& comm, float* region, size_t n, Precision wire,
+                            std::vector<uint16_t>& scratch, Traffic traffic);
 
 }  // namespace occ

@@ -8,15 +8,16 @@
 namespace occ {
 
 OverlappedParamGather::OverlappedParamGather(const OptimizerShards& shards, HostMirror& params, MpiCommunicator& dp,
-                                             TrafficCounters& job_counters, double timeout_s)
+                                             TrafficCounters& job_counters, double timeout_s, Precision wire)
     : regions_(shards.regions()),
       owned_(shards.owned()),
       params_(params),
+      wire_(wire),
       job_counters_(job_counters),
       copies_(params.device()) {
   for (const BufferSpan& r : regions_) {
     total_ = std::max(total_, r.offset + r.numel);
-    round_bytes_ += ring_allgather_chunks_bytes(size_t(r.numel), dp.size(), dp.rank(), sizeof(float));
+    round_bytes_ += ring_allgather_chunks_bytes(size_t(r.numel), dp.size(), dp.rank(), element_bytes(wire));
   }
   MPI_Comm dup;
   MPI_Comm_dup(dp.handle(), &dup);
@@ -88,7 +89,7 @@ void OverlappedParamGather::worker() {
       for (size_t i = 0; i < regions_.size(); ++i) {
         const double start = now_seconds();
         const size_t begin = size_t(regions_[i].offset), n = size_t(regions_[i].numel);
-        comm_->allgather_chunks(params_.host() + begin, n, Traffic::DataParallel);
+        allgather_owned_chunks(*comm_, params_.host() + begin, n, wire_, wire_values_, Traffic::DataParallel);
         params_.upload(begin, n, copies_);
         {
           std::lock_guard<std::mutex> lock(mu_);

@@ -38,8 +38,9 @@ class OverlappedParamGather {
   // thread). params: the parameters' host view, as the blocking gather uses
   // it; job_counters: where start() books the round's bytes. The MPI waits of
   // the thread give up after timeout_s and abort the job, as every wait does.
+  // wire: the format the parameters travel in (OptimizerShards).
   OverlappedParamGather(const OptimizerShards& shards, HostMirror& params, MpiCommunicator& dp,
-                        TrafficCounters& job_counters, double timeout_s);
+                        TrafficCounters& job_counters, double timeout_s, Precision wire = Precision::Fp32);
   ~OverlappedParamGather();
   OverlappedParamGather(const OverlappedParamGather&) = delete;
   OverlappedParamGather& operator=(const OverlappedParamGather&) = delete;
@@ -65,6 +66,8 @@ class OverlappedParamGather {
   std::vector<BufferSpan> regions_, owned_;  // regions in buffer order; this rank's chunk of each
   int64_t total_ = 0;
   HostMirror& params_;
+  Precision wire_;
+  std::vector<uint16_t> wire_values_;  // the thread's region in 16 bits while it travels
   TrafficCounters& job_counters_;
   TrafficCounters own_counters_;  // what the thread's communicator sends
   std::unique_ptr<MpiCommunicator> comm_;

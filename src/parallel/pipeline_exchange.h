@@ -13,6 +13,10 @@
 // move host memory, so a staged exchange (a GPU job on MPI; or the CPU with
 // --debug-host-staging) copies each message through page-locked host memory,
 // after encoding it on the device: only the compressed wire crosses to the host.
+// Uncompressed messages travel in the activations' wire format (core/
+// wire_format.h): in a --bf16 / --fp16 run packed to 16 bits on the device
+// before they leave it (lossless: the step rounded them), unpacked on arrival;
+// so are the receiver's TP all-gathers of them.
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +26,12 @@
 #include "core/host_staging.h"
 #include "core/layout.h"
 #include "core/timer.h"
+#include "core/wire_format.h"
+#include "kernels/ops.h"
 #include "parallel/message_codec.h"
 #include "parallel/pipeline_links.h"
 #include "parallel/send_pool.h"
+#include "parallel/wire_collectives.h"
 
 namespace occ {
 
@@ -37,9 +44,11 @@ class PipelineExchange {
   // unless the links move device memory).
   // sequence_parallel: the stages read and write only this rank's slice of
   // each message (parallel/sequence_parallel.h), so the receiver's all-gather is skipped.
+  // wire: the format uncompressed messages and their TP all-gathers travel in;
+  // ops: the backend of `device`, which packs a 16-bit wire (needed unless wire is fp32).
   PipelineExchange(PipelineLinks& links, Communicator& tp, TrafficCounters& counters, const ParallelLayout& layout,
                    PhaseTimers& timers, Device device = Device::Cpu, bool staged = false,
-                   bool sequence_parallel = false);
+                   bool sequence_parallel = false, Precision wire = Precision::Fp32, kernels::Ops* ops = nullptr);
 
   // A device buffer of `count` floats for a message to send: one no queued
   // send still reads (parallel/send_pool.h). It is the exchange's until the
@@ -61,6 +70,8 @@ class PipelineExchange {
   void recv_backward(float* dx, size_t count, int mb, int chunk, const MessageCodec* decoder = nullptr);
   // Where the messages live.
   Device device() const { return device_; }
+  // The format uncompressed messages travel in.
+  Precision wire() const { return wire_; }
   // Do sends read device memory after they return (NCCL's links)? Then no GPU
   // free may run until wait_sends() (core/device.h: DeferredDeviceFrees).
   bool sends_from_device() const { return links_.on_device && device_ != Device::Cpu; }
@@ -89,6 +100,8 @@ class PipelineExchange {
   void gather_slice(float* x, size_t count);
   // The device buffer a staged codec encodes into, or a codec decodes from.
   float* device_wire(size_t floats);
+  // Does an uncompressed message travel packed (a 16-bit wire)?
+  bool packed() const { return wire_ != Precision::Fp32; }
 
   PipelineLinks& links_;
   Communicator& tp_;
@@ -98,6 +111,8 @@ class PipelineExchange {
   Device device_;
   bool staged_;
   bool sequence_parallel_;
+  Precision wire_;
+  kernels::Ops* ops_;
 
   // Messages in flight: on the device (the executor's outputs; wires where the
   // links send device memory, or on the CPU) and in page-locked host memory
@@ -105,7 +120,8 @@ class PipelineExchange {
   SendPool<DeviceBuffer<float>> device_out_;
   SendPool<PinnedBuffer> host_out_;
   PinnedBuffer inbox_;         // a received message that is not received in place
-  DeviceBuffer<float> wire_;   // a wire encoded (staged) or decoded on the device (grows only)
+  DeviceBuffer<float> wire_buffer_;  // a wire encoded or packed (staged), decoded or unpacked on the device (grows only)
+  WireScratch gather_scratch_;       // the TP all-gather's slices in the wire's format
 };
 
 }  // namespace occ

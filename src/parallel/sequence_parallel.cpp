@@ -5,33 +5,17 @@ namespace occ {
 void SequenceParallelComm::all_gather(TensorRef full, ConstTensorRef local, int64_t local_values) {
   if (local_values <= 0) return;
   ScopedPhase t(timers_, "tp_allgather");
-  const size_t n = size_t(local_values), total = n * size_t(tp_.size());
-  if (full.is_fp32() && local.is_fp32()) {
-    tp_.allgather(local.f32(), full.f32(), n, Traffic::TensorParallel);
-    return;
-  }
-  gather_in_.resize(n);
-  gather_out_.resize(total);
-  ops_.copy(gather_in_.data(), local, local_values);
-  tp_.allgather(gather_in_.data(), gather_out_.data(), n, Traffic::TensorParallel);
-  ops_.copy(full, gather_out_.data(), int64_t(total));  // exact: the values were of the format
+  // Exact on a 16-bit wire: the step rounded the values to its format.
+  wire_allgather(tp_, ops_, full, local, local_values, wire_.activations, Traffic::TensorParallel, scratch_);
 }
 
 void SequenceParallelComm::reduce_scatter(TensorRef local, ConstTensorRef full, int64_t local_values) {
   if (local_values <= 0) return;
   ScopedPhase t(timers_, "tp_reduce_scatter");
-  const size_t n = size_t(local_values), total = n * size_t(tp_.size());
-  if (full.is_fp32() && local.is_fp32()) {
-    tp_.reduce_scatter(full.f32(), local.f32(), n, Traffic::TensorParallel);
-    ops_.round_to_precision(local.f32(), local_values, precision_);
-    return;
-  }
-  // 16-bit storage: summed in fp32, the sum rounded once as it is stored.
-  gather_in_.resize(total);
-  gather_out_.resize(n);
-  ops_.copy(gather_in_.data(), full, int64_t(total));
-  tp_.reduce_scatter(gather_in_.data(), gather_out_.data(), n, Traffic::TensorParallel);
-  ops_.copy(local, gather_out_.data(), local_values);
+  // An fp32 wire sums in fp32, the sum rounded once as it is stored (16-bit
+  // storage) or here (fp32 storage); a 16-bit wire reduces in the format.
+  wire_reduce_scatter(tp_, ops_, local, full, local_values, wire_.activation_sums, Traffic::TensorParallel, scratch_);
+  if (local.is_fp32()) ops_.round_to_precision(local.f32(), local_values, precision_);
 }
 
 void SequenceParallelComm::sum_partial_grads(std::initializer_list<GradSpan> spans) {
@@ -47,7 +31,7 @@ void SequenceParallelComm::sum_partial_grads(std::initializer_list<GradSpan> spa
       ops_.copy(grads_.data() + at, s.grad, s.numel);
       at += s.numel;
     }
-  tp_.allreduce_sum(grads_.data(), size_t(total), Traffic::TensorParallel);
+  wire_allreduce_sum(tp_, ops_, grads_.data(), total, wire_.gradients, Traffic::TensorParallel, scratch_);
   at = 0;
   for (const GradSpan& s : spans)
     if (s.grad) {

@@ -20,31 +20,36 @@
 #include "core/precision.h"
 #include "core/tensor_ref.h"
 #include "core/timer.h"
+#include "core/wire_format.h"
 #include "kernels/ops.h"
+#include "parallel/wire_collectives.h"
 
 namespace occ {
 
 class SequenceParallelComm {
  public:
-  // precision: the training precision, to which reduced sums are rounded.
-  SequenceParallelComm(Communicator& tp, kernels::Ops& ops, PhaseTimers& timers, Device device, Precision precision)
-      : tp_(tp), ops_(ops), timers_(timers), precision_(precision), gather_in_(device), gather_out_(device),
-        grads_(device) {}
+  // precision: the training precision, to which reduced sums are rounded;
+  // wire: the formats the activations, their sums and the parameter gradients travel in.
+  SequenceParallelComm(Communicator& tp, kernels::Ops& ops, PhaseTimers& timers, Device device, Precision precision,
+                       WireFormats wire = {})
+      : tp_(tp), ops_(ops), timers_(timers), precision_(precision), wire_(wire), scratch_(device), grads_(device) {}
 
   int ranks() const { return tp_.size(); }
   // This rank's share of N rows, and its first row (N is a multiple of ranks(): checked by the options).
   int64_t local_rows(int64_t N) const { return N / tp_.size(); }
   int64_t first_row(int64_t N) const { return local_rows(N) * tp_.rank(); }
 
-  // full[N * width] = every rank's local[N/T * width] in rank order.
+  // full[N * width] = every rank's local[N/T * width] in rank order, on the activations' wire.
   void all_gather(TensorRef full, ConstTensorRef local, int64_t local_values);
   // local[N/T * width] = the sum over ranks of their full's rows of this rank,
-  // rounded to the training precision as the all-reduce's sum is.
+  // reduced on the activation sums' wire and rounded to the training precision
+  // as the all-reduce's sum is.
   void reduce_scatter(TensorRef local, ConstTensorRef full, int64_t local_values);
   // Gradients of the parameters that act on the shard only (norm weights and
   // biases, the row-parallel layers' biases), which each rank holds partial
   // sums of: summed over the group in place, as one all-reduce (Megatron
-  // all-reduces the sequence-parallel parameters' gradients). Null entries are skipped.
+  // all-reduces the sequence-parallel parameters' gradients, on the gradients'
+  // wire as its DP reduction: fp32 unless --grad-reduce-in-bf16). Null entries are skipped.
   struct GradSpan {
     float* grad = nullptr;
     int64_t numel = 0;
@@ -56,8 +61,8 @@ class SequenceParallelComm {
   kernels::Ops& ops_;
   PhaseTimers& timers_;
   Precision precision_;
-  // fp32 copies of 16-bit tensors while they travel (the wire is fp32, as the all-reduce's).
-  DeviceBuffer<float> gather_in_, gather_out_;
+  WireFormats wire_;
+  WireScratch scratch_;        // tensors converted to their wire's format while they travel
   DeviceBuffer<float> grads_;  // the packed partial gradients
 };
 

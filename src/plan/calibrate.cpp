@@ -266,7 +266,7 @@ Calibration calibrate(const std::string& path, const PlanConfig& cfg_in, bool in
       const int Ls = cfg.model.num_layers / P;
       tp_s += (m.tp_forward + m.tp_backward);
       tp_bytes += (4 * Ls + (first ? 1 : 0) + (last ? 1 : 0)) * 2.0 * (T - 1) / T * double(cfg.tokens()) *
-                  cfg.model.hidden_size * cfg.bytes_per_value;
+                  cfg.model.hidden_size * cfg.tp_sum_bytes();
     }
     if (tp_s > 0) {
       c.intra = {tp_bytes / tp_s, 0.0};

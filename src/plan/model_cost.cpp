@@ -57,6 +57,10 @@ void PlanConfig::validate() const {
   usage(bytes_per_value == 2 || bytes_per_value == 4, "--bytes-per-value must be 2 (fp16) or 4 (fp32)");
   usage(grad_bytes_per_value == 0 || grad_bytes_per_value == 2 || grad_bytes_per_value == 4,
         "--grad-bytes-per-value must be 2 or 4 (or 0: --bytes-per-value)");
+  usage(tp_sum_bytes_per_value == 0 || tp_sum_bytes_per_value == 2 || tp_sum_bytes_per_value == 4,
+        "internal: TP sums of 2 or 4 bytes per value");
+  usage(factor_bytes_per_value == 0 || factor_bytes_per_value == 2 || factor_bytes_per_value == 4,
+        "internal: PowerSGD factors of 2 or 4 bytes per value");
   usage(!sequence_parallel || tp > 1,
         "--sequence-parallel splits the sequence over the tensor-parallel ranks and needs "
         "--tensor-model-parallel-size > 1; drop it for T = 1");
@@ -149,6 +153,9 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   }
   const Placement place{cfg};
   const int T = cfg.tp, P = cfg.pp, D = cfg.dp, bpv = cfg.bytes_per_value, gbv = cfg.grad_bytes();
+  const int sbv = cfg.tp_sum_bytes();  // TP sums
+  const double pp_factor_bytes = cfg.factor_bytes_per_value > 0 ? cfg.factor_bytes_per_value : bpv;
+  const double dp_factor_bytes = cfg.factor_bytes_per_value > 0 ? cfg.factor_bytes_per_value : gbv;
   const bool sp = cfg.sequence_parallel && T > 1;
   const double N = double(cfg.tokens()), C = cfg.model.hidden_size, V = cfg.model.padded_vocab_size();
   const int Ls = cfg.model.num_layers / P;
@@ -176,10 +183,10 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
   const int64_t rows = cfg.tokens() / T, cols = cfg.model.hidden_size;
   const double rc = double(rows) * double(cols);
   out.pp_message_bytes = rc * bpv;
-  // PowerSGD's factors are values (--bytes-per-value each); the byte methods' wires are
+  // PowerSGD's factors are values (factor_bytes_per_value each); the byte methods' wires are
   // 4-byte words of packed codes whatever the value width (the engine's formats).
   out.pp_compressed_bytes = double(compressed_wire_floats(cfg.cb.spec(), rows, cols)) *
-                            (cfg.cb.method == CompressionMethod::PowerSgd ? double(bpv) : 4.0);
+                            (cfg.cb.method == CompressionMethod::PowerSgd ? pp_factor_bytes : 4.0);
   const double lep = cfg.cb.lazy_error ? 1.0 : 0.0;
   double compress_s = 0, decompress_s = 0;
   if (cfg.cb.method == CompressionMethod::PowerSgd) {
@@ -216,7 +223,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     // the ring each), and the backward's all-gather of a column-parallel
     // layer's input again, exposed only where longer than that layer's
     // input-gradient GEMM (Megatron overlaps the two).
-    const double big = ring_allreduce_seconds(N * C * bpv, T, tp_link), small = ring_allreduce_seconds(N * 4, T, tp_link);
+    const double big = ring_allreduce_seconds(N * C * sbv, T, tp_link), small = ring_allreduce_seconds(N * 4, T, tp_link);
     const double half = ring_allgather_seconds(N * C * bpv, T, tp_link);
     const double regather = sp ? std::max(0.0, half - 2 * N * C * 3 * C / T / rate) +
                                      std::max(0.0, half - 2 * N * C * 4 * C / T / rate)
@@ -233,8 +240,8 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     {
       // The same as the ring's bytes per rank (comm/ring_volume.h), rank 0 of the group.
       const size_t nc = size_t(N * C);
-      const double ar = double(ring_allreduce_bytes(nc, T, 0, size_t(bpv)));
-      const double rs = double(ring_reduce_scatter_bytes(nc, T, 0, size_t(bpv)));
+      const double ar = double(ring_allreduce_bytes(nc, T, 0, size_t(sbv)));
+      const double rs = double(ring_reduce_scatter_bytes(nc, T, 0, size_t(sbv)));
       const double ag = double(ring_allgather_bytes(nc / size_t(T), T, size_t(bpv)));
       const double ce = 3.0 * double(ring_allreduce_bytes(size_t(N), T, 0, 4));
       const double layer = sp ? 2 * (rs + ag) : 2 * ar;
@@ -364,11 +371,11 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       const double ef = cfg.grad_comp.error_feedback ? 2.0 : 0.0;
       st.dp_compression = {
           {"dp compress (P = M Q)", Category::Compress, kernel(c1, mem * (1 + ef))},
-          {"dp all-reduce P", Category::DataParallel, ring_allreduce_seconds(pf * gbv, D, dp_link, dp_sharing)},
+          {"dp all-reduce P", Category::DataParallel, ring_allreduce_seconds(pf * dp_factor_bytes, D, dp_link, dp_sharing)},
           {"dp compress (Q = M^T P)", Category::Compress, kernel(c2, mem)},
-          {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * gbv, D, dp_link, dp_sharing)},
+          {"dp all-reduce Q", Category::DataParallel, ring_allreduce_seconds(qf * dp_factor_bytes, D, dp_link, dp_sharing)},
           {"dp decompress", Category::Decompress, kernel(dec, mem * (2 + ef))}};
-      f.dp_bytes += ring * (pf + qf) * gbv;
+      f.dp_bytes += ring * (pf + qf) * dp_factor_bytes;
     }
     if (cfg.diloco.enabled()) {
       out.diloco.stages.push_back(
@@ -394,9 +401,9 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     }
     if (sp) {
       // Sequence parallelism: the LayerNorm and row-parallel bias gradients are
-      // partial sums per TP rank (fp32), summed over TP once per iteration.
+      // partial sums per TP rank, summed over TP once per iteration on the gradients' wire.
       const double elems = 6.0 * C * (cfg.model.num_layers / P) + (last ? 2.0 * C : 0.0);
-      st.sp_grad_allreduce = ring_allreduce_seconds(elems * 4, T, tp_link);
+      st.sp_grad_allreduce = ring_allreduce_seconds(elems * gbv, T, tp_link);
     }
     if (sharded) {
       // Each rank updates its 1/D, then every region (bucket, and FE's word

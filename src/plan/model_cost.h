@@ -47,11 +47,21 @@ struct PlanConfig {
   bool emb_comm_opt = false;
   DilocoConfig diloco;             // instead of per-step DP averaging (plan/diloco_cost.h)
   int64_t dp_bucket_elems = 1 << 18;
-  int bytes_per_value = 4;         // activations, TP collectives, pipeline messages, parameters (our engine: fp32)
+  // Bytes per value on the wire (core/wire_format.h; `plan` sets them from the
+  // run's flags: a --bf16 / --fp16 run's activations, TP sums and parameters 2,
+  // its gradients 4, or 2 with --grad-reduce-in-bf16).
+  int bytes_per_value = 4;         // activations, TP collectives, pipeline messages, parameters
   // Gradients on the DP wire (buckets, DP compression factors, embedding sync);
   // 0: bytes_per_value. Megatron's --bf16 all-reduces fp32 gradients (4).
   int grad_bytes_per_value = 0;
   int grad_bytes() const { return grad_bytes_per_value > 0 ? grad_bytes_per_value : bytes_per_value; }
+  // TP sums of activations (all-reduce, SP reduce-scatter); 0: bytes_per_value (--tp-reduce-in-fp32: 4).
+  int tp_sum_bytes_per_value = 0;
+  int tp_sum_bytes() const { return tp_sum_bytes_per_value > 0 ? tp_sum_bytes_per_value : bytes_per_value; }
+  // PowerSGD's factors (CB and DP); 0: the values' own (bytes_per_value on the
+  // pipeline, grad_bytes() on DP), as a Megatron-style model sends them. The
+  // engine's codecs send fp32 words: `plan` sets 4 from a run's flags.
+  int factor_bytes_per_value = 0;
   bool recompute_activations = false;  // full recomputation (Megatron's --checkpoint-activations): FLOPs and memory
   bool selective_recompute = false;    // attention's softmax rebuilt in backward: memory only (its FLOPs are small)
   bool blocking_sends = false;     // Megatron's blocking p2p (ours are nonblocking)

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/ranges.h>
+
 #include "core/tensor_file.h"
 #include "model/params.h"
 #include "train/checkpoint_store.h"
@@ -222,6 +224,38 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
   merged.tensors = std::move(full);
   merged.head_copy_diff = head_diff;
   return merged;
+}
+
+void load_merged_weights(const MergedCheckpoint& merged, const std::string& root, const GptConfig& model,
+                         GptStage& stage) {
+  const GptConfig& saved = merged.model;
+  auto same = [&](const char* field, int64_t have, int64_t want) {
+    OCC_CHECK(have == want,
+              "--finetune: checkpoint {} holds a model with {} = {} but this run has {}; use the checkpoint's model "
+              "flags (import-hf prints them)", root, field, have, want);
+  };
+  same("num_layers", saved.num_layers, model.num_layers);
+  same("hidden_size", saved.hidden_size, model.hidden_size);
+  same("num_attention_heads", saved.num_attention_heads, model.num_attention_heads);
+  same("max_position_embeddings", saved.max_position_embeddings, model.max_position_embeddings);
+  same("padded_vocab_size", saved.padded_vocab_size(), model.padded_vocab_size());
+  const nlohmann::json have = architecture_json(saved), want = architecture_json(model);
+  for (const auto& [field, value] : want.items())
+    OCC_CHECK(have[field] == value,
+              "--finetune: checkpoint {} holds a model with {} = {} but this run has {}; use the checkpoint's model "
+              "flags (import-hf prints them)", root, field, have[field].dump(), value.dump());
+  const int tp_rank = stage.layout().tp_rank;
+  std::vector<float> p(stage.params().size());
+  for (const auto& t : stage.param_layout().tensors()) {
+    // The last stage's copy of the tied embedding is the embedding itself.
+    const std::string name = t.word_embedding ? "embedding.word_embeddings.weight" : t.name;
+    auto it = merged.tensors.find(name);
+    OCC_CHECK(it != merged.tensors.end() && it->second.shape == t.full_shape,
+              "--finetune: checkpoint {} has no tensor {} of shape [{}]", root, name, fmt::join(t.full_shape, ", "));
+    const std::vector<float>& full = it->second.data;
+    for (int64_t i = 0; i < t.numel; ++i) p[size_t(t.offset + i)] = full[size_t(t.global_index(i, tp_rank))];
+  }
+  stage.params().assign_from_host(p);
 }
 
 }  // namespace occ

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/gpt.h"
 
 namespace occ {
 
@@ -30,5 +31,11 @@ struct MergedCheckpoint {
 
 // iteration < 0: the latest committed one.
 MergedCheckpoint merge_checkpoint(const std::string& root, int64_t iteration = -1);
+
+// --finetune: this rank's shard of `merged`'s weights (saved in any layout),
+// sliced for the stage's own layout into stage.params(). Refuses, naming the
+// field, a checkpoint of another model shape or architecture than `model`.
+void load_merged_weights(const MergedCheckpoint& merged, const std::string& root, const GptConfig& model,
+                         GptStage& stage);
 
 }  // namespace occ

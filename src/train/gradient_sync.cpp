@@ -19,7 +19,8 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       ops_(ops),
       timers_(timers),
       // NCCL's DP group is idle while finish() runs: the reducer thread is done with it.
-      dp_device_(*topo_.dp, nccl.dp, staged, grads.device()) {
+      dp_device_(*topo_.dp, nccl.dp, staged, grads.device()),
+      emb_wire_(grads.device()) {
   if (MpiCommunicator* emb = opt_.emb_comm_opt ? topo_.fused_embedding.get() : topo_.embedding.get())
     emb_device_ = std::make_unique<DeviceGroup>(*emb, nccl.embedding, staged, grads.device());
   const ParallelLayout& layout = topo.layout;
@@ -44,7 +45,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
       *topo_.dp_async,
       make_buckets(describe(params.tensors()), opt_.dp_bucket_elems,
                    [&](const TensorDesc& t) { return group.at(t.name); }),
-      grads_, sharded_, nccl.dp);
+      grads_, sharded_, nccl.dp, opt_.wire_formats().gradients, &ops_);
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {
@@ -60,7 +61,8 @@ void GradientSync::finish() {
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
   // Staged, the reducer has already written its buckets back; the rest runs on the device.
-  if (compressing_) dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm()}, timers_);
+  if (compressing_)
+    dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm(), opt_.wire_formats().gradients}, timers_);
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
     size_t lo = size_t(w.offset), n = size_t(w.numel);
@@ -75,10 +77,11 @@ void GradientSync::finish() {
       n = own.len;
     }
     float* g = grads_.device_data() + lo;
+    const Precision wire = opt_.wire_formats().gradients;
     if (opt_.emb_comm_opt)
-      fused_embedding_sync(emb_device_->comm(), topo_.layout.dp_size, ops_, g, n);
+      fused_embedding_sync(emb_device_->comm(), topo_.layout.dp_size, ops_, g, n, wire, emb_wire_);
     else
-      sync_tied_embedding(emb_device_ ? &emb_device_->comm() : nullptr, g, n);
+      sync_tied_embedding(emb_device_ ? &emb_device_->comm() : nullptr, ops_, g, n, wire, emb_wire_);
   }
 }
 

@@ -27,6 +27,7 @@
 #include "parallel/grad_sync.h"
 #include "parallel/optimizer_shards.h"
 #include "parallel/topology.h"
+#include "parallel/wire_collectives.h"
 #include "train/options.h"
 
 namespace occ {
@@ -83,6 +84,7 @@ class GradientSync {
   std::unique_ptr<DeviceGroup> emb_device_;
   std::unique_ptr<DataParallelCompressor> dp_comp_;
   std::unique_ptr<DataParallelReducer> reducer_;
+  WireScratch emb_wire_;               // the embedding gradient in its wire's format
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order
   bool compressing_ = false;           // DP compression runs this iteration
   bool sharded_ = false;               // distributed optimizer: buckets are reduce-scattered

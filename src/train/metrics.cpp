@@ -124,7 +124,21 @@ std::string progress_line(const IterationStats& s, int64_t train_iters, double e
          (s.skipped_nonfinite > 0 ? fmt::format(" | skipped non-finite {}", s.skipped_nonfinite) : "");
 }
 
+nlohmann::json wire_json(const WireFormats& wire, bool sharded) {
+  const std::string act = precision_name(wire.activations), grads = precision_name(wire.gradients);
+  const std::string tp = wire.activation_sums == wire.activations
+                             ? act
+                             : fmt::format("{}, sums {}", act, precision_name(wire.activation_sums));
+  const std::string dp = sharded && wire.parameters != wire.gradients
+                             ? fmt::format("{} gradients, {} parameters", grads, precision_name(wire.parameters))
+                             : grads;
+  return {{traffic_name(Traffic::PipelineForward), act}, {traffic_name(Traffic::PipelineBackward), act},
+          {traffic_name(Traffic::TensorParallel), tp},   {traffic_name(Traffic::DataParallel), dp},
+          {traffic_name(Traffic::Embedding), grads},     {traffic_name(Traffic::Other), "fp32"}};
+}
+
 void TrafficTotals::add(const nlohmann::json& row) {
+  if (row.contains("wire")) wire_ = row.at("wire");
   for (auto& [k, v] : row.at("bytes").items()) sent_[k] = sent_.value(k, 0.0) + v.get<double>();
   if (row.contains("bytes_saved"))
     for (auto& [k, v] : row.at("bytes_saved").items()) saved_[k] = saved_.value(k, 0.0) + v.get<double>();
@@ -137,6 +151,7 @@ void TrafficTotals::print(int64_t iterations) const {
     if (v.get<double>() == 0) continue;
     const double sv = saved_.value(k, 0.0);
     std::printf(" %s %.1f MB", k.c_str(), v.get<double>() / 1e6);
+    if (wire_.contains(k)) std::printf(" %s", wire_.at(k).get<std::string>().c_str());
     if (sv != 0) std::printf(" (%.1f MB without compression)", (v.get<double>() + sv) / 1e6);
     std::printf(",");
     sent += v.get<double>();

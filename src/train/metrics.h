@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/timer.h"
+#include "core/wire_format.h"
 #include "parallel/topology.h"
 
 namespace occ {
@@ -44,16 +45,28 @@ nlohmann::json gather_rank_metrics(Topology& topo, const PhaseTimers& timers);
 // "stages" (per pipeline stage: mean timers, summed bytes) and "ranks" to `row`.
 void summarize_rank_metrics(const nlohmann::json& ranks, nlohmann::json& row);
 
+// The format uncompressed values of each traffic class travel in (core/
+// wire_format.h), for the metrics rows' "wire": {"pp_fwd": "bf16", "pp_bwd":
+// "bf16", "tp": "bf16", "dp": "fp32", "emb": "fp32", "other": "fp32"}. tp with
+// --tp-reduce-in-fp32: "bf16, sums fp32"; dp with the distributed optimizer
+// (sharded), whose parameters travel as activations do: "fp32 gradients, bf16
+// parameters". Compressed messages are their codec's bytes; what compression
+// saved is counted against these formats.
+nlohmann::json wire_json(const WireFormats& wire, bool sharded);
+
 // Bytes all ranks sent per class over a run, and what compression kept off
 // the wire: summed from the metrics rows, printed at the end of a distributed run.
 class TrafficTotals {
  public:
-  // A row completed by summarize_rank_metrics ("bytes", optional "bytes_saved").
+  // A row completed by summarize_rank_metrics ("bytes", optional "bytes_saved", "wire").
   void add(const nlohmann::json& row);
+  // "traffic over N iterations (all ranks): pp_fwd 1.2 MB bf16, pp_bwd 0.3 MB bf16
+  // (1.2 MB without compression), ..."
   void print(int64_t iterations) const;
 
  private:
   nlohmann::json sent_ = nlohmann::json::object(), saved_ = nlohmann::json::object();
+  nlohmann::json wire_ = nlohmann::json::object();
 };
 
 // Collective: gathers every rank's events; rank 0 writes {"traceEvents": [...]}

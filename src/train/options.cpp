@@ -172,6 +172,12 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--recompute-granularity {} is not known; use selective (attention only) or full (whole layers)",
             recompute_granularity);
   OCC_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other; pick one");
+  OCC_CHECK(!grad_reduce_in_bf16 || precision() != Precision::Fp32,
+            "--grad-reduce-in-bf16 reduces the gradients of a --bf16 or --fp16 run in bf16; an fp32 run reduces them "
+            "in fp32: add --bf16 (or --fp16), or drop it");
+  OCC_CHECK(!tp_reduce_in_fp32 || precision() != Precision::Fp32,
+            "--tp-reduce-in-fp32 keeps a --bf16 or --fp16 run's tensor-parallel sums in fp32; an fp32 run's already "
+            "are: add --bf16 (or --fp16), or drop it");
   validate_attention_backend();
   // A skipped (overflowing) fp16 iteration has already fed inf to the compressors'
   // state: PowerSGD's warm start and the LEP / error-feedback residuals would stay
@@ -263,6 +269,10 @@ nlohmann::json TrainOptions::math_json() const {
   j["overlap_param_gather"] = overlap_param_gather;
   j["sequence_parallel"] = sequence_parallel;
   j["skip_nonfinite"] = skip_nonfinite;
+  // The wire's formats (core/wire_format.h): every rank must send and expect the same bytes.
+  j["tp_reduce_in_fp32"] = tp_reduce_in_fp32;
+  j["grad_reduce_in_bf16"] = grad_reduce_in_bf16;
+  j["debug_fp32_wire"] = debug_fp32_wire;
   return j;
 }
 

@@ -8,6 +8,7 @@
 
 #include "compress/compressed_backprop.h"
 #include "core/device.h"
+#include "core/wire_format.h"
 #include "data/tokenizer.h"
 #include "compress/compressed_activations.h"
 #include "compress/dp_compressor.h"
@@ -63,6 +64,11 @@ struct TrainOptions {
   // Logging, checkpoints.
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
+  // Megatron's --finetune: --load's weights only (any saved layout), iteration 0, a fresh
+  // optimizer; --no-load-optim: the weights and position without Adam's moments;
+  // --no-load-rng: accepted (our checkpoints hold no RNG state: dropout and data order are
+  // functions of the seed and the position).
+  bool finetune = false, no_load_optim = false, no_load_rng = false;
   int64_t save_interval = 0;
   // --async-save (Megatron's flag): a save's tensors are copied to host memory
   // at the iteration boundary and written by a thread while training goes on
@@ -84,6 +90,15 @@ struct TrainOptions {
   std::string attention_backend = "auto";   // --attention-backend auto|flash|fused|gemm (the GPU's kernels)
   LossScaleConfig loss_scale;               // --fp16's loss scaling
   Precision precision() const { return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32; }
+  // What uncompressed values travel in (core/wire_format.h): a --bf16 / --fp16
+  // run's activations, their TP sums and the gathered parameters in 16 bits,
+  // gradients in fp32, unless these say otherwise.
+  bool tp_reduce_in_fp32 = false;    // --tp-reduce-in-fp32: TP / SP activation sums in fp32, rounded once
+  bool grad_reduce_in_bf16 = false;  // --grad-reduce-in-bf16: DP, embedding and SP parameter gradients in bf16
+  bool debug_fp32_wire = false;      // test only (hidden): every class in fp32, the wire before issue 40
+  WireFormats wire_formats() const {
+    return WireFormats::for_run(precision(), tp_reduce_in_fp32, grad_reduce_in_bf16, debug_fp32_wire);
+  }
   // What backward recomputes (from the two flags above, as Megatron reads them).
   Recompute recompute() const;
   // Sets `device` from --device (or the default); throws on an unknown name.

@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
 #include "train/output_paths.h"
@@ -32,6 +33,11 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   layout_ = ParallelLayout::from_rank(world_rank, world_size, opt_.tensor_parallel, opt_.pipeline_parallel);
   layout_.vp_size = opt_.model_chunks();
   opt_.tokenizer.validate();
+  OCC_CHECK(!(opt_.finetune || opt_.no_load_optim || opt_.no_load_rng) || !opt_.load.empty(),
+            "--finetune, --no-load-optim and --no-load-rng apply to --load CHECKPOINT; pass it");
+  // --finetune from a checkpoint that names its tokenizer (e.g. import-hf's): that one.
+  if (opt_.finetune && !opt_.tokenizer.given() && opt_.model.vocab_size == 0)
+    opt_.tokenizer = tokenizer_from_config(read_checkpoint_config(opt_.load));
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
@@ -70,7 +76,8 @@ void Trainer::connect(double comm_timeout_s) {
   kernels::select_attention_backend(opt_.device, opt_.attention_backend);
   stage_ = std::make_unique<GptStage>(opt_.model, layout_, tp, opt_.seed,
                                       StageOptions{opt_.device, opt_.recompute(), opt_.precision(), nullptr,
-                                                   opt_.debug_classifier_values, opt_.sequence_parallel});
+                                                   opt_.debug_classifier_values, opt_.sequence_parallel,
+                                                   opt_.wire_formats()});
   if (!opt_.trace_path.empty()) stage_->timers().enable_trace();
   loss_scaler_ = std::make_unique<LossScaler>(opt_.precision(), opt_.loss_scale);
   grad_sync_ = std::make_unique<GradientSync>(opt_, *topo_, stage_->param_layout(), stage_->grads(), staged,
@@ -83,7 +90,7 @@ void Trainer::connect(double comm_timeout_s) {
     if (opt_.overlap_param_gather) {
       // The model asks for each part's parameters just before it reads them.
       param_gather_ = std::make_unique<OverlappedParamGather>(*shards_, *params_host_, *topo_->dp, topo_->counters,
-                                                              comm_timeout_s);
+                                                              comm_timeout_s, opt_.wire_formats().parameters);
       stage_->set_params_ready([this](int64_t offset, int64_t numel) { wait_for_params(offset, numel); });
     }
   }
@@ -97,7 +104,8 @@ void Trainer::connect(double comm_timeout_s) {
   // staged, the exchange copies them through host memory for MPI after the
   // codecs (on the device) encode them.
   exchange_ = std::make_unique<PipelineExchange>(comm_->pipeline_links(), tp, topo_->counters, layout_,
-                                                 stage_->timers(), opt_.device, staged, opt_.sequence_parallel);
+                                                 stage_->timers(), opt_.device, staged, opt_.sequence_parallel,
+                                                 opt_.wire_formats().activations, &stage_->ops());
   const CompressorPlacement on_stage{&stage_->ops()};
   cb_links_ = make_backprop_links(opt_.cb, layout_, int64_t(opt_.micro_batch_size) * opt_.model.seq_length,
                                   opt_.model.hidden_size, opt_.seed, on_stage);
@@ -118,11 +126,22 @@ void Trainer::connect(double comm_timeout_s) {
 void Trainer::load() {
   if (opt_.load.empty()) return;
   heartbeat::Busy busy("loading the checkpoint");
+  if (opt_.finetune) {
+    // Megatron's --finetune: the weights only (saved in any layout), iteration 0, a fresh optimizer.
+    load_merged_weights(merge_checkpoint(opt_.load), opt_.load, opt_.model, *stage_);
+    if (is_logger())
+      std::printf("--finetune: loaded the weights of %s (iteration 0, fresh optimizer)\n", opt_.load.c_str());
+    return;
+  }
   AdamMoments adam;
-  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, &adam);
+  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
   // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
-  optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
-  optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
+  if (!opt_.no_load_optim) {
+    optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
+    optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
+  } else if (is_logger()) {
+    std::printf("--no-load-optim: Adam's moments start from zero\n");
+  }
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
   const std::string loaded_dir =
@@ -270,7 +289,7 @@ IterationStats Trainer::train_step() {
   } else if (!skip && shards_) {
     ScopedPhase t(timers, "dp_allgather");  // every rank's updated shard to all
     params_host_->download_all();
-    shards_->allgather(params_host_->host(), Traffic::DataParallel);
+    shards_->allgather(params_host_->host(), Traffic::DataParallel, opt_.wire_formats().parameters);
     params_host_->upload_all();
     stage_->params();  // the reduced-precision copy of the weights is stale
   }
@@ -355,6 +374,7 @@ void Trainer::log_iteration(const IterationStats& s) {
   nlohmann::json j = iteration_row(s, consumed_samples_);
   summarize_rank_metrics(ranks, j);
   if (const std::string warning = straggler_.observe(ranks, j); !warning.empty()) std::printf("%s\n", warning.c_str());
+  j["wire"] = wire_json(opt_.wire_formats(), shards_ != nullptr);
   traffic_.add(j);
   if (metrics_) {
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
@@ -460,6 +480,7 @@ void Trainer::save_checkpoint() {
   if (shards_) {
     adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
     adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
+    gather_master_weights();
   }
   // This rank's files, copied to host memory now: training may go on while
   // they are written (--async-save).
@@ -532,6 +553,21 @@ void Trainer::finish_save(bool block) {
       std::printf("saved checkpoint %s/iter_%07lld (%.1f ms)\n", opt_.save.c_str(), (long long)iteration, ms);
   }
   writer.clear();
+}
+
+void Trainer::gather_master_weights() {
+  // Parameters that travelled in 16 bits are, outside this rank's chunks, the
+  // values the step computes with, not the fp32 master weights the checkpoint
+  // holds: DP rank 0 (the writer) takes every owner's. The step's copy of the
+  // weights is unchanged by it (it rounds the master weights to those values).
+  if (opt_.wire_formats().parameters == Precision::Fp32) return;
+  params_host_->download_all();
+  const std::vector<float> mine(params_host_->host(), params_host_->host() + std::as_const(*stage_).params().size());
+  const std::vector<float> full = shards_->gather_full(shards_->take_owned(mine), Traffic::Other, layout_.dp_rank == 0);
+  if (layout_.dp_rank != 0) return;
+  std::copy(full.begin(), full.end(), params_host_->host());
+  params_host_->upload_all();
+  stage_->params();  // the reduced-precision copy is refreshed from them (to the same values)
 }
 
 std::string Trainer::compression_state_path(const std::string& dir) const {

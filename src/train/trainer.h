@@ -77,6 +77,9 @@ class Trainer {
   }
   // What a checkpoint records of the data (the blends), to refuse resuming on other data.
   const nlohmann::json& data_fingerprint() const { return data_->fingerprint(); }
+  // Distributed optimizer, 16-bit parameter wire: every owner's fp32 master
+  // weights to DP rank 0, which writes them (collective over DP).
+  void gather_master_weights();
   std::string compression_state_path(const std::string& dir) const;
   void log_iteration(const IterationStats& s);
 

@@ -4,9 +4,11 @@
 # and uneven ring chunks: every collective, the send/receive ring shift and the
 # pipeline's links give the expected values, and the bytes MPI's rings really sent equal the ring
 # volume of comm/ring_volume.h, which NcclCommunicator counts (so a job's byte
-# counters are the same on either backend). Bad requests (--comm-backend nccl
+# counters are the same on either backend). The same collectives on the 16-bit
+# wire of a --bf16 / --fp16 run (bf16 and fp16): half the bytes, gathers exact,
+# sums bit for bit the ring's order of per-step roundings. Bad requests (--comm-backend nccl
 # on the CPU, an unknown backend, a zero count) fail with one line on every
-# rank. The NCCL side runs on a GPU (scripts/gpu-check.sh: nccl_comm).
+# rank. The NCCL side runs on a GPU (python3 -m occtools gpu-check: nccl_comm).
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
@@ -27,6 +29,12 @@ check_ok three_ranks_uneven 3 --count 100003
 check_ok four_ranks_staged 4 --count 4099 --debug-host-staging
 grep -q "comm: mpi (host-staged on the CPU: --debug-host-staging)" "$WORK/four_ranks_staged.log" &&
   pass "the staged check says how it communicates" || failed "no host-staged comm line"
+# The 16-bit wire's collectives, plain and host-staged, uneven chunks included.
+sixteen() {
+  grep -q "^comm-check: 16-bit wire (bf16, fp16): all-reduce, all-gather, block reduce-scatter, reduce-scatter and all-gather of owned chunks at 2 bytes per value .* sums bit for bit the ring's, rounded at every step" "$WORK/$1.log" &&
+    pass "$1: 16-bit collectives (bf16, fp16): values and bytes" || failed "$1: no 16-bit wire line"
+}
+for name in one_rank two_ranks three_ranks_uneven four_ranks_staged; do sixteen $name; done
 # The pipeline's links (a ring of every rank, a two-rank group per link and
 # direction, three messages each way queued before any receive): with 2+ ranks only.
 for name in two_ranks three_ranks_uneven four_ranks_staged; do
@@ -38,6 +46,7 @@ grep -q "^comm-check: pipeline links" "$WORK/one_rank.log" && failed "one rank c
   pass "one rank has no pipeline links to check"
 # Fewer floats than ranks: empty chunks.
 check_ok empty_chunks 3 --count 2
+sixteen empty_chunks
 check_ok timed 2 --count 65536 --bench-iters 3
 grep -Eq "^comm-check: all-reduce of 0.3 MB: median [0-9.]+ ms over 3, algbw [0-9.]+ GB/s, busbw" "$WORK/timed.log" &&
   pass "--bench-iters reports the all-reduce's time and bandwidth" || failed "no bandwidth line: $(tail -n 1 "$WORK/timed.log")"

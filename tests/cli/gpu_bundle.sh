@@ -11,14 +11,16 @@
 #     nothing from outside the bundle but glibc and the C++ runtime;
 #   - the same optimus-cc and mpirun without the bundle's environment fail to start, so
 #     the hiding is real.
-# Outside the namespace: gpu-check.sh on this GPU-less machine reports every check SKIP
-# "no GPU" and exits 2, and its checks run end to end with the CPU standing in for the GPU
-# (--gpu-device cpu --quick: fp32 vs CPU with the weights' bound from two CPU layouts, resume
-# across backends, the Hugging Face export against reference-dump --load, flash vs fused
-# attention's plumbing, the benchmark matrix's small row with the largest micro-batch and the
-# speed targets, and the quality experiment's --smoke plumbing), and
-# its OUT stays within the 8 files the device machine sends back. docs/gpu.md describes the
-# bundle and the check.
+# Outside the namespace, `python3 -m occtools gpu-check` from the bundle: on this GPU-less
+# machine every step SKIPs "no GPU" and it exits 2; then its plans run end to end with the
+# CPU standing in for the GPU (--gpu-device cpu --quick): the first call (the dry run of the
+# call a session lent a GPU makes first: its steps in the plan's order, flash vs fused's
+# plumbing, bf16 vs fp32, the benchmark matrix at both sizes with the largest micro-batches,
+# the op profiles and the speed targets, its worst case inside the default budget, the run
+# inside it too) and the second call (fp32 vs CPU with the weights' bound from two CPU
+# layouts, resume across backends, the multi-rank layouts, the Hugging Face export against
+# reference-dump --load, the quality experiment's --smoke plumbing), and OUT stays within the
+# 8 files the device machine sends back. docs/gpu.md describes the bundle and the check.
 # Skipped (77) only where unshare or mount is not permitted.
 # shellcheck source=fixture/lib.sh
 source "$(dirname "$0")/fixture/lib.sh"
@@ -51,7 +53,7 @@ bytes=$(du -sb "$BUNDLE" | cut -f1)
 if ((bytes < 60 * 1048576)); then pass "bundle is $((bytes / 1048576)) MiB (< 60)"; else failed "bundle is $bytes bytes, over 60 MiB"; fi
 if grep -q '\.symtab' <<< "$(readelf -S "$BUNDLE/bin/optimus-cc")"; then failed "bin/optimus-cc is not stripped"; else pass "binaries stripped"; fi
 for f in bin/optimus-cc bin/mpirun bin/orted run.sh env.sh data/kjv.bin data/kjv.idx data/kjv.model \
-  scripts/gpu-check.sh scripts/gpu_check_report.py scripts/gpu_check_speed.py tests/reference/check_against_torch.py \
+  occtools/__main__.py occtools/gpu_check/cli.py occtools/common/proc.py tests/reference/check_against_torch.py \
   bench/torch_step.py scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py \
   docs/results/compressors.json docs/gpu.md etc/openmpi-mca-params.conf; do
   [[ -e $BUNDLE/$f ]] || failed "bundle lacks $f"
@@ -168,64 +170,97 @@ for gz in "$BUNDLE"/lib/*.gz; do
 done
 echo "namespace runs: $t_ns s"
 
-# ---- gpu-check.sh here ------------------------------------------------------------------------
+# ---- gpu-check from the bundle ------------------------------------------------------------------
+# As on the GPU machine: `cd BUNDLE && python3 -m occtools gpu-check ...` (no __pycache__ written there).
+gpu_check() { (cd "$BUNDLE" && PYTHONDONTWRITEBYTECODE=1 "$PY" -m occtools gpu-check --python "$PY" "$@"); }
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   echo "note: this machine has a GPU; the no-GPU report is not tested"
 else
-  bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gc" --python "$PY" --budget 120 > "$WORK/gc.out" 2>&1
+  gpu_check --out "$WORK/gc" --budget 120 > "$WORK/gc.out" 2>&1
   rc=$?
   nskip=$(grep -c '^SKIP .*: no GPU' "$WORK/gc.out")
   if [[ $rc == 2 && $nskip -ge 8 && -s $WORK/gc/gpu-check.json && -s $WORK/gc/gpu-check.md ]] &&
     ! grep -q '^FAIL' "$WORK/gc.out" && grep -q '"result": "NOTHING-CHECKED"' "$WORK/gc/gpu-check.json"; then
-    pass "gpu-check.sh without a GPU: $nskip checks SKIP 'no GPU', exit 2, reports written"
+    pass "gpu-check without a GPU: $nskip steps SKIP 'no GPU', exit 2, reports written"
   else
     cat "$WORK/gc.out"
-    failed "gpu-check.sh without a GPU: status $rc, $nskip 'no GPU' skips"
+    failed "gpu-check without a GPU: status $rc, $nskip 'no GPU' skips"
   fi
 fi
-# The checks' own plumbing, the CPU standing in for the GPU, on small models.
-bash "$BUNDLE/scripts/gpu-check.sh" --out "$WORK/gq" --python "$PY" --gpu-device cpu --quick --budget 450 \
-  --only fp32,resume,mpi,gpu_3d,nccl,hf,tensorboard,profile,attention_flash,bench_occ_small,bench_torch_small,speed_targets_small,quality_regime \
-  > "$WORK/gq.out" 2>&1
+
+# The first call's dry run: the plan of a session lent a GPU, the CPU standing in, its default budget.
+t_first=$SECONDS
+gpu_check --first-call --out "$WORK/g1" --gpu-device cpu --quick > "$WORK/g1.out" 2>&1
 rc=$?
-npass=$(grep -c '^PASS' "$WORK/gq.out")
-if [[ $rc == 0 && $npass -ge 21 ]] && grep -q '^PASS quality_regime: 3 run(s) this call, 3 finished, 0 failed' "$WORK/gq.out"; then
-  pass "gpu-check.sh --gpu-device cpu --quick: $npass checks pass ($(grep '^PASS' "$WORK/gq.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
+t_first=$((SECONDS - t_first))
+plan=$(cd "$BUNDLE" && "$PY" -c 'from occtools.gpu_check.steps import FIRST_CALL; print(" ".join(FIRST_CALL))')
+ran=$(grep -oE '^(PASS|FAIL|SKIP) [a-z0-9_]+' "$WORK/g1.out" | cut -d' ' -f2 | paste -sd' ')
+npass=$(grep -c '^PASS' "$WORK/g1.out")
+if [[ $rc == 0 && -n $plan && $ran == "$plan" && $npass -ge 14 ]]; then
+  pass "gpu-check --first-call on the stand-in: $npass pass, in the plan's order ($ran), in $t_first s"
 else
-  cat "$WORK/gq.out"
-  failed "gpu-check.sh --gpu-device cpu --quick: status $rc, $npass passed"
+  cat "$WORK/g1.out"
+  failed "gpu-check --first-call on the stand-in: status $rc, $npass passed; ran '$ran', the plan is '$plan'"
 fi
-# The issue-29 checks' plumbing on the stand-in: the weights' bound from the CPU TP2 run, flash vs
-# fused as auto vs auto (the CPU refuses the others), each engine at its largest micro-batch (the
-# quick cap: 4), and the speed targets reported without a verdict (eager standing in for compile).
-for want in '^PASS fp32_gpu_vs_cpu: .*final weights \(A CPU, B --device cpu, C CPU TP2\): [0-9]+ tensors, per tensor' \
+# Its worst case (every command, the probes' too, to its timeout plus the kill grace) ends before
+# 7 min 30 s, and the run itself stayed inside the budget.
+read -r worst total <<< "$(sed -nE 's/^plan: first-call,.* worst case \(every command to its timeout \+ 10 s kill grace\) ends at ([0-9]+) s <= ([0-9]+) s$/\1 \2/p' "$WORK/g1.out")"
+if [[ -n $worst && $worst -le $total && $total -lt 450 && $t_first -le $total ]]; then
+  pass "the first call's worst case ends at $worst s of its $total s budget (< 7 min 30 s); this run took $t_first s"
+else
+  failed "the first call's worst case: '${worst:-no plan line}' of '${total:-?}' s, this run $t_first s"
+fi
+for want in '^SKIP cuda_kernel_tests: needs the GPU itself' \
   '^PASS attention_flash_vs_fused: CPU stand-in: auto vs auto.*flash resumed from iteration 6 vs uninterrupted: 6 iterations' \
-  '^PASS bench_occ_small_mbmax: .*largest micro-batch that fits: 4 ' '^PASS bench_torch_small_mbmax: .*largest micro-batch that fits: 4 ' \
+  '^PASS bf16_vs_fp32: .*training losses differ from fp32 at 20/20 iterations' \
+  '^PASS bench_occ_small_mbmax: .*largest micro-batch that fits: 4 ' '^PASS bench_torch_medium_mbmax: .*largest micro-batch that fits: 4 ' \
   '^PASS speed_targets_small: CPU stand-in, targets reported, not asserted.*micro-batch 2: tokens/s' \
-  '^PASS speed_targets_small_mbmax: CPU stand-in.*micro-batch 4: tokens/s' \
-  '^PASS gpu_3d_layouts_t2p2d1sp: comm: mpi \(host-staged.*vs single GPU: .*vs CPU t2p2d1sp: '; do
-  if grep -qE -- "$want" "$WORK/gq.out"; then pass "gpu-check.sh stand-in: $(grep -m 1 -oE -- "$want" "$WORK/gq.out" | cut -c1-110)"
-  else failed "gpu-check.sh stand-in: no line matching '$want'"; fi
+  '^PASS speed_targets_medium_mbmax: CPU stand-in.*micro-batch 4: tokens/s'; do
+  if grep -qE -- "$want" "$WORK/g1.out"; then pass "first call: $(grep -m 1 -oE -- "$want" "$WORK/g1.out" | cut -c1-110)"
+  else failed "first call: no line matching '$want'"; fi
 done
-if grep -q '^## Op profile: profile_occ_small' "$WORK/gq/gpu-check.md"; then pass "gpu-check.md has the op-profile table"
-else failed "gpu-check.md has no op-profile table"; fi
+for size in small medium; do
+  if grep -q "^## Op profile: profile_occ_$size" "$WORK/g1/gpu-check.md"; then pass "gpu-check.md has the $size op-profile table"
+  else failed "gpu-check.md has no $size op-profile table"; fi
+done
+
+# The second call on the stand-in: the remaining checks, the regime experiment's plumbing last.
+gpu_check --second-call --out "$WORK/g2" --gpu-device cpu --quick --budget 600 > "$WORK/g2.out" 2>&1
+rc=$?
+npass=$(grep -c '^PASS' "$WORK/g2.out")
+if [[ $rc == 0 && $npass -ge 19 ]] && grep -q '^PASS quality_regime: 3 run(s) this call, 3 finished, 0 failed' "$WORK/g2.out"; then
+  pass "gpu-check --second-call on the stand-in: $npass pass ($(grep '^PASS' "$WORK/g2.out" | cut -d: -f1 | cut -d' ' -f2 | paste -sd' '))"
+else
+  cat "$WORK/g2.out"
+  failed "gpu-check --second-call on the stand-in: status $rc, $npass passed"
+fi
+for want in '^PASS fp32_gpu_vs_cpu: .*final weights \(A CPU, B --device cpu, C CPU TP2\): [0-9]+ tensors, per tensor' \
+  '^PASS resume_cpu_to_gpu: iterations 6-10' '^PASS torch_reference_a: ' \
+  '^PASS gpu_3d_layouts_t2p2d1sp: comm: mpi \(host-staged.*vs single GPU: .*vs CPU t2p2d1sp: ' \
+  '^PASS hf_export: export = mapping'; do
+  if grep -qE -- "$want" "$WORK/g2.out"; then pass "second call: $(grep -m 1 -oE -- "$want" "$WORK/g2.out" | cut -c1-110)"
+  else failed "second call: no line matching '$want'"; fi
+done
 # TensorBoard's own reader is the GPU machine's (its Python has the package): here the
 # check says why it skips, unless this Python has tensorboard too.
-if grep -qE '^(SKIP tensorboard: .*cannot import tensorboard|PASS tensorboard: )' "$WORK/gq.out"; then
-  pass "gpu-check.sh tensorboard: $(grep -E '^(SKIP|PASS) tensorboard' "$WORK/gq.out" | cut -c1-150)"
+if grep -qE '^(SKIP tensorboard: .*cannot import tensorboard|PASS tensorboard: )' "$WORK/g2.out"; then
+  pass "gpu-check tensorboard: $(grep -E '^(SKIP|PASS) tensorboard' "$WORK/g2.out" | cut -c1-150)"
 else
-  failed "gpu-check.sh tensorboard: $(grep -E '^[A-Z]+ tensorboard' "$WORK/gq.out" || echo 'no result line')"
+  failed "gpu-check tensorboard: $(grep -E '^[A-Z]+ tensorboard' "$WORK/g2.out" || echo 'no result line')"
 fi
 # The device machine sends back at most 8 files from OUT (a console log besides): the
 # reports, the regime's ledger and its report, one archive of every log and run.
-nfiles=$(find "$WORK/gq" -type f | wc -l)
-if [[ $nfiles -le 7 && -s $WORK/gq/quality-regime.md && -s $WORK/gq/gpu-check.md ]] &&
-  "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [(r["variant"], r["finished"]) for r in d["runs"]] == [("baseline", True), ("cb", True), ("cb_lep", True)]' "$WORK/gq/regime.json" &&
-  tar -tzf "$WORK/gq/gpu-check-logs.tar.gz" > "$WORK/gq-archive.txt" &&
-  grep -qE '^quality-regime/runs/[0-9T]+-cb_lep-s1-[0-9a-f]+\.jsonl$' "$WORK/gq-archive.txt"; then
-  pass "gpu-check's OUT holds $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), the runs in the archive"
+nfiles=$(find "$WORK/g2" -type f | wc -l)
+if [[ $nfiles -le 7 && -s $WORK/g2/quality-regime.md && -s $WORK/g2/gpu-check.md ]] &&
+  "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [(r["variant"], r["finished"]) for r in d["runs"]] == [("baseline", True), ("cb", True), ("cb_lep", True)]' "$WORK/g2/regime.json" &&
+  tar -tzf "$WORK/g2/gpu-check-logs.tar.gz" > "$WORK/g2-archive.txt" &&
+  grep -qE '^quality-regime/runs/[0-9T]+-cb_lep-s1-[0-9a-f]+\.jsonl$' "$WORK/g2-archive.txt" &&
+  grep -q '^logs/gpu_3d_layouts.log$' "$WORK/g2-archive.txt"; then
+  pass "gpu-check's OUT holds $nfiles files ($(cd "$WORK/g2" && find . -type f | sort | paste -sd' ')), the logs and runs in the archive"
 else
-  failed "gpu-check's OUT: $nfiles files ($(cd "$WORK/gq" && find . -type f | sort | paste -sd' ')), or the quality files / archive missing"
+  failed "gpu-check's OUT: $nfiles files ($(cd "$WORK/g2" && find . -type f | sort | paste -sd' ')), or the quality files / archive missing"
 fi
+if [[ -z $(find "$BUNDLE" -name __pycache__) ]]; then pass "no __pycache__ written into the bundle"
+else failed "__pycache__ written into the bundle: $(find "$BUNDLE" -name __pycache__ | head -n 2)"; fi
 echo "gpu_bundle: $((SECONDS - t_start)) s"
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # labels: bundle
-# The verdicts of gpu-check.sh's Python helpers (scripts/gpu_check_report.py and
-# gpu_check_speed.py) on small synthetic inputs, each with an input that passes and one
+# The verdicts of gpu-check (python3 -m occtools gpu-verdict: occtools/gpu_check/verdicts.py,
+# bench_verdicts.py) on small synthetic inputs, each with an input that passes and one
 # that fails, so that a check that can no longer fail shows here and not on the GPU:
 #   - weights: the final weights' per-tensor bound max(4 x the two CPU layouts' spread,
 #     1e-5 x max|w|), the floor included;
@@ -10,18 +10,31 @@
 #   - speed-targets: tokens/s vs torch.compile, MFU at medium, peak memory at the same
 #     micro-batch; the op profile named when a target is missed; SKIP (3) when a run it
 #     needs was skipped, FAIL when it failed; the CPU stand-in's report-only mode;
-#   - op-profile and the report's op-profile table (each op's share).
+#   - op-profile and the report's op-profile table (each op's share);
+#   - the budget and the plans (tests/tooling/test_gpu_check_budget.py): every plan's worst
+#     case ends by the budget, commands never outlive the deadline, the first call's order;
+#     the package's shape (tests/tooling/test_occtools_package.py): no import circle, no module
+#     over 400 lines, stdlib-only imports, --help lists every command.
 # No engine run: seconds.
 # shellcheck source=fixture/lib.sh
 source "$(dirname "$0")/fixture/lib.sh"
-R=$SRC/scripts/gpu_check_report.py
+export PYTHONPATH=$SRC PYTHONDONTWRITEBYTECODE=1
 cd "$WORK" || exit 1
 
-# expect NAME RC PATTERN ARGS...: gpu_check_report.py ARGS exits RC and its SUMMARY matches PATTERN
+for t in test_gpu_check_budget test_occtools_package; do
+  if out=$(cd "$SRC" && "$PY" -m unittest "tests/tooling/$t.py" 2>&1); then
+    pass "tests/tooling/$t.py: $(tail -n 3 <<< "$out" | paste -sd' ')"
+  else
+    echo "$out"
+    failed "tests/tooling/$t.py"
+  fi
+done
+
+# expect NAME RC PATTERN ARGS...: `occtools gpu-verdict ARGS` exits RC and its SUMMARY matches PATTERN
 expect() {
   local name=$1 want=$2 pat=$3 rc
   shift 3
-  "$PY" "$R" "$@" > "$WORK/$name.out" 2>&1
+  "$PY" -m occtools gpu-verdict "$@" > "$WORK/$name.out" 2>&1
   rc=$?
   local re="^SUMMARY .*$pat"
   [[ $pat == ^* ]] && re="^SUMMARY ${pat#^}"
@@ -100,18 +113,21 @@ bench("mbmax/bench_torch_medium_compile_mbmax.json", *M, 64, 480.0, 100000, 355_
 bench("fit_ours.json", *S, 8, 100.0, 9303, 124_000_000)
 bench("fit_torch.json", *S, 8, 30.0, 8308, 124_000_000, peak_reserved_mib=12000, device_total_mib=143771)
 bench("fit_nopeak.json", *S, 8, 30.0, None, 124_000_000)
-with open("probe.json", "w") as f:
-    json.dump({"gpu_mib": 143771}, f)
-EOF
-row() { printf '%s\t%s\t1\t%s\t\t\n' "$1" "$2" "$3"; }
-{ row bench_occ_small PASS ok; row bench_torch_small_compile PASS ok; row bench_torch_small PASS ok; } > pass/checks.tsv
-{ row bench_occ_medium PASS ok; row bench_torch_medium_compile PASS ok; row bench_torch_medium SKIP "time budget spent"
-  row profile_occ_medium PASS ok; } > miss/checks.tsv
-{ row bench_occ_small PASS ok; row bench_torch_small_compile SKIP "time budget spent (20 s left of 450, needs ~90 s)"; } > skip/checks.tsv
-{ row bench_occ_small PASS ok; row bench_torch_small_compile FAIL "torch_step.py: exit status 1"; } > fail/checks.tsv
-{ row bench_occ_small PASS ok; row bench_torch_small_compile SKIP "this torch has no torch.compile"; row bench_torch_small PASS ok; } > cpu/checks.tsv
-{ row bench_occ_medium_mbmax PASS ok; row bench_torch_medium_compile_mbmax PASS ok; } > mbmax/checks.tsv
+# gpu-check.json reports: which runs passed
+def report(d, rows):
+    with open(f"{d}/gpu-check.json", "w") as f:
+        json.dump({"checks": [{"name": n, "status": s, "summary": m} for n, s, m in rows]}, f)
 
+report("pass", [("bench_occ_small", "PASS", "ok"), ("bench_torch_small_compile", "PASS", "ok"), ("bench_torch_small", "PASS", "ok")])
+report("miss", [("bench_occ_medium", "PASS", "ok"), ("bench_torch_medium_compile", "PASS", "ok"),
+                ("bench_torch_medium", "SKIP", "time budget spent"), ("profile_occ_medium", "PASS", "ok")])
+report("skip", [("bench_occ_small", "PASS", "ok"),
+                ("bench_torch_small_compile", "SKIP", "time budget spent (20 s left of 440, needs ~90 s)")])
+report("fail", [("bench_occ_small", "PASS", "ok"), ("bench_torch_small_compile", "FAIL", "torch_step.py: exit status 1")])
+report("cpu", [("bench_occ_small", "PASS", "ok"), ("bench_torch_small_compile", "SKIP", "this torch has no torch.compile"),
+               ("bench_torch_small", "PASS", "ok")])
+report("mbmax", [("bench_occ_medium_mbmax", "PASS", "ok"), ("bench_torch_medium_compile_mbmax", "PASS", "ok")])
+EOF
 # ---- weights ----------------------------------------------------------------------------------
 expect weights_pass 0 'worst b at 0\.80 of its bound .*the floor' weights A.safetensors B_ok.safetensors --spread C.safetensors
 expect weights_beyond_spread 1 '^1 tensors beyond their bound: w ' weights A.safetensors B_w.safetensors --spread C.safetensors
@@ -119,41 +135,47 @@ expect weights_beyond_floor 1 '^1 tensors beyond their bound: b ' weights A.safe
 expect weights_names 1 'tensor names differ' weights A.safetensors B_names.safetensors --spread C.safetensors
 
 # ---- fit-micro-batch ----------------------------------------------------------------------------
-expect fit_h200 0 'largest micro-batch that fits: 64 ' fit-micro-batch fit_ours.json --probe probe.json
-if grep -qx 'MICRO_BATCH 64' fit_h200.out; then pass "fit_h200: MICRO_BATCH 64"; else failed "fit_h200: no 'MICRO_BATCH 64' line"; fi
+expect fit_h200 0 'largest micro-batch that fits: 64 ' fit-micro-batch fit_ours.json --gpu-mib 143771
+if grep -q '"micro_batch": 64,' fit_h200.out; then pass "fit_h200: micro_batch 64"; else failed "fit_h200: no micro_batch 64 in NUMBERS"; fi
 # 40000 MiB: 36000 usable = 1892 fixed + 926.4 per sample x 36.8 -> 32 (a multiple of 8)
 expect fit_40g 0 'fits: 32 .* fits 36\)' fit-micro-batch fit_ours.json --total-mib 40000
 # 12000 MiB: fits 9 -> 8, the run's own micro-batch: nothing larger to run (exit 3)
 expect fit_full 3 'micro-batch 8 is already the largest that fits' fit-micro-batch fit_ours.json --total-mib 12000
-if grep -qx 'MICRO_BATCH 8' fit_full.out; then pass "fit_full: MICRO_BATCH 8"; else failed "fit_full: no 'MICRO_BATCH 8' line"; fi
+if grep -q '"micro_batch": 8,' fit_full.out; then pass "fit_full: micro_batch 8"; else failed "fit_full: no micro_batch 8 in NUMBERS"; fi
 # PyTorch: its allocator's reserved peak (12000 MiB) counts, and the JSON's device_total_mib
 expect fit_torch 0 'peak 12000 MiB \(peak_reserved_mib\).*the run.s device_total_mib' fit-micro-batch fit_torch.json
 expect fit_nopeak 2 'no peak memory' fit-micro-batch fit_nopeak.json --total-mib 40000
 
 # ---- speed-targets ------------------------------------------------------------------------------
 expect speed_pass 0 '^small, micro-batch 8: tokens/s 409\.6k vs torch\.compile 354\.6k = 1\.16x .*vs eager 252\.1k = 1\.63x.*= 0\.95x' \
-  speed-targets --checks pass/checks.tsv --work pass --size small
+  speed-targets --report pass/gpu-check.json --work pass --size small
 expect speed_miss 1 '^MISSED: tokens/s 0\.21x .*<= 58\.7 ms \(now 280\.0 ms\); MFU 7\.[0-9]% < 35%; peak memory 1\.75x .*holds the step back .*attention 60%.*attention_backward 100\.0 ms \(40%\) at 13 TFLOP/s' \
-  speed-targets --checks miss/checks.tsv --work miss --size medium
+  speed-targets --report miss/gpu-check.json --work miss --size medium
 expect speed_skip 3 'not compared: bench_torch_small_compile SKIP: time budget spent' \
-  speed-targets --checks skip/checks.tsv --work skip --size small
-expect speed_fail 1 'no comparison: bench_torch_small_compile FAIL' speed-targets --checks fail/checks.tsv --work fail --size small
+  speed-targets --report skip/gpu-check.json --work skip --size small
+expect speed_fail 1 'no comparison: bench_torch_small_compile FAIL' speed-targets --report fail/gpu-check.json --work fail --size small
 expect speed_cpu 0 '^CPU stand-in, targets reported, not asserted.*vs PyTorch eager.*reports none.*eager stands in; off target: tokens/s 0\.78x' \
-  speed-targets --checks cpu/checks.tsv --work cpu --size small --report-only
+  speed-targets --report cpu/gpu-check.json --work cpu --size small --report-only
 expect speed_mbmax 0 '^medium, micro-batch 56 \(ours\) / 64 \(compile\): .* = 1\.11x .*MFU 37\.0%.*other micro-batches: not compared' \
-  speed-targets --checks mbmax/checks.tsv --work mbmax --size medium --suffix _mbmax
+  speed-targets --report mbmax/gpu-check.json --work mbmax --size medium --suffix _mbmax
 
 # ---- op profile and the report ------------------------------------------------------------------
 expect op_profile 0 'attention 60%.*attention_backward 100\.0 ms \(40%\) at 13 TFLOP/s' op-profile miss/profile_occ_medium.json
-sed -n 's/^NUMBERS //p' op_profile.out > profile.numbers.json
-printf 'profile_occ_medium\tPASS\t3\tprofiled\t%s\t\n' "$WORK/profile.numbers.json" > report.tsv
-echo '{"gpu_line": "GPU: synthetic"}' > info.json
-if "$PY" "$R" report --checks report.tsv --info info.json --out report > report.out 2>&1 &&
-  grep -q '^## Op profile: profile_occ_medium' report/gpu-check.md &&
-  grep -qF '| round_to_precision | 300.0 | 40.000 | 16.0% | |' report/gpu-check.md; then
+# The report's op-profile table lists every op with its share (occtools/gpu_check/report.py).
+if "$PY" - > report.out 2>&1 << 'EOF'
+import json
+from occtools.gpu_check import report
+from occtools.gpu_check.context import Result
+line = [l for l in open("op_profile.out") if l.startswith("NUMBERS ")][-1]
+r = Result("profile_occ_medium", "PASS", 3.0, "profiled", json.loads(line[8:]))
+md = report.markdown(report.document({"gpu_line": "GPU: synthetic"}, [r]))
+assert "## Op profile: profile_occ_medium" in md, md
+assert "| round_to_precision | 300.0 | 40.000 | 16.0% | |" in md, md
+EOF
+then
   pass "report: the op-profile table lists every op with its share"
 else
-  cat report.out report/gpu-check.md 2> /dev/null
+  cat report.out
   failed "report: no op-profile table"
 fi
 finish

@@ -10,7 +10,7 @@
 # Every run must equal the same run without staging bit for bit (loss, grad
 # norm, and the bytes of every traffic class in every iteration), and the job
 # says how it communicates. A GPU job takes this path with real device copies
-# (scripts/gpu-check.sh: gpu_3d_layouts).
+# (python3 -m occtools gpu-check: gpu_3d_layouts).
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 4 --hidden-size 32

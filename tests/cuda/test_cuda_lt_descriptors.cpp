@@ -91,6 +91,11 @@ TEST(LtDescriptors, CublasLtReadsBackEveryAttribute) {
        key_of(backward_input_gemm(512, 3072, 768), bf16, fp32, LtEpilogue::DGeluBGrad, fp32, bf16, 3072), CUBLAS_OP_N,
        CUBLAS_OP_N, CUBLASLT_EPILOGUE_DGELU_BGRAD, {CUDA_R_16BF, 3072, 768, 3072}, {CUDA_R_16BF, 768, 512, 768},
        {CUDA_R_32F, 3072, 512, 3072}, CUDA_R_32F, CUDA_R_16BF},
+      // The model's MLP backward: bf16 dinp and its bias gradient in D's type (bf16).
+      {"backward input dgelu bgrad (the model's)",
+       key_of(backward_input_gemm(512, 3072, 768), bf16, bf16, LtEpilogue::DGeluBGrad, bf16, bf16, 3072), CUBLAS_OP_N,
+       CUBLAS_OP_N, CUBLASLT_EPILOGUE_DGELU_BGRAD, {CUDA_R_16BF, 3072, 768, 3072}, {CUDA_R_16BF, 768, 512, 768},
+       {CUDA_R_16BF, 3072, 512, 3072}, CUDA_R_16BF, -1},
       // dw[2304, 768] += dout[512, 2304]^T inp[512, 768]: dw^T = inp^T dout.
       {"backward weight bgradb",
        key_of(backward_weight_gemm(512, 768, 2304), bf16, fp32, LtEpilogue::BGradB, fp32, fp32, 0), CUBLAS_OP_N,

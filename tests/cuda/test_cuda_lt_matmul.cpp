@@ -16,9 +16,10 @@
 // output may come from the rounded pre-activation: one more half ulp of x.
 //
 // Every case prints whether its epilogue ran fused or fell back (and why); the
-// cases llm.c runs fused on Hopper (bf16 BIAS, GELU_AUX_BIAS and DGELU at
-// aligned model shapes) must fuse, and a GeLU with an aux ld that is not a
-// multiple of 8 must fall back. Without a visible GPU every test is SKIPPED.
+// cases the model's step uses (ModelEpiloguesRunFused: BIAS, GELU_AUX_BIAS,
+// DGELU_BGRAD with the bias gradient in D's type, BGRADB, at GPT-2 small and
+// medium shapes, bf16 and fp16) must fuse, and a GeLU with an aux ld that is not
+// a multiple of 8 must fall back. Without a visible GPU every test is SKIPPED.
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -42,6 +43,7 @@
 namespace occ::kernels {
 namespace {
 
+using cuda::LtEpilogue;
 using cuda::LtMatmul;
 constexpr Precision kFp32 = Precision::Fp32, kBf16 = Precision::Bf16, kFp16 = Precision::Fp16;
 
@@ -315,18 +317,22 @@ void check_backward_input(LtMatmul& lt, int64_t N, int64_t C, int64_t OC, Precis
   }
   if (!dbias) return;
   std::vector<float> want(db.host());
-  std::vector<double> bound(size_t(C), 0.0);
-  for (int64_t c = 0; c < C; ++c) {
-    double s = 0.0, b = 0.0, mag = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
+  // Per column: the sum, each element's own allowance (half an ulp where the sums see the
+  // rounded output) and the magnitudes, accumulated row by row (the model's shapes are large).
+  std::vector<double> sum(size_t(C), 0.0), allow(size_t(C), 0.0), mag(size_t(C), 0.0), bound(size_t(C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
       const size_t i = size_t(n * C + c);
-      s += g[i];
-      mag += std::fabs(g[i]);
-      // each element's own allowance; half an ulp where the sums see the rounded output
-      b += 1.2 * e + allowance(i) + 0.5 * ulp(std::fabs(g[i]), dinp_f);
+      sum[size_t(c)] += g[i];
+      mag[size_t(c)] += std::fabs(g[i]);
+      allow[size_t(c)] += 1.2 * e + allowance(i) + 0.5 * ulp(std::fabs(g[i]), dinp_f);
     }
-    want[size_t(c)] = float(double(want[size_t(c)]) + s);
-    bound[size_t(c)] = b + 1e-5 * mag + 1e-6 * std::fabs(want[size_t(c)]);
+  for (int64_t c = 0; c < C; ++c) {
+    const size_t k = size_t(c);
+    want[k] = float(double(want[k]) + sum[k]);
+    // + the one rounding of the call's sum to dinp's format (DGELU_BGRAD writes its
+    // vector in D's type) before it is widened and added to the fp32 gradient
+    bound[k] = allow[k] + 1e-5 * mag[k] + 0.5 * ulp(std::fabs(sum[k]) + allow[k], dinp_f) + 1e-6 * std::fabs(want[k]);
   }
   expect_within(db.download(), want, [&](size_t c) { return bound[c]; }, what + " dbias_of_dinp");
 }
@@ -345,7 +351,7 @@ TEST_F(LtMatmulTest, BackwardInputThroughGelu) {
     for (bool dbias : {false, true}) {
       // The second MLP layer of GPT-2 small: dinp [N, 3072] through the GeLU of the first.
       check_backward_input(lt(), 512, 3072, 768, kBf16, dinp_f, false, true, dbias);
-      if (dinp_f == kBf16 && !dbias) {
+      if (dinp_f == kBf16) {  // DGELU and DGELU_BGRAD (the bias gradient in D's type) fuse
         EXPECT_TRUE(lt().last_call().fused) << lt().last_call().fallback_reason;
       }
       check_backward_input(lt(), 37, 50, 29, kBf16, dinp_f, false, true, dbias);  // aux ld 50: the kernel
@@ -356,6 +362,7 @@ TEST_F(LtMatmulTest, BackwardInputThroughGelu) {
   check_backward_input(lt(), 512, 3072, 768, kBf16, kBf16, true, true, true);
   EXPECT_FALSE(lt().last_call().fused);
   check_backward_input(lt(), 512, 3072, 768, kFp16, kFp16, false, true, true);
+  EXPECT_TRUE(lt().last_call().fused) << lt().last_call().fallback_reason;
 }
 
 // ---- backward, weight -----------------------------------------------------------
@@ -382,6 +389,50 @@ TEST_F(LtMatmulTest, BackwardWeightAccumulates) {
   for (const auto& s : kShapes)
     for (bool dbias : {false, true}) check_backward_weight(lt(), s[0], s[1], s[2], kBf16, dbias);
   check_backward_weight(lt(), 512, 768, 2304, kFp16, true);
+}
+
+// ---- the epilogues of the model's step: fused, or FAIL ------------------------------
+// A --bf16 / --fp16 GPT step (model/gpt_layer.cpp, model/block.cpp) asks cuBLASLt for
+// these fused epilogues, with 16-bit activations and weights and fp32 gradients:
+//   QKV forward                 BIAS           out and bias in the 16-bit format     [N, C] -> [N, 3C]
+//   MLP h->4h forward           GELU_AUX_BIAS  out, pre-GeLU and bias 16-bit          [N, C] -> [N, 4C]
+//   MLP 4h->h input gradient    DGELU_BGRAD    dinp 16-bit through the GeLU, fc's bias gradient
+//                                              (its vector in dinp's format)          [N, C] -> [N, 4C]
+//   QKV weight gradient         BGRADB         dw fp32 (+=), the QKV bias's gradient fp32
+// and DEFAULT for every other product (the projections, the LM head, the other input and
+// weight gradients; those bias gradients come from the fused dropout kernels). Here each
+// case at GPT-2 small (C 768) and medium (C 1024) with N = 8 x 1024 rows (micro-batch 8,
+// sequence 1024), in bf16 and fp16, against the CPU, and each must have run fused: a
+// fallback costs every layer an extra GEMM into an fp32 [N, 4C] buffer and kernels.
+struct ModelCase {
+  const char* name;
+  LtEpilogue epilogue;
+};
+constexpr ModelCase kModelCases[] = {{"QKV forward", LtEpilogue::Bias},
+                                     {"MLP h->4h forward", LtEpilogue::GeluAuxBias},
+                                     {"MLP 4h->h input gradient", LtEpilogue::DGeluBGrad},
+                                     {"QKV weight gradient", LtEpilogue::BGradB}};
+
+TEST_F(LtMatmulTest, ModelEpiloguesRunFused) {
+  const int64_t N = 8 * 1024;
+  for (auto [size, C] : {std::pair<const char*, int64_t>{"GPT-2 small", 768}, {"GPT-2 medium", 1024}}) {
+    for (Precision f : {kBf16, kFp16}) {
+      for (const ModelCase& m : kModelCases) {
+        switch (m.epilogue) {
+          case LtEpilogue::Bias: check_forward(lt(), N, C, 3 * C, f, f, true, f, false); break;
+          case LtEpilogue::GeluAuxBias: check_forward(lt(), N, C, 4 * C, f, f, true, f, true); break;
+          case LtEpilogue::DGeluBGrad: check_backward_input(lt(), N, 4 * C, C, f, f, false, true, true); break;
+          case LtEpilogue::BGradB: check_backward_weight(lt(), N, C, 3 * C, f, true); break;
+          default: break;
+        }
+        const auto& call = lt().last_call();
+        EXPECT_EQ(call.epilogue, m.epilogue) << m.name;
+        EXPECT_TRUE(call.fused) << size << " " << precision_name(f) << " " << m.name << " ("
+                                << cuda::epilogue_name(m.epilogue) << ") fell back to separate passes: "
+                                << call.fallback_reason;
+      }
+    }
+  }
 }
 
 // ---- the plan cache and determinism ------------------------------------------------

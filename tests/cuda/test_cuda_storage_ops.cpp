@@ -6,8 +6,9 @@
 // involved. Dropout masks must be identical (the same zeros); the fused
 // LayerNorm ops must agree with the CPU's composition of their parts. Shapes
 // cover the vectorised paths (C = 768, 1600, 8192: one and several warps per
-// row) and the scalar ones (C = 50, 770, 20000; misaligned tensors), with rows
-// not a multiple of any block's. Without a visible GPU every test is SKIPPED.
+// row; 512, 1024, 2040, 2048: the widths whose staged column sums reach the
+// shared-memory limit) and the scalar ones (C = 50, 770, 20000; misaligned
+// tensors), with rows not a multiple of any block's. Without a visible GPU every test is SKIPPED.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,8 +70,10 @@ TEST_P(StorageTest, Gelu) {
 }
 
 TEST_P(StorageTest, BiasDropoutAdd) {
-  // (T, C, N): vectorised C, odd C, N not a multiple of T.
-  for (auto [T, C, N] : {std::tuple<int64_t, int64_t, int64_t>{7, 768, 21}, {7, 50, 21}, {5, 770, 11}}) {
+  // (T, C, N): vectorised C, odd C, N not a multiple of T; 1024 and 2048: the dropout
+  // gradient's staged bias-gradient sums fill its 48 KiB of shared memory.
+  for (auto [T, C, N] : {std::tuple<int64_t, int64_t, int64_t>{7, 768, 21}, {7, 50, 21}, {5, 770, 11}, {4, 1024, 9},
+                         {3, 2048, 6}}) {
     for (float prob : {0.0f, 0.1f}) {
       for (bool x_fp32 : {false, true}) {
         const Dropout d = make_dropout(prob);
@@ -125,9 +128,13 @@ TEST_P(StorageTest, DropoutInplaceMaskIsBitIdentical) {
 }
 
 // (N, C): one warp per row (768), several (1600, 8192: 2 and 8 warps forward),
-// the scalar path (50, 770: C not a multiple of the pack; 20000: a row too
-// wide for the backward's registers in 16 bits, and for both in fp32).
-const std::pair<int64_t, int64_t> kLayerNormShapes[] = {{33, 768}, {10, 50}, {7, 770}, {5, 1600}, {3, 8192}, {2, 20000}};
+// GPT-2 medium's and Llama's widths (1024, 2048: the backward's row groups
+// stage their column sums in shared memory up to the 48 KiB limit, less the
+// kernel's static bytes), the scalar path (50, 770: C not a multiple of the
+// pack; 20000: a row too wide for the backward's registers in 16 bits, and for
+// both in fp32).
+const std::pair<int64_t, int64_t> kLayerNormShapes[] = {{33, 768}, {10, 50},  {7, 770},  {5, 1600},
+                                                        {9, 1024}, {6, 2048}, {3, 8192}, {2, 20000}};
 
 TEST_P(StorageTest, LayerNorm) {
   for (auto [N, C] : kLayerNormShapes) {
@@ -161,8 +168,11 @@ TEST_P(StorageTest, LayerNorm) {
 
 // The fused pairs against the CPU's composition (and the GPU's own parts):
 // (N, T, C) with vectorised and odd C, dropout on and off, x in the storage
-// format or fp32 (a TP all-reduce's sum).
-const std::tuple<int64_t, int64_t, int64_t> kFusedShapes[] = {{21, 7, 768}, {11, 5, 50}, {9, 4, 770}, {6, 3, 1600}};
+// format or fp32 (a TP all-reduce's sum). 512, 1024, 2040 and 2048 are the
+// widths whose three staged column sums (dw, db, dbias) once filled the whole
+// 48 KiB beside the kernel's static bytes: a launch the GPU refuses.
+const std::tuple<int64_t, int64_t, int64_t> kFusedShapes[] = {{21, 7, 768}, {11, 5, 50},  {9, 4, 770},   {6, 3, 1600},
+                                                              {8, 4, 512},  {8, 4, 1024}, {6, 3, 2040}, {6, 3, 2048}};
 
 void check_fused_forward(Ops& cpu, Ops& gpu, Precision p, Precision storage, bool x_fp32) {
   for (auto [N, T, C] : kFusedShapes) {
@@ -197,23 +207,32 @@ void check_fused_forward(Ops& cpu, Ops& gpu, Precision p, Precision storage, boo
   }
 }
 
-void check_fused_backward(Ops& cpu, Ops& gpu, Precision p, Precision storage) {
+// LayerNorm's (rms false) or RMSNorm's (no mean, no db) fused backward.
+void check_fused_backward(Ops& cpu, Ops& gpu, Precision p, Precision storage, bool rms = false) {
   for (auto [N, T, C] : kFusedShapes) {
     for (float prob : {0.0f, 0.1f}) {
       for (bool with_dbias : {true, false}) {
         const Dropout d = make_dropout(prob, 0x4321, 3);
-        const std::string tag = std::string(" ") + precision_name(p) + " in " + precision_name(storage) +
-                                shape(N, C) + " p=" + std::to_string(prob) + " dbias=" + std::to_string(with_dbias);
+        const std::string tag = std::string(rms ? " rms " : " ") + precision_name(p) + " in " +
+                                precision_name(storage) + shape(N, C) + " p=" + std::to_string(prob) +
+                                " dbias=" + std::to_string(with_dbias);
         StoredTwin inp(random_values(N * C, 70, -2.0f, 2.0f), p, storage), w(random_values(C, 71), p, storage);
         StoredTwin dout(random_values(N * C, 72), p, storage), dresid(random_values(N * C, 73), p, storage);
         StoredTwin dx(filled(N * C, 7.0f), p, storage);
         FTwin mean(random_values(N, 74, -0.2f, 0.2f)), rstd(random_values(N, 75, 0.5f, 2.0f));
         FTwin dbias(random_values(C, 76)), dw(random_values(C, 77)), db(random_values(C, 78));
         const std::vector<float> dbias0 = dbias.cpu;
-        cpu.layernorm_dropout_backward(dresid.c(), dx.c(), with_dbias ? dbias.c() : nullptr, dw.c(), db.c(), dout.c(),
-                                       inp.c(), w.c(), mean.c(), rstd.c(), d, N, T, C, p);
-        gpu.layernorm_dropout_backward(dresid.g(), dx.g(), with_dbias ? dbias.g() : nullptr, dw.g(), db.g(), dout.g(),
-                                       inp.g(), w.g(), mean.g(), rstd.g(), d, N, T, C, p);
+        if (rms) {
+          cpu.rmsnorm_dropout_backward(dresid.c(), dx.c(), with_dbias ? dbias.c() : nullptr, dw.c(), dout.c(), inp.c(),
+                                       w.c(), rstd.c(), d, N, T, C, p);
+          gpu.rmsnorm_dropout_backward(dresid.g(), dx.g(), with_dbias ? dbias.g() : nullptr, dw.g(), dout.g(), inp.g(),
+                                       w.g(), rstd.g(), d, N, T, C, p);
+        } else {
+          cpu.layernorm_dropout_backward(dresid.c(), dx.c(), with_dbias ? dbias.c() : nullptr, dw.c(), db.c(),
+                                         dout.c(), inp.c(), w.c(), mean.c(), rstd.c(), d, N, T, C, p);
+          gpu.layernorm_dropout_backward(dresid.g(), dx.g(), with_dbias ? dbias.g() : nullptr, dw.g(), db.g(),
+                                         dout.g(), inp.g(), w.g(), mean.g(), rstd.g(), d, N, T, C, p);
+        }
         const std::vector<float> dresid_gpu = dresid.gpu(), dx_gpu = dx.gpu();
         expect_close_lp(dresid_gpu, dresid.cpu, p, 1, 1e-5, "fused backward dresid" + tag);
         expect_close(dw, 1e-5, "fused backward dw" + tag);
@@ -245,12 +264,45 @@ TEST_P(StorageTest, FusedLayerNormForwardMatchesComposition) {
 
 TEST_P(StorageTest, FusedLayerNormBackwardMatchesComposition) { check_fused_backward(cpu(), gpu(), p(), p()); }
 
+// RMSNorm (Llama) takes the same kernels with the mean and db left out: the same
+// three-sum launch at every width.
+TEST_P(StorageTest, FusedRmsNormBackwardMatchesComposition) { check_fused_backward(cpu(), gpu(), p(), p(), true); }
+
 // fp32 tensors of a --bf16 / --fp16 step (the CPU's storage) on the GPU: the
 // kernels round what they store to p, as the 16-bit storage does.
 TEST_F(CudaOpsTest, FusedLayerNormRoundsFp32StorageToThePrecision) {
   for (Precision p : {Precision::Bf16, Precision::Fp16}) {
     check_fused_forward(cpu(), gpu(), p, Precision::Fp32, false);
     check_fused_backward(cpu(), gpu(), p, Precision::Fp32);
+  }
+}
+
+// The MLP's linear + GeLU and its backward with fp32 storage in a 16-bit step (p
+// bf16 / fp16): the products copy their operands to the format in the backend's
+// operand buffer, so the GeLU's intermediate (the pre-activation, the input
+// gradient) lives in the output tensors, as on the CPU, never in that buffer.
+// Against the CPU: the products are exact in fp32 on both (values of the format),
+// so only summation order differs, then one rounding to p.
+TEST_F(CudaOpsTest, LinearGeluWithFp32StorageIn16BitSteps) {
+  const int64_t N = 64, C = 96, F = 384;  // [N, C] -> [N, F] (h -> 4h), and back
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    const std::string tag = std::string(" fp32 storage, ") + precision_name(p);
+    const Precision s = Precision::Fp32;
+    StoredTwin inp(random_values(N * C, 160), p, s), w(random_values(F * C, 161, -0.2f, 0.2f), p, s);
+    StoredTwin b(random_values(F, 162), p, s), pre(filled(N * F, 5.0f), p, s), out(filled(N * F, 5.0f), p, s);
+    cpu().linear_gelu_forward(pre.c(), out.c(), inp.c(), w.c(), b.c(), N, C, F, p);
+    gpu().linear_gelu_forward(pre.g(), out.g(), inp.g(), w.g(), b.g(), N, C, F, p);
+    expect_close_lp(pre.gpu(), pre.cpu, p, 1, 1e-5, "linear_gelu_forward pre" + tag);
+    expect_close_lp(out.gpu(), out.cpu, p, 1, 1e-5, "linear_gelu_forward out" + tag);
+    // Backward through the 4h -> h projection w2 [C, F] and the GeLU, from the CPU's forward.
+    StoredTwin act(out.cpu, p, s), pre2(pre.cpu, p, s), w2(random_values(C * F, 163, -0.2f, 0.2f), p, s);
+    StoredTwin dout(random_values(N * C, 164), p, s), dpre(filled(N * F, 5.0f), p, s);
+    FTwin dbias(random_values(F, 165)), dw(random_values(C * F, 166));
+    cpu().linear_backward_gelu(dpre.c(), dbias.c(), dw.c(), dout.c(), act.c(), pre2.c(), w2.c(), N, F, C, p);
+    gpu().linear_backward_gelu(dpre.g(), dbias.g(), dw.g(), dout.g(), act.g(), pre2.g(), w2.g(), N, F, C, p);
+    expect_close_lp(dpre.gpu(), dpre.cpu, p, 1, 1e-5, "linear_backward_gelu dpre" + tag);
+    expect_close(dbias, 1e-5, "linear_backward_gelu dpre_bias" + tag);
+    expect_close(dw, 1e-5, "linear_backward_gelu dw" + tag);
   }
 }
 

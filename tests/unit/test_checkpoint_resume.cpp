@@ -205,6 +205,15 @@ TEST(JobCommand, AppendsWhereToResume) {
                            "ck/heartbeat", ":", "-np", "1", "other-program"});
   EXPECT_EQ(job.argv_for(resume), want);
 
+  // Resumed from its own checkpoint, a fine-tuning job is not fine-tuned again from it.
+  const cmd::JobCommand finetune({"optimus-cc", "train", "--vocab-size", "64", "--save", "ck", "--load", "hf",
+                                  "--finetune", "--no-load-optim"});
+  EXPECT_TRUE(finetune.options().finetune);
+  const std::vector<std::string> resumed = finetune.argv_for(resume);
+  EXPECT_EQ(std::vector<std::string>(resumed.begin() + 9, resumed.begin() + 15),
+            (std::vector<std::string>{"--load", "ck", "--finetune=false", "--no-load-optim=false", "--ckpt-step", "15"}));
+  EXPECT_EQ(finetune.argv_for(fresh).size(), 13u);  // the first attempt starts from --load hf as given
+
   EXPECT_NE(error_of([] { cmd::JobCommand({"mpirun", "-np", "2", "python3", "train.py"}); }).find("optimus-cc train"),
             std::string::npos);
   EXPECT_NE(error_of([] { cmd::JobCommand({"optimus-cc", "train", "--vocab-size", "64"}); }).find("--save"),

@@ -81,7 +81,8 @@ class RecordingCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
-  void allreduce_sum(float* data, size_t count, Traffic traffic) override {
+  void allreduce_sum(TensorRef ref, size_t count, Traffic traffic) override {
+    float* data = ref.f32();
     seen = data;
     seen_count = count;
     seen_traffic = traffic;
@@ -93,7 +94,9 @@ class RecordingCommunicator final : public Communicator {
     seen_traffic = traffic;
     for (size_t i = 0; i < count; ++i) data[i] = std::max(data[i], other);
   }
-  void allgather(const float* in, float* out, size_t count, Traffic traffic) override {
+  void allgather(ConstTensorRef in_ref, TensorRef out_ref, size_t count, Traffic traffic) override {
+    const float* in = in_ref.f32();
+    float* out = out_ref.f32();
     seen = out;
     seen_in = in;
     seen_count = count;
@@ -103,7 +106,9 @@ class RecordingCommunicator final : public Communicator {
       out[count + i] = other;
     }
   }
-  void reduce_scatter(const float* in, float* out, size_t count, Traffic traffic) override {
+  void reduce_scatter(ConstTensorRef in_ref, TensorRef out_ref, size_t count, Traffic traffic) override {
+    const float* in = in_ref.f32();
+    float* out = out_ref.f32();
     seen = out;
     seen_in = in;
     seen_count = count;

@@ -6,8 +6,13 @@
 // pipeline's links) through the backend --comm-backend picks (NCCL on device memory, or MPI, host-staged on a GPU),
 // and compares the results with the values they must have and each
 // operation's byte count with the ring's (comm/ring_volume.h; for MPI those
-// are the bytes its rings really sent). With --bench-iters it also times the
-// all-reduce (nccl-tests' algbw and busbw).
+// are the bytes its rings really sent). Then the same collectives on the 16-bit
+// wire of a --bf16 / --fp16 run (core/wire_format.h), in bf16 and fp16: the
+// bytes are half, gathers exact, and sums reduced in the format step by step
+// of the ring: on MPI (host or host-staged) bit for bit the ring's own order
+// (communicator.h), on NCCL (whose order is its own) within the bound of its
+// roundings. With --bench-iters it also times the all-reduce (nccl-tests'
+// algbw and busbw).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +34,7 @@
 #include "comm/ring_volume.h"
 #include "core/buffer.h"
 #include "core/cuda_module_loading.h"
+#include "core/precision.h"
 #include "core/timer.h"
 #include "parallel/pipeline_links.h"
 
@@ -62,6 +68,15 @@ class Checker {
     expect(sent == expected, fmt::format("{}: rank {} counted {} bytes, the ring sends {}", op, rank(), sent, expected));
   }
   const std::string& failure() const { return failure_; }
+  // The ring's chunk boundaries of `count` elements: chunk c ends at chunk_ends[c].
+  const std::vector<size_t>& chunk_ends(size_t count) {
+    if (chunk_ends_count_ != count) {
+      chunk_ends_.clear();
+      for (int c = 0; c < size(); ++c) chunk_ends_.push_back(ring_chunk(count, size(), c).lo + ring_chunk(count, size(), c).len);
+      chunk_ends_count_ = count;
+    }
+    return chunk_ends_;
+  }
 
   std::vector<float> on_device_then_back(const std::vector<float>& host, const std::function<void(float*)>& op) {
     DeviceBuffer<float> d(device_, host.size());
@@ -265,6 +280,131 @@ class Checker {
     return true;
   }
 
+  // ---- the 16-bit wire ------------------------------------------------------------
+  // Rank r's element i: a value of the format with a fractional part, so that
+  // its sums round (in [-3.9, 3.9]; a few are 0).
+  static uint16_t value16(Precision f, int r, size_t i) {
+    const long k = long((uint64_t(r) * 7919u + uint64_t(i) * 104729u) % 2001u) - 1000;
+    return sixteen_bits(f, float(k) / 256.0f);
+  }
+  // The sum a ring reduction in format f leaves, starting at rank `first`
+  // (which sends its value unchanged) and going round the ring: each rank
+  // adds its value to the partial sum it receives and rounds (communicator.h).
+  static uint16_t ring_sum16(Precision f, int n, int first, const std::function<uint16_t(int)>& of_rank) {
+    uint16_t acc = of_rank(first);
+    for (int k = 1; k < n; ++k) acc = sixteen_bits(f, sixteen_value(f, of_rank((first + k) % n)) + sixteen_value(f, acc));
+    return acc;
+  }
+  // Is a 16-bit sum (of value `got`) right? MPI: the ring's own bits; NCCL:
+  // within `roundings` roundings of the exact sum (unit roundoff 2^-8 bf16, 2^-11 fp16).
+  bool sum16_ok(Precision f, double got, uint16_t ring, int roundings, const std::function<uint16_t(int)>& of_rank) const {
+    if (!backend_.nccl) return got == double(sixteen_value(f, ring));
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < size(); ++r) {
+      exact += sixteen_value(f, of_rank(r));
+      magnitude += std::fabs(sixteen_value(f, of_rank(r)));
+    }
+    const double u = f == Precision::Bf16 ? 0x1p-8 : 0x1p-11;
+    return std::fabs(got - exact) <= double(roundings) * u * magnitude;
+  }
+  std::vector<uint16_t> sixteen_on_device_then_back(const std::vector<uint16_t>& host,
+                                                    const std::function<void(uint16_t*)>& op) {
+    DeviceBuffer<uint16_t> d(device_, host.size());
+    d.copy_from_host(host.data(), host.size());
+    op(d.data());
+    return d.to_host();
+  }
+
+  void check_sixteen_bit(size_t count, Precision f) {
+    const int n = size();
+    const std::string name = precision_name(f);
+    std::vector<uint16_t> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = value16(f, rank(), i);
+    // All-reduce (TP's activations, the embedding sync and SP's gradients with --grad-reduce-in-bf16).
+    uint64_t before = counters_[Traffic::Other];
+    auto sum = sixteen_on_device_then_back(x, [&](uint16_t* d) { comm().allreduce_sum(TensorRef(d, f), count, Traffic::Other); });
+    expect_bytes((name + " all-reduce (sum)").c_str(), before, ring_allreduce_bytes(count, n, rank(), 2));
+    for (size_t i = 0; i < count; ++i) {
+      const int chunk = int(std::upper_bound(chunk_ends(count).begin(), chunk_ends(count).end(), i) - chunk_ends(count).begin());
+      auto of_rank = [&](int r) { return value16(f, r, i); };
+      const uint16_t ring = ring_sum16(f, n, chunk, of_rank);
+      if (!sum16_ok(f, sixteen_value(f, sum[i]), ring, n - 1, of_rank) || (!backend_.nccl && sum[i] != ring)) {
+        expect(false, fmt::format("{} all-reduce (sum): element {} is {}, the ring's sum is {}", name, i,
+                                  sixteen_value(f, sum[i]), sixteen_value(f, ring)));
+        break;
+      }
+    }
+    // All-gather (pipeline messages' TP gathers, SP): exact, half the bytes.
+    DeviceBuffer<uint16_t> in(device_, count), out(device_, count * size_t(n));
+    in.copy_from_host(x.data(), count);
+    before = counters_[Traffic::Other];
+    comm().allgather(ConstTensorRef(in.data(), f), TensorRef(out.data(), f), count, Traffic::Other);
+    expect_bytes((name + " all-gather").c_str(), before, ring_allgather_bytes(count, n, 2));
+    const std::vector<uint16_t> gathered = out.to_host();
+    for (size_t j = 0; j < gathered.size(); ++j)
+      if (gathered[j] != value16(f, int(j / count), j % count)) {
+        expect(false, fmt::format("{} all-gather: element {} differs from rank {}'s", name, j, j / count));
+        break;
+      }
+    // Block reduce-scatter (SP's): rank r's block of the sum, which the ring starts on rank r + 1.
+    std::vector<uint16_t> blocks(count * size_t(n));
+    for (size_t j = 0; j < blocks.size(); ++j) blocks[j] = value16(f, rank(), j);
+    DeviceBuffer<uint16_t> bin(device_, blocks.size()), bout(device_, count);
+    bin.copy_from_host(blocks.data(), blocks.size());
+    before = counters_[Traffic::Other];
+    comm().reduce_scatter(ConstTensorRef(bin.data(), f), TensorRef(bout.data(), f), count, Traffic::Other);
+    expect_bytes((name + " block reduce-scatter").c_str(), before,
+                 ring_reduce_scatter_bytes(count * size_t(n), n, rank(), 2));
+    const std::vector<uint16_t> mine = bout.to_host();
+    for (size_t i = 0; i < count; ++i) {
+      auto of_rank = [&](int r) { return value16(f, r, size_t(rank()) * count + i); };
+      const uint16_t ring = ring_sum16(f, n, (rank() + 1) % n, of_rank);
+      if (!sum16_ok(f, sixteen_value(f, mine[i]), ring, n - 1, of_rank) || (!backend_.nccl && mine[i] != ring)) {
+        expect(false, fmt::format("{} block reduce-scatter: element {} is {}", name, i, sixteen_value(f, mine[i])));
+        break;
+      }
+    }
+    // The DP group's own halves (--grad-reduce-in-bf16's buckets, the distributed
+    // optimizer's parameter all-gather): MPI's ring on host memory, NCCL's on the device.
+    const RingChunk own = ring_owned_chunk(count, n, rank());
+    before = counters_[Traffic::Other];
+    auto reduced = sixteen_on_device_then_back(x, [&](uint16_t* d) {
+      if (backend_.nccl) {
+        backend_.nccl->reduce_scatter_mean(TensorRef(d, f), count, Traffic::Other);
+      } else {
+        std::vector<uint16_t> h(count);
+        device_copy(h.data(), Device::Cpu, d, device_, count * 2);
+        world_.reduce_scatter_sum(TensorRef(h.data(), f), count, Traffic::Other);
+        device_copy(d, device_, h.data(), Device::Cpu, count * 2);
+      }
+    });
+    expect_bytes((name + " reduce-scatter").c_str(), before, ring_reduce_scatter_bytes(count, n, rank(), 2));
+    for (size_t i = own.lo; i < own.lo + own.len; ++i) {
+      auto of_rank = [&](int r) { return value16(f, r, i); };
+      // NCCL averages (ncclAvg): its mean scaled back, within one more rounding.
+      const double got = double(sixteen_value(f, reduced[i])) * (backend_.nccl ? n : 1);
+      const uint16_t ring = ring_sum16(f, n, (rank() + 1) % n, of_rank);
+      if (!sum16_ok(f, got, ring, n, of_rank) || (!backend_.nccl && reduced[i] != ring)) {
+        expect(false, fmt::format("{} reduce-scatter: owned element {} is {}", name, i, sixteen_value(f, reduced[i])));
+        break;
+      }
+    }
+    std::vector<uint16_t> chunks(count, 0);
+    for (size_t i = own.lo; i < own.lo + own.len; ++i) chunks[i] = x[i];
+    before = counters_[Traffic::Other];
+    world_.allgather_chunks(TensorRef(chunks.data(), f), count, Traffic::Other);
+    expect_bytes((name + " all-gather of owned chunks").c_str(), before, ring_allgather_chunks_bytes(count, n, rank(), 2));
+    for (int c = 0; c < n; ++c) {  // chunk c is rank c - 1's
+      const RingChunk ch = ring_chunk(count, n, c);
+      for (size_t i = ch.lo; i < ch.lo + ch.len; ++i)
+        if (chunks[i] != value16(f, (c - 1 + n) % n, i)) {
+          expect(false, fmt::format("{} all-gather of owned chunks: element {} differs from its owner's", name, i));
+          c = n;
+          break;
+        }
+    }
+  }
+
   // Median seconds of `iters` all-reduces of `count` floats (after one warm-up).
   double time_allreduce(size_t count, int iters) {
     DeviceBuffer<float> d(device_, count);
@@ -295,6 +435,8 @@ class Checker {
   Device device_;
   TrafficCounters& counters_;
   std::string failure_;
+  std::vector<size_t> chunk_ends_;
+  size_t chunk_ends_count_ = 0;
 };
 
 }  // namespace
@@ -382,6 +524,7 @@ int comm_check(int argc, char** argv) {
     check.check_allgather(count);
     check.check_ring_shift(count);
     links_checked = check.check_pipeline_links(count, timeout_s);
+    for (Precision f : {Precision::Bf16, Precision::Fp16}) check.check_sixteen_bit(count, f);
   } catch (const std::exception& e) {
     check.expect(false, failure_message(e));
   }
@@ -398,6 +541,12 @@ int comm_check(int argc, char** argv) {
                 count, (unsigned long long)ring_allreduce_bytes(count, mpi.size, 0, sizeof(float)),
                 (unsigned long long)ring_reduce_scatter_bytes(count, mpi.size, 0, sizeof(float)),
                 (unsigned long long)ring_allgather_bytes(count, mpi.size, sizeof(float)));
+  if (mpi.rank == 0)
+    std::printf("comm-check: 16-bit wire (bf16, fp16): all-reduce, all-gather, block reduce-scatter, reduce-scatter "
+                "and all-gather of owned chunks at 2 bytes per value (all-reduce %llu B on rank 0); gathers exact, "
+                "sums %s\n",
+                (unsigned long long)ring_allreduce_bytes(count, mpi.size, 0, 2),
+                backend.nccl ? "within NCCL's roundings of the exact sum" : "bit for bit the ring's, rounded at every step");
   if (mpi.rank == 0 && links_checked)
     std::printf("comm-check: pipeline links (a ring of %d ranks, one %s group per link and direction): 3 messages "
                 "each way queued before any receive, received in order with the values sent\n",

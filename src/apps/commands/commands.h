@@ -11,6 +11,7 @@ int generate(int argc, char** argv);
 int bench(int argc, char** argv);
 int bench_compress(int argc, char** argv);
 int export_checkpoint(int argc, char** argv);  // `export`: merge shards into one safetensors file
+int import_hf(int argc, char** argv);  // `import-hf`: a Hugging Face folder -> a checkpoint
 int plan(int argc, char** argv);  // performance planner: see plan/
 int comm_check(int argc, char** argv);  // `comm-check`: the communication library against known values
 int reference_dump(int argc, char** argv);  // test support: see tests/reference

@@ -1,6 +1,7 @@
 // Hugging Face GPT-2 and Llama directories from a merged checkpoint (hf_export.h).
 #include "apps/commands/hf_export.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "core/safetensors.h"
 #include "core/tensor_file.h"
+#include "data/sentencepiece_tokenizer.h"
 
 namespace occ::cmd {
 
@@ -22,26 +24,52 @@ constexpr const char* kWordEmbedding = "embedding.word_embeddings.weight";
 // A float as the shortest decimal that reads back as it (1e-5, not 9.99999974e-06).
 double decimal(float f) { return std::stod(fmt::format("{}", f)); }
 
-// GPT-2 BPE runs: the tokenizer files Hugging Face's GPT2Tokenizer loads
-// (vocab.json, merges.txt: GPT-2's own files, copied) and its configuration.
-void write_hf_tokenizer(const std::string& dir, const TokenizerSpec& spec, const GptConfig& m) {
-  auto copy = [&dir](const std::string& from, const char* to) {
-    std::ifstream in(from, std::ios::binary);
-    OCC_CHECK(in.good(), "--hf-gpt2: cannot read the run's tokenizer file {}; pass --vocab-file and --merge-file "
-              "where the files are now", from);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    write_file_atomic(dir + "/" + to, bytes.str());
-  };
-  copy(spec.vocab_file, "vocab.json");
-  copy(spec.merge_file, "merges.txt");
-  const nlohmann::ordered_json tokenizer_config = {
-      {"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", m.max_position_embeddings},
-      {"bos_token", "<|endoftext|>"},      {"eos_token", "<|endoftext|>"},
-      {"unk_token", "<|endoftext|>"},      {"add_prefix_space", false}};
-  write_file_atomic(dir + "/tokenizer_config.json", tokenizer_config.dump(2) + "\n");
-  const nlohmann::ordered_json special = {
-      {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
+void copy_file(const std::string& flag, const std::string& from, const std::string& to, const char* fix) {
+  std::ifstream in(from, std::ios::binary);
+  OCC_CHECK(in.good(), "{}: cannot read the run's tokenizer file {}; {}", flag, from, fix);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  write_file_atomic(to, bytes.str());
+}
+
+// The tokenizer files Hugging Face's AutoTokenizer loads, and its configuration:
+// GPT-2 BPE runs: GPT2Tokenizer's vocab.json and merges.txt (GPT-2's own files, copied);
+// SentencePiece runs: LlamaTokenizer's tokenizer.model (the run's model, copied), with
+// legacy = true (the text goes to SentencePiece as it is: our ids) and no bos added
+// (our models have no bos: the eos, which ends every document, stands in as bos).
+void write_hf_tokenizer(const std::string& flag, const std::string& dir, const TokenizerSpec& spec,
+                        const Tokenizer& tok, const GptConfig& m) {
+  nlohmann::ordered_json config, special;
+  if (spec.type == TokenizerType::Gpt2Bpe) {
+    const char* fix = "pass --vocab-file and --merge-file where the files are now";
+    copy_file(flag, spec.vocab_file, dir + "/vocab.json", fix);
+    copy_file(flag, spec.merge_file, dir + "/merges.txt", fix);
+    config = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", m.max_position_embeddings},
+              {"bos_token", "<|endoftext|>"},      {"eos_token", "<|endoftext|>"},
+              {"unk_token", "<|endoftext|>"},      {"add_prefix_space", false}};
+    special = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
+  } else {
+    const auto& sp = dynamic_cast<const SentencePieceTokenizer&>(tok);
+    copy_file(flag, spec.model, dir + "/tokenizer.model", "pass --tokenizer-model where the file is now");
+    const auto pieces = sp.pieces();
+    const std::string eos = pieces.at(size_t(sp.eod_id())).text, unk = pieces.at(size_t(sp.unk_id())).text;
+    const std::string bos = sp.bos_id() >= 0 ? pieces.at(size_t(sp.bos_id())).text : eos;
+    config = {{"tokenizer_class", "LlamaTokenizer"},
+              {"model_max_length", m.max_position_embeddings},
+              {"bos_token", bos},
+              {"eos_token", eos},
+              {"unk_token", unk},
+              {"pad_token", nullptr},
+              {"add_bos_token", false},
+              {"add_eos_token", false},
+              {"add_prefix_space", sp.adds_dummy_prefix()},
+              {"legacy", true},
+              {"clean_up_tokenization_spaces", false},
+              {"spaces_between_special_tokens", false},
+              {"sp_model_kwargs", nlohmann::json::object()}};
+    special = {{"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}};
+  }
+  write_file_atomic(dir + "/tokenizer_config.json", config.dump(2) + "\n");
   write_file_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
 }
 
@@ -65,16 +93,24 @@ void require_arch(bool ok, const char* flag, const char* target, const char* fie
             target, need, instead);
 }
 
-// A GPT-2 BPE run's tokenizer files and its eos/bos ids in config.json.
+// The run's tokenizer files, its bos/eos ids in config.json and generation_config.json.
 void add_tokenizer(const std::string& flag, const std::string& dir, const GptConfig& m, const TokenizerSpec& tokenizer,
                    nlohmann::ordered_json& config) {
-  if (tokenizer.type != TokenizerType::Gpt2Bpe) return;
+  if (!tokenizer.given()) {
+    std::printf("%s: the checkpoint names no tokenizer: no tokenizer files written (pass the run's tokenizer "
+                "flags to add them)\n", flag.c_str());
+    return;
+  }
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(tokenizer);  // (also checks the files)
   OCC_CHECK(tok->vocab_size() == m.vocab_size,
-            "{}: tokenizer {} has {} tokens but the model was trained with {}; pass the run's --vocab-file and "
-            "--merge-file", flag, tok->describe(), tok->vocab_size(), m.vocab_size);
-  if (tok->eod_id() >= 0) config["bos_token_id"] = config["eos_token_id"] = tok->eod_id();
-  write_hf_tokenizer(dir, tokenizer, m);
+            "{}: tokenizer {} has {} tokens but the model was trained with {}; pass the run's tokenizer flags", flag,
+            tok->describe(), tok->vocab_size(), m.vocab_size);
+  if (tok->eod_id() >= 0) {
+    config["bos_token_id"] = config["eos_token_id"] = tok->eod_id();
+    const nlohmann::ordered_json generation = {{"bos_token_id", tok->eod_id()}, {"eos_token_id", tok->eod_id()}};
+    write_file_atomic(dir + "/generation_config.json", generation.dump(2) + "\n");
+  }
+  write_hf_tokenizer(flag, dir, tokenizer, *tok, m);
 }
 
 nlohmann::ordered_json optimus_cc_note(const GptConfig& m, int64_t iteration, const TokenizerSpec& tokenizer) {

@@ -1,7 +1,9 @@
 #pragma once
 // Hugging Face directories from a merged checkpoint (train/checkpoint_merge.h):
-// model.safetensors + config.json (and, for a GPT-2 BPE run, the tokenizer's
-// files) of GPT2LMHeadModel or LlamaForCausalLM. Each refuses, with a one-line
+// model.safetensors + config.json of GPT2LMHeadModel or LlamaForCausalLM, the
+// run's tokenizer (GPT-2 BPE: vocab.json + merges.txt; SentencePiece:
+// tokenizer.model) with tokenizer_config.json for AutoTokenizer, and
+// generation_config.json with its bos/eos ids. Each refuses, with a one-line
 // error naming the field, a model whose architecture the target cannot hold.
 #include <cstdint>
 #include <map>

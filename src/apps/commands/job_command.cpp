@@ -42,9 +42,12 @@ JobCommand::JobCommand(std::vector<std::string> argv) : argv_(std::move(argv)) {
 
 std::vector<std::string> JobCommand::argv_for(const Attempt& attempt) const {
   std::vector<std::string> out;
-  for (size_t i = 0; i < train_end_; ++i)
-    if (!(attempt.resumes && i >= train_begin_ && argv_[i] == "--finetune")) out.push_back(argv_[i]);
+  out.insert(out.end(), argv_.begin(), argv_.begin() + std::ptrdiff_t(train_end_));
   if (!attempt.load.empty()) out.insert(out.end(), {"--load", attempt.load});
+  // The user's --load was a starting point (e.g. --finetune from an imported model): the
+  // job's own checkpoint is a whole one.
+  if (attempt.resumes && opt_.finetune) out.push_back("--finetune=false");
+  if (attempt.resumes && opt_.no_load_optim) out.push_back("--no-load-optim=false");
   if (attempt.ckpt_step >= 0) out.insert(out.end(), {"--ckpt-step", std::to_string(attempt.ckpt_step)});
   // The supervisor's stop signal reaches the ranks as a graceful stop.
   if (!opt_.exit.signal_handler) out.push_back("--exit-signal-handler");

@@ -23,7 +23,7 @@ class JobCommand {
   struct Attempt {
     std::string load;        // --load ("": the user's own, if any)
     int64_t ckpt_step = -1;  // --ckpt-step (< 0: none, the latest)
-    bool resumes = false;    // from the job's own --save: drops the user's --finetune
+    bool resumes = false;    // from the job's own --save: turns the user's --finetune, --no-load-optim off
     std::string heartbeat_dir;
   };
   std::vector<std::string> argv_for(const Attempt& attempt) const;

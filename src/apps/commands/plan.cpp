@@ -76,6 +76,18 @@ void print_prediction(const PlanConfig& cfg, const CostModel& model, const SimRe
   }
 }
 
+// The plan's bytes per value from a run's flags (TrainOptions::wire_formats):
+// activations and parameters, and gradients, each unless given explicitly (an
+// explicit --bytes-per-value alone also sets the gradients', as it always did).
+void set_wire_bytes(PlanConfig& cfg, const TrainOptions& run, bool bytes_given, bool grad_bytes_given) {
+  if (bytes_given) return;  // a model of another engine's wire (e.g. Megatron's fp16): all values alike
+  const WireFormats w = run.wire_formats();
+  cfg.bytes_per_value = int(wire_value_bytes(w.activations));
+  cfg.tp_sum_bytes_per_value = int(wire_value_bytes(w.activation_sums));
+  if (!grad_bytes_given) cfg.grad_bytes_per_value = int(wire_value_bytes(w.gradients));
+  cfg.factor_bytes_per_value = 4;  // our codecs' PowerSGD factors are fp32 words
+}
+
 }  // namespace
 
 int plan(int argc, char** argv) {
@@ -112,12 +124,12 @@ int plan(int argc, char** argv) {
                                   "GB/s per node between nodes (200 Gb/s InfiniBand = 25)")->capture_default_str();
   auto* inter_lat = app.add_option("--inter-node-latency", inter_us, "microseconds per message between nodes")
                         ->capture_default_str();
-  app.add_option("--bytes-per-value", cfg.bytes_per_value,
-                 "bytes per activation / gradient value on the wire (our engine: 4; Megatron fp16: 2)")
-      ->capture_default_str();
-  app.add_option("--grad-bytes-per-value", cfg.grad_bytes_per_value,
-                 "bytes per gradient value on the DP wire (default: --bytes-per-value; Megatron's --bf16 all-reduces "
-                 "fp32 gradients: 4)");
+  auto* bpv_flag = app.add_option("--bytes-per-value", cfg.bytes_per_value,
+                                  "bytes per activation / parameter value on the wire (default: the run's, 2 with "
+                                  "--bf16 / --fp16, else 4)");
+  auto* gbv_flag = app.add_option("--grad-bytes-per-value", cfg.grad_bytes_per_value,
+                                  "bytes per gradient value on the DP wire (default: --bytes-per-value where that is "
+                                  "given, else the run's: 4, or 2 with --grad-reduce-in-bf16)");
   app.add_flag("--checkpoint-activations", cfg.recompute_activations, "backward recomputes the forward");
   app.add_flag("--blocking-p2p", cfg.blocking_sends, "model Megatron's blocking pipeline sends instead of our nonblocking ones");
   app.add_flag("--no-comm", cl.free_comm, "every transfer and collective is free (the compute-only bound)");
@@ -182,6 +194,8 @@ int plan(int argc, char** argv) {
   cfg.emb_comm_opt = opt.emb_comm_opt;
   cfg.diloco = opt.diloco;
   cfg.dp_bucket_elems = opt.dp_bucket_elems;
+  // Bytes per value from the run's flags, as train sends them (core/wire_format.h), unless given.
+  set_wire_bytes(cfg, opt, bpv_flag->count() > 0, gbv_flag->count() > 0);
   cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
   cl.intra = {intra_gbs * 1e9, intra_us * 1e-6};
   cl.inter = {inter_gbs * 1e9, inter_us * 1e-6};
@@ -219,6 +233,7 @@ int plan(int argc, char** argv) {
       }
       run.cb = o.cb, run.grad_comp = o.grad_comp, run.emb_comm_opt = o.emb_comm_opt;
       run.activation_comp = o.activation_comp;
+      set_wire_bytes(run, o, bpv_flag->count() > 0, gbv_flag->count() > 0);
       o.resolve_error_feedback(run.grad_comp);
     }
     cal = std::make_unique<Calibration>(
@@ -324,9 +339,16 @@ int plan(int argc, char** argv) {
       j["model_state_gib"].push_back(f.model_state_bytes / double(1 << 30));
       j["activation_gib"].push_back(f.activation_bytes / double(1 << 30));
       j["tp_bytes_per_micro_batch"].push_back(f.tp_bytes_forward + f.tp_bytes_backward);
+      j["dp_bytes_per_rank"].push_back(f.dp_bytes);
       j["micro_batches_in_flight"].push_back(f.in_flight);
     }
     j["model_chunks"] = shown.chunks();
+    // Per TP rank: an activation message as sent forward, an uncompressed one backward.
+    j["pp_forward_bytes"] = model.pp_forward_bytes;
+    j["pp_message_bytes"] = model.pp_message_bytes;
+    j["embedding_bytes"] = model.embedding_bytes;
+    j["bytes_per_value"] = {{"activations", shown.bytes_per_value}, {"tp_sums", shown.tp_sum_bytes()},
+                            {"gradients", shown.grad_bytes()}};
     std::ofstream(json_path) << j.dump(2) << "\n";
   }
   return 0;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,10 +31,14 @@ int preprocess(int argc, char** argv) {
   TokenizerSpec spec;
   int vocab_size = 0;
   bool append_eod = true;
+  std::vector<std::string> json_keys;
   app.add_option("--input", input,
                  "corpus: plain text with documents separated by blank lines, or .json/.jsonl with a \"text\" "
                  "field per line; zstd-compressed (.zst) accepted")
       ->required();
+  auto* keys_opt = app.add_option("--json-keys", json_keys,
+                                  "JSON fields to tokenize, one dataset each, named PREFIX_KEY_document.bin/.idx as "
+                                  "Megatron's preprocess_data.py names them (default: the \"text\" field, as PREFIX.bin/.idx)");
   app.add_option("--output-prefix", prefix,
                  "writes PREFIX.bin, PREFIX.idx, PREFIX.tokenizer.json (which tokenizer made them) and, if "
                  "training one, PREFIX.model/.vocab")
@@ -52,6 +57,19 @@ int preprocess(int argc, char** argv) {
             "--merge-file: use a tokenizer) or --vocab-size N (train a SentencePiece one)");
   OCC_CHECK(!ends_with(prefix, ".bin") && !ends_with(prefix, ".idx"),
             "--output-prefix {} should not end in .bin/.idx; pass the prefix only", prefix);
+  const bool keyed = keys_opt->count() > 0;
+  if (!keyed) json_keys = {"text"};
+  for (size_t i = 0; i < json_keys.size(); ++i) {
+    OCC_CHECK(!json_keys[i].empty(), "--json-keys: an empty key; name the JSON fields to tokenize");
+    for (size_t j = 0; j < i; ++j)
+      OCC_CHECK(json_keys[i] != json_keys[j], "--json-keys names {} twice; name each field once", json_keys[i]);
+  }
+  OCC_CHECK(!keyed || DocumentReader(input, json_keys).is_json(),
+            "--json-keys reads JSON lines, but --input {} is not .json/.jsonl (optionally .zst); drop --json-keys for "
+            "plain text", input);
+  // Megatron's names: one dataset per key, PREFIX_KEY_document; without --json-keys, PREFIX.
+  std::vector<std::string> prefixes;
+  for (const auto& key : json_keys) prefixes.push_back(keyed ? prefix + "_" + key + "_document" : prefix);
   const double start = now_seconds();
 
   // Training reads the corpus once into memory (up to the trainer's sentence
@@ -59,17 +77,17 @@ int preprocess(int argc, char** argv) {
   std::vector<std::string> docs;
   bool have_all = false;
   if (vocab_opt->count() > 0) {
-    DocumentReader reader(input);
+    DocumentReader reader(input, json_keys);
     int64_t lines = 0;
-    std::string doc;
+    std::vector<std::string> fields;
     have_all = true;
-    while (reader.next(doc)) {
-      lines += 1 + std::count(doc.begin(), doc.end(), '\n');
-      docs.push_back(std::move(doc));
-      if (lines >= SentencePieceTokenizer::kMaxTrainingSentences) {
-        have_all = false;
-        break;
+    // One entry per key per record (empty ones too, so that the encoding pass can reuse them).
+    while (have_all && reader.next_fields(fields)) {
+      for (auto& doc : fields) {
+        lines += 1 + std::count(doc.begin(), doc.end(), '\n');
+        docs.push_back(std::move(doc));
       }
+      if (lines >= SentencePieceTokenizer::kMaxTrainingSentences) have_all = false;
     }
     OCC_CHECK(!docs.empty(), "input {} has no documents; check --input", input);
     SentencePieceTokenizer::train(docs, vocab_size, prefix);
@@ -84,29 +102,37 @@ int preprocess(int argc, char** argv) {
             tokenizer.describe());
 
   const int dtype = dtype_for_vocab(tokenizer.vocab_size());
-  IndexedDatasetWriter writer(prefix, dtype);
-  auto add = [&](const std::string& text) {
+  std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
+  for (const auto& p : prefixes) writers.push_back(std::make_unique<IndexedDatasetWriter>(p, dtype));
+  // Field k of a record goes to dataset k; an empty field adds no document (as an empty "text" line).
+  auto add = [&](size_t k, const std::string& text) {
+    if (text.empty()) return;
     std::vector<int32_t> ids = tokenizer.encode(text);
     if (append_eod) ids.push_back(eod);
-    writer.add_document(ids);
+    writers[k]->add_document(ids);
   };
   if (have_all) {
-    for (const auto& d : docs) add(d);
+    for (size_t i = 0; i < docs.size(); ++i) add(i % json_keys.size(), docs[i]);
   } else {
     docs.clear();
     docs.shrink_to_fit();
-    DocumentReader reader(input);
-    std::string doc;
-    while (reader.next(doc)) add(doc);
+    DocumentReader reader(input, json_keys);
+    std::vector<std::string> fields;
+    while (reader.next_fields(fields))
+      for (size_t k = 0; k < fields.size(); ++k) add(k, fields[k]);
   }
-  OCC_CHECK(writer.num_documents() > 0, "input {} has no documents; check --input", input);
-  writer.finish();
-  // Which tokenizer made it: train refuses to blend datasets of different tokenizers.
-  write_tokenizer_stamp(prefix, make_tokenizer_stamp(tokenizer, spec));
-
-  fmt::print("preprocess: {} documents, {} tokens ({} vocab {}, {}) -> {}.bin/.idx in {:.1f} s\n",
-             writer.num_documents(), writer.num_tokens(), tokenizer.describe(), tokenizer.vocab_size(), dtype_name(dtype),
-             prefix, now_seconds() - start);
+  for (size_t k = 0; k < writers.size(); ++k) {
+    IndexedDatasetWriter& writer = *writers[k];
+    OCC_CHECK(writer.num_documents() > 0, "input {} has no documents{}; check --input", input,
+              keyed ? fmt::format(" in field \"{}\"", json_keys[k]) : std::string());
+    writer.finish();
+    // Which tokenizer made it: train refuses to blend datasets of different tokenizers.
+    write_tokenizer_stamp(prefixes[k], make_tokenizer_stamp(tokenizer, spec));
+    fmt::print("preprocess: {}{} documents, {} tokens ({} vocab {}, {}) -> {}.bin/.idx in {:.1f} s\n",
+               keyed ? fmt::format("\"{}\": ", json_keys[k]) : std::string(), writer.num_documents(),
+               writer.num_tokens(), tokenizer.describe(), tokenizer.vocab_size(), dtype_name(dtype), prefixes[k],
+               now_seconds() - start);
+  }
   return 0;
 }
 

@@ -121,6 +121,13 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--save", o.save, "checkpoint directory");
   app.add_option("--save-interval", o.save_interval, "save every N iterations (and at the end)");
   app.add_option("--load", o.load, "resume from this checkpoint directory");
+  app.add_flag("--finetune", o.finetune,
+               "with --load: start from its weights only (any saved layout; e.g. an import-hf checkpoint) at "
+               "iteration 0 with a fresh optimizer (Megatron's --finetune)");
+  app.add_flag("--no-load-optim", o.no_load_optim, "with --load: do not load the optimizer state (Adam's moments)");
+  app.add_flag("--no-load-rng", o.no_load_rng,
+               "accepted for Megatron's command lines: checkpoints hold no RNG state (dropout and data order follow "
+               "the seed and position)");
   app.add_option("--ckpt-step", o.ckpt_step,
                  "with --load: resume from this saved iteration instead of the latest one (Megatron's flag)");
   app.add_option("--keep-last", o.keep_last,
@@ -167,6 +174,13 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "bf16 weights, activations and activation gradients in the step; fp32 master weights, gradient "
                "accumulation and optimizer (Megatron's --bf16)");
   app.add_flag("--fp16", o.fp16, "as --bf16 in fp16, with loss scaling (dynamic unless --loss-scale)");
+  app.add_flag("--tp-reduce-in-fp32", o.tp_reduce_in_fp32,
+               "--bf16/--fp16: sum the tensor-parallel partial activations (all-reduce, sequence parallelism's "
+               "reduce-scatter) in fp32 and round once, at twice the bytes; default: reduced in the 16-bit format "
+               "as Megatron and NCCL do");
+  app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_in_bf16,
+               "--bf16/--fp16: reduce the gradients (data-parallel, tied embedding, sequence-parallel norms and "
+               "biases) in bf16, half the bytes; default fp32 (Megatron-core's flag)");
   add_attention_backend_flag(app, o);
   app.add_option("--loss-scale", o.loss_scale.loss_scale, "--fp16: a static loss scale (default: dynamic)");
   app.add_option("--initial-loss-scale", o.loss_scale.initial_loss_scale, "--fp16: dynamic scaling's first scale")
@@ -205,6 +219,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->group("");  // hidden
   app.add_option("--debug-dump-tokens", o.debug_dump_tokens,
                  "test only: every input-reading rank appends the training samples it reads to PREFIX.rank<R>")
+      ->group("");  // hidden
+  app.add_flag("--debug-fp32-wire", o.debug_fp32_wire,
+               "test only: send every uncompressed value as fp32, as before the wire followed the step's format")
       ->group("");  // hidden
   app.add_flag("--debug-host-staging", o.debug_host_staging,
                "test only: stage every transfer through host copies, as a multi-rank GPU job does")

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/rng.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -97,6 +98,13 @@ decltype(auto) with_storage(Precision format, F&& f) {
     case Precision::Fp16: return f(__half{});
     default: return f(float{});
   }
+}
+// The format of storage type S (the inverse of with_storage).
+template <class S>
+constexpr Precision storage_of() {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) return Precision::Bf16;
+  else if constexpr (std::is_same_v<S, __half>) return Precision::Fp16;
+  else return Precision::Fp32;
 }
 // The typed pointer behind a reference of storage type S.
 template <class S>

@@ -8,36 +8,33 @@
 // with the declarations of <cublasLt.h>, so that the compiler checks every
 // signature, and forwards each to the library's own symbol.
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <mutex>
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cuda/shared_library.h"
 
 namespace {
 
 void* cublaslt_library() {
-  static void* handle = nullptr;
+  static occ::kernels::cuda::LoadedLibrary library;
   static std::once_flag once;
   std::call_once(once, [] {
     // The toolkit the binary was built with first, then the loader's search path
-    // (LD_LIBRARY_PATH, e.g. a pip nvidia-cublas wheel's lib folder).
-    const std::string candidates[] = {
+    // (LD_LIBRARY_PATH, e.g. a pip nvidia-cublas wheel's lib folder). Every
+    // candidate's reason is kept: a later call reports the same error.
+    library = occ::kernels::cuda::open_first_library({
 #if defined(OCC_CUBLAS_DIR)
         std::string(OCC_CUBLAS_DIR) + "/libcublasLt.so.13",
 #endif
-        "libcublasLt.so.13", "libcublasLt.so"};
-    for (const std::string& name : candidates)
-      if ((handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+        "libcublasLt.so.13", "libcublasLt.so"});
   });
-  if (!handle) {
-    const char* why = dlerror();
-    occ::fail("--device cuda: cannot load cuBLASLt (libcublasLt.so.13: {}); install the CUDA 13 toolkit or add its "
-              "lib folder to LD_LIBRARY_PATH",
-              why ? why : "not found");
-  }
-  return handle;
+  if (!library.handle)
+    occ::fail("--device cuda: cannot load cuBLASLt ({}); install the CUDA 13 toolkit or add its lib folder to "
+              "LD_LIBRARY_PATH",
+              library.why_not);
+  return library.handle;
 }
 
 template <class F>

@@ -203,27 +203,27 @@ struct DroppedRows {
   }
 };
 
-constexpr int kMaxGradPacks = 2;
-
 template <class S>
 bool dropout_grad_fast(CudaOps& ops, S* dx, float* dbias, const S* dout, const Dropout& d, int64_t N, int64_t T,
                        int64_t C) {
-  constexpr int V = kPack<S>;
-  if (C % V != 0 || !aligned16(dx) || !aligned16(dout)) return false;
-  RowLayout L;
-  if (!choose_row_layout(C / V, kMaxGradPacks, kBlock, L)) return false;
-  L.groups = staged_groups(L.groups, 1, C);
-  const ColumnGrid grid = column_grid(N, L.groups);
-  float* partial = static_cast<float*>(ops.scratch(sizeof(float) * size_t(grid.blocks * C)));
-  const size_t stage = stage_bytes(L.groups, 1, C);
-  if (L.packs == 1)
-    dropout_grad_rows_kernel<S, 1><<<unsigned(grid.blocks), unsigned(L.threads()), stage, ops.stream()>>>(
-        dx, partial, dout, dropout_params(d), N, T, C, grid.rows_per_group, L.warps);
+  if (!aligned16(dx) || !aligned16(dout)) return false;
+  RowLaunch l;  // layout, grid and shared memory: row_launch.h
+  if (!dropout_grad_launch(storage_of<S>(), N, C, kDropoutGradStaticBytes, l)) return false;
+  float* partial = static_cast<float*>(ops.scratch(sizeof(float) * size_t(l.grid.blocks * C)));
+  const auto launch = [&](auto packs) {
+    constexpr auto kernel = &dropout_grad_rows_kernel<S, decltype(packs)::value>;
+    check_row_launch(l, kernel_shared_memory<kernel>(kDropoutGradStaticBytes, "dropout_grad_rows_kernel"),
+                     "dropout_grad_rows_kernel");
+    kernel<<<unsigned(l.grid.blocks), unsigned(l.layout.threads()), l.dynamic_bytes, ops.stream()>>>(
+        dx, partial, dout, dropout_params(d), N, T, C, l.grid.rows_per_group, l.layout.warps);
+  };
+  static_assert(kMaxGradPacks == 2, "the two instantiations below");
+  if (l.layout.packs == 1)
+    launch(std::integral_constant<int, 1>{});
   else
-    dropout_grad_rows_kernel<S, 2><<<unsigned(grid.blocks), unsigned(L.threads()), stage, ops.stream()>>>(
-        dx, partial, dout, dropout_params(d), N, T, C, grid.rows_per_group, L.warps);
+    launch(std::integral_constant<int, 2>{});
   OCC_CUDA_CHECK_LAUNCH();
-  column_partials_finish<1>(ops.stream(), ColumnOutputs<1>{{dbias}}, partial, grid.blocks, C);
+  column_partials_finish<1>(ops.stream(), ColumnOutputs<1>{{dbias}}, partial, l.grid.blocks, C);
   return true;
 }
 

@@ -89,9 +89,7 @@ struct LayerNormParamGrads {
 };
 
 // ---- the fast path ------------------------------------------------------------------------
-// Packs per thread: the forward keeps one row in registers; the backward two
-// (dout, inp) and three column sums per value, so fewer packs and more threads.
-constexpr int kMaxForwardPacks = 4, kMaxBackwardPacks = 2;
+// Layouts, grids and shared memory: row_launch.h (kMaxForwardPacks, kMaxBackwardPacks).
 
 template <class S>
 bool fast_rows(int64_t C, std::initializer_list<const void*> tensors) {
@@ -120,12 +118,15 @@ void with_packs(int packs, F&& f) {
 template <class S, class X>
 bool layernorm_forward_fast(cudaStream_t stream, const LayerNormForwardArgs<S, X>& a) {
   if (!fast_rows<S>(a.C, {a.residual_out, a.out, a.inp, a.x, a.bias, a.w, a.b})) return false;
-  RowLayout L;
-  if (!choose_row_layout(a.C / kPack<S>, kMaxForwardPacks, kBlock, L)) return false;
+  RowLaunch l;
+  if (!layernorm_forward_launch(storage_of<S>(), a.C, kLayerNormForwardStaticBytes, l)) return false;
+  const RowLayout& L = l.layout;
   const int64_t blocks = std::min<int64_t>((a.N + L.groups - 1) / L.groups, int64_t(1) << 20);
   with_packs<kMaxForwardPacks>(L.packs, [&](auto packs) {
-    layernorm_forward_rows_kernel<S, X, decltype(packs)::value>
-        <<<unsigned(blocks), unsigned(L.threads()), 0, stream>>>(a, L.warps);
+    constexpr auto kernel = &layernorm_forward_rows_kernel<S, X, decltype(packs)::value>;
+    check_row_launch(l, kernel_shared_memory<kernel>(kLayerNormForwardStaticBytes, "layernorm_forward_rows_kernel"),
+                     "layernorm_forward_rows_kernel");
+    kernel<<<unsigned(blocks), unsigned(L.threads()), 0, stream>>>(a, L.warps);
   });
   OCC_CUDA_CHECK_LAUNCH();
   return true;
@@ -135,21 +136,23 @@ bool layernorm_forward_fast(cudaStream_t stream, const LayerNormForwardArgs<S, X
 template <class S, int K>
 bool layernorm_backward_fast(CudaOps& ops, LayerNormBackwardArgs<S> a, ColumnOutputs<K> outs) {
   if (!fast_rows<S>(a.C, {a.dinp, a.dx, a.dout, a.inp, a.w})) return false;
-  RowLayout L;
-  if (!choose_row_layout(a.C / kPack<S>, kMaxBackwardPacks, kBlock, L)) return false;
   bool params = false;
   for (float* o : outs.out) params = params || o;
-  if (params) L.groups = staged_groups(L.groups, K, a.C);
-  const ColumnGrid grid = column_grid(a.N, L.groups);
-  a.rows_per_group = grid.rows_per_group;
-  a.partial = params ? static_cast<float*>(ops.scratch(sizeof(float) * size_t(K * grid.blocks * a.C))) : nullptr;
-  const size_t stage = params ? stage_bytes(L.groups, K, a.C) : 0;
+  RowLaunch l;
+  if (!layernorm_backward_launch(storage_of<S>(), a.N, a.C, K, params, kLayerNormBackwardStaticBytes, l))
+    return false;
+  const RowLayout& L = l.layout;
+  a.rows_per_group = l.grid.rows_per_group;
+  a.partial =
+      params ? static_cast<float*>(ops.scratch(sizeof(float) * size_t(K * l.grid.blocks * a.C))) : nullptr;
   with_packs<kMaxBackwardPacks>(L.packs, [&](auto packs) {
-    layernorm_backward_rows_kernel<S, decltype(packs)::value, K>
-        <<<unsigned(grid.blocks), unsigned(L.threads()), stage, ops.stream()>>>(a, L.warps);
+    constexpr auto kernel = &layernorm_backward_rows_kernel<S, decltype(packs)::value, K>;
+    check_row_launch(l, kernel_shared_memory<kernel>(kLayerNormBackwardStaticBytes, "layernorm_backward_rows_kernel"),
+                     "layernorm_backward_rows_kernel");
+    kernel<<<unsigned(l.grid.blocks), unsigned(L.threads()), l.dynamic_bytes, ops.stream()>>>(a, L.warps);
   });
   OCC_CUDA_CHECK_LAUNCH();
-  if (params) column_partials_finish<K>(ops.stream(), outs, a.partial, grid.blocks, a.C);
+  if (params) column_partials_finish<K>(ops.stream(), outs, a.partial, l.grid.blocks, a.C);
   return true;
 }
 

@@ -70,33 +70,17 @@ bool sixteen_bit(Precision p) { return p == Precision::Bf16 || p == Precision::F
 
 namespace {
 
-// pre = y, out = gelu(y) (GeLU of the unrounded y; the caller rounds both).
-__global__ void gelu_split_kernel(float* pre, float* out, const float* y, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    pre[i] = y[i];
-    out[i] = gelu_value(y[i]);
-  }
+// g = g * gelu'(pre), in place (g unrounded; the caller rounds).
+__global__ void gelu_grad_inplace_kernel(float* g, const float* pre, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) g[i] *= gelu_slope(pre[i]);
 }
 
-// dpre = g * gelu'(pre) (g unrounded; the caller rounds).
-__global__ void gelu_grad_kernel(float* dpre, const float* g, const float* pre, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dpre[i] = g[i] * gelu_slope(pre[i]);
-}
-
-// Column-sum functors over 16-bit rows and over g * gelu'(pre).
+// Column sums over 16-bit rows.
 template <class S>
 struct StoredRows {
   const S* x;
   int64_t C;
   __device__ __forceinline__ void operator()(int64_t n, int64_t c, float (&v)[1]) const { v[0] = widen(x[n * C + c]); }
-};
-struct GeluGradRows {
-  const float* g;
-  const float* pre;
-  int64_t C;
-  __device__ __forceinline__ void operator()(int64_t n, int64_t c, float (&v)[1]) const {
-    v[0] = g[n * C + c] * gelu_slope(pre[n * C + c]);
-  }
 };
 
 }  // namespace
@@ -219,11 +203,11 @@ void CudaOps::linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef i
     lt().linear_forward(a);
     return;
   }
-  // fp32 storage: y = inp w^T + bias, then pre = y and out = gelu(y), each rounded to p.
-  float* y = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * OC)));
-  linear_forward(TensorRef(y, Precision::Fp32), inp, w, bias, N, C, OC, p);
-  gelu_split_kernel<<<grid_for(N * OC), kBlock, 0, stream_>>>(pre.f32(), out.f32(), y, N * OC);
-  OCC_CUDA_CHECK_LAUNCH();
+  // fp32 storage (the CPU's order, kernels/cpu_ops.cpp): pre = inp w^T + bias, out =
+  // gelu(pre), then both rounded to p. Into pre itself: a scratch buffer here would be
+  // the operand buffer, which linear_forward's 16-bit operand copies take too.
+  linear_forward(pre, inp, w, bias, N, C, OC, p);
+  gelu_forward(out, pre, N * OC);  // GeLU of the unrounded sum
   round_to_precision(pre.f32(), N * OC, p);
   round_to_precision(out.f32(), N * OC, p);
 }
@@ -256,13 +240,14 @@ void CudaOps::linear_backward_gelu(TensorRef dpre, float* dpre_bias, float* dw, 
     lt().linear_backward_input(a);
     return;
   }
-  // fp32 storage: dw += dout^T gelu_out; g = dout w; dpre = g * gelu'(pre) rounded to p.
+  // fp32 storage (the CPU's order): dw += dout^T gelu_out; g = dout w into dpre itself
+  // (not a scratch buffer: that would be the operand buffer of linear_backward's 16-bit
+  // copies); dpre = g * gelu'(pre); dpre_bias += its column sums, unrounded; dpre rounded to p.
   linear_backward(nullptr, dw, nullptr, dout, gelu_out, w, N, C, OC, false, p);
-  float* g = static_cast<float*>(operand_buffer(sizeof(float) * size_t(N * C)));
-  linear_backward(TensorRef(g, Precision::Fp32), nullptr, nullptr, dout, gelu_out, w, N, C, OC, false, p);
-  if (dpre_bias) column_sums_add<1>(*this, ColumnOutputs<1>{{dpre_bias}}, GeluGradRows{g, pre.f32(), C}, N, C);
-  gelu_grad_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(dpre.f32(), g, pre.f32(), N * C);
+  linear_backward(dpre, nullptr, nullptr, dout, gelu_out, w, N, C, OC, false, p);
+  gelu_grad_inplace_kernel<<<grid_for(N * C), kBlock, 0, stream_>>>(dpre.f32(), pre.f32(), N * C);
   OCC_CUDA_CHECK_LAUNCH();
+  if (dpre_bias) column_sums_add<1>(*this, ColumnOutputs<1>{{dpre_bias}}, DenseRows{dpre.f32(), C}, N, C);
   round_to_precision(dpre.f32(), N * C, p);
 }
 

@@ -70,9 +70,10 @@ void LtDescriptors::build(const void* vector, const void* aux) {
   set_attribute<int32_t>(op_, CUBLASLT_MATMUL_DESC_TRANSB, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_attribute<uint32_t>(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(key_.epilogue));
   if (has_vector(key_.epilogue)) {
-    // Stated even where it equals the default (D's type for a bias, C's for a
-    // bias gradient): a 16-bit D with an fp32 vector is a combination cuBLASLt
-    // may refuse (then the epilogue falls back to a kernel).
+    // Stated even where it equals the default (D's type, for a bias and a bias
+    // gradient alike). The bias gradients are always asked for in D's type (the
+    // documented one); a bias may be fp32 beside a 16-bit D, a combination
+    // cuBLASLt may refuse (then the epilogue falls back to a kernel).
     set_attribute<int32_t>(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, lt_data_type(key_.vector_format));
   }
   if (has_aux(key_.epilogue)) {

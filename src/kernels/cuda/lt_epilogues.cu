@@ -84,8 +84,8 @@ struct RowsOfFormat {  // the rows of x[N, C] in `format`, as a column_sums_add 
   }
 };
 
-__global__ void add_into_kernel(float* dst, const float* src, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] += src[i];
+__global__ void add_into_kernel(float* dst, const void* src, Precision src_format, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] += load_value(src, i, src_format);
 }
 
 }  // namespace
@@ -112,9 +112,9 @@ void lt_column_sums_add(CudaOps& ops, float* sums, const void* x, Precision form
   column_sums_add<1>(ops, ColumnOutputs<1>{{sums}}, RowsOfFormat{x, format, C}, N, C);
 }
 
-void lt_add_into(CudaOps& ops, float* dst, const float* src, int64_t n) {
+void lt_add_into(CudaOps& ops, float* dst, const void* src, Precision src_format, int64_t n) {
   if (n <= 0) return;
-  add_into_kernel<<<grid_for(n), kBlock, 0, ops.stream()>>>(dst, src, n);
+  add_into_kernel<<<grid_for(n), kBlock, 0, ops.stream()>>>(dst, src, src_format, n);
   OCC_CUDA_CHECK_LAUNCH();
 }
 

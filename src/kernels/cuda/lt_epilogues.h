@@ -33,7 +33,7 @@ void lt_gelu_backward_epilogue(CudaOps& ops, void* dinp, Precision dinp_format, 
 // reduce.cuh's fixed order.
 void lt_column_sums_add(CudaOps& ops, float* sums, const void* x, Precision format, int64_t N, int64_t C);
 
-// dst[i] += src[i].
-void lt_add_into(CudaOps& ops, float* dst, const float* src, int64_t n);
+// dst[i] += src[i], src in `src_format` (a bias-gradient vector cuBLASLt wrote in D's type), widened.
+void lt_add_into(CudaOps& ops, float* dst, const void* src, Precision src_format, int64_t n);
 
 }  // namespace occ::kernels::cuda

@@ -260,12 +260,17 @@ void LtMatmul::linear_backward_input(const LinearBackwardInputArgs& x) {
       last_.fused = true;
       return;
     }
-    // The bias gradient overwrites its vector: an fp32 scratch vector, added on after.
-    float* bgrad = x.dbias_of_dinp ? static_cast<float*>(ops_.scratch(sizeof(float) * size_t(x.C))) : nullptr;
+    // The bias gradient overwrites its vector, which cuBLASLt writes in D's type
+    // (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: "the same type as the elements of the
+    // output matrix"): its fp32 column sums rounded once, into a scratch vector
+    // that is widened and added to the fp32 gradient after (as PyTorch's autograd
+    // sums a 16-bit bias's gradient in fp32 and stores it in the bias's type).
+    const Precision vector_format = x.dinp_format;
+    void* bgrad = x.dbias_of_dinp ? ops_.scratch(bytes_of(vector_format) * size_t(x.C)) : nullptr;
     const LtPointers p{x.w, x.dout, x.dinp, bgrad, x.pre_gelu};
-    const LtKey key = make_key(g, x.operands, x.dinp_format, e, Precision::Fp32, x.operands, /*aux_ld=*/x.C, p);
+    const LtKey key = make_key(g, x.operands, x.dinp_format, e, vector_format, x.operands, /*aux_ld=*/x.C, p);
     if (try_fused(key, x.accumulate, beta, p)) {
-      if (bgrad) lt_add_into(ops_, x.dbias_of_dinp, bgrad, x.C);
+      if (bgrad) lt_add_into(ops_, x.dbias_of_dinp, bgrad, vector_format, x.C);
       return;
     }
   } else {
@@ -307,11 +312,12 @@ void LtMatmul::linear_backward_weight(const LinearBackwardWeightArgs& x) {
       last_.fused = true;
       return;
     }
+    // D (dw) is fp32, so the bias gradient's documented type is fp32 too.
     float* bgrad = static_cast<float*>(ops_.scratch(sizeof(float) * size_t(x.OC)));
     const LtPointers p{x.inp, x.dout, x.dw, bgrad, nullptr};
     const LtKey key = make_key(g, x.operands, Precision::Fp32, e, Precision::Fp32, Precision::Fp32, 0, p);
     if (try_fused(key, true, 1.0f, p)) {
-      lt_add_into(ops_, x.dbias, bgrad, x.OC);
+      lt_add_into(ops_, x.dbias, bgrad, Precision::Fp32, x.OC);
       return;
     }
     gemm(g, x.operands, Precision::Fp32, 1.0f, x.inp, x.dout, x.dw);

@@ -9,7 +9,7 @@
 //                           pre_gelu = inp w^T + bias, out = gelu(pre_gelu)  (GELU_AUX[_BIAS])
 //   linear_backward_input   dinp = dout w (= or +=), or with pre_gelu:
 //                           dinp = (dout w) * gelu'(pre_gelu)  (DGELU), and
-//                           dbias_of_dinp += its column sums   (DGELU_BGRAD)
+//                           dbias_of_dinp += its column sums   (DGELU_BGRAD, in dinp's format)
 //   linear_backward_weight  dw += dout^T inp in fp32, dbias += column sums of dout (BGRADB)
 //
 // Row-major semantics as kernels/kernels.h; lt_problem.h shows how each
@@ -81,7 +81,10 @@ struct LinearBackwardInputArgs {
   bool accumulate = false;     // dinp += the result (dinp's old values read in dinp_format)
   // [N, C] in the operand format. When set, the result is (dout w) * gelu'(pre_gelu).
   const void* pre_gelu = nullptr;
-  // [C] fp32: += column sums of (dout w) * gelu'(pre_gelu) (fp32, before any rounding). Needs pre_gelu.
+  // [C] fp32: += column sums of (dout w) * gelu'(pre_gelu), summed in fp32 before
+  // the product is rounded. Fused (DGELU_BGRAD), cuBLASLt writes the call's sums in
+  // dinp's format (its documented bias-gradient type: one rounding, then widened and
+  // added); the fallback kernel adds them unrounded. Needs pre_gelu.
   float* dbias_of_dinp = nullptr;
   int64_t N = 0, C = 0, OC = 0;
   Precision operands = Precision::Bf16;

@@ -12,41 +12,17 @@
 // thread over a fixed run of rows, combined per block in group order and
 // written as one partial row per block; column_partials_finish then adds the
 // blocks' partials in a fixed order (no floating-point atomics anywhere).
+//
+// The launch arithmetic (layouts, grids, the shared memory of each launch) is
+// row_launch.h's, host-only, so that the unit tests check it without a GPU.
 #include <algorithm>
+#include <string>
 
 #include "kernels/cuda/packs.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/row_launch.h"
 
 namespace occ::kernels::cuda {
-
-struct RowLayout {
-  int packs = 0;   // P: packs per thread (the kernel instantiation)
-  int warps = 0;   // warps per row group (1 .. 32)
-  int groups = 0;  // row groups per block
-  int threads() const { return 32 * warps * groups; }
-};
-
-// The layout for rows of `row_packs` packs with 1 .. max_packs packs per
-// thread: the fewest idle pack slots (registers a kernel holds for packs past
-// the row's end), then the fewest warps per row (fewer barriers); as many
-// groups per block as fit `block_threads`. A function of the shape only.
-// Returns false when a row needs more than 32 warps (the caller's fallback).
-inline bool choose_row_layout(int64_t row_packs, int max_packs, int block_threads, RowLayout& out) {
-  if (row_packs <= 0) return false;
-  int64_t best_idle = -1;
-  for (int warps = 1; warps <= 32; ++warps) {
-    for (int p = 1; p <= max_packs; ++p) {
-      const int64_t capacity = int64_t(32) * warps * p;
-      if (capacity < row_packs) continue;
-      if (best_idle < 0 || capacity - row_packs < best_idle) {
-        best_idle = capacity - row_packs;
-        out = RowLayout{p, warps, std::max(1, block_threads / (32 * warps))};
-      }
-      break;  // more packs per thread only idle more slots
-    }
-  }
-  return best_idle >= 0;
-}
 
 // Where a thread sits in the row-group layout (warps per group from the host).
 struct GroupThread {
@@ -69,7 +45,8 @@ __device__ __forceinline__ void group_sum(float (&v)[K], int warps) {
 #pragma unroll
   for (int k = 0; k < K; ++k) v[k] = warp_sum(v[k]);
   if (warps == 1) return;
-  __shared__ float warp_sums[32][K];  // one slot per warp of the block (at most 32)
+  __shared__ float warp_sums[kMaxBlockWarps][K];  // one slot per warp of the block
+  static_assert(sizeof(warp_sums) == group_sum_shared_bytes(K), "row_launch.h models this array");
   const int warp = int(threadIdx.x) >> 5, first = warp - warp % warps;
   __syncthreads();  // every reader of a previous call is done
   if ((threadIdx.x & 31) == 0) {
@@ -162,31 +139,34 @@ void column_partials_finish(cudaStream_t stream, ColumnOutputs<K> outs, const fl
   OCC_CUDA_CHECK_LAUNCH();
 }
 
-// The blocks of a column-summing row kernel and the rows each of its groups
-// takes (a contiguous run), as functions of N and the layout only, so that the
-// order of the additions, hence the bits, never depend on the GPU.
-// kColumnBlocks bounds the partial rows the finish pass reads.
-constexpr int64_t kColumnBlocks = 512;
-struct ColumnGrid {
-  int64_t blocks = 0, rows_per_group = 0;
+// The shared memory of a row kernel as compiled (cudaFuncGetAttributes, read
+// once per kernel): its static bytes, which must be what row_launch.h models
+// (the launch arithmetic sizes the dynamic bytes against the limit less them),
+// and the dynamic bytes it may be launched with.
+struct KernelSharedMemory {
+  size_t static_bytes = 0, max_dynamic_bytes = 0;
 };
-inline ColumnGrid column_grid(int64_t N, int groups) {
-  const int64_t group_rows = (N + kColumnBlocks * groups - 1) / (kColumnBlocks * groups);  // >= 1
-  const int64_t rows_per_block = group_rows * groups;
-  return {(N + rows_per_block - 1) / rows_per_block, group_rows};
+template <auto Kernel>
+KernelSharedMemory kernel_shared_memory(size_t modelled_static_bytes, const char* name) {
+  static const KernelSharedMemory memory = [&] {
+    cudaFuncAttributes attr{};
+    OCC_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+    if (attr.sharedSizeBytes != modelled_static_bytes)
+      throw_error(std::string(name) + ": the kernel has " + std::to_string(attr.sharedSizeBytes) +
+                  " bytes of static shared memory, row_launch.h models " + std::to_string(modelled_static_bytes) +
+                  ": update the model (tests/unit/test_row_launch.cpp checks every launch against it)");
+    return KernelSharedMemory{attr.sharedSizeBytes, size_t(attr.maxDynamicSharedSizeBytes)};
+  }();
+  return memory;
 }
 
-// Bytes of dynamic shared memory a column-summing kernel stages its groups'
-// partials in (0 with one group per block), and the groups per block that fit
-// the default 48 KiB.
-constexpr size_t kStageBytes = size_t(48) << 10;
-inline int staged_groups(int groups, int K, int64_t C) {
-  if (groups <= 1) return 1;
-  const int64_t fit = int64_t(kStageBytes) / (int64_t(K) * C * int64_t(sizeof(float)));
-  return int(std::max<int64_t>(1, std::min<int64_t>(groups, fit)));
-}
-inline size_t stage_bytes(int groups, int K, int64_t C) {
-  return groups <= 1 ? 0 : size_t(groups) * size_t(K) * size_t(C) * sizeof(float);
+// Throws before a launch the GPU would refuse (cudaErrorInvalidValue): the
+// launch's dynamic bytes past what the kernel may take.
+inline void check_row_launch(const RowLaunch& l, const KernelSharedMemory& m, const char* name) {
+  if (l.dynamic_bytes > m.max_dynamic_bytes || l.dynamic_bytes + l.static_bytes > l.limit)
+    throw_error(std::string(name) + ": a launch with " + std::to_string(l.dynamic_bytes) + " dynamic + " +
+                std::to_string(l.static_bytes) + " static bytes of shared memory exceeds the kernel's " +
+                std::to_string(m.max_dynamic_bytes) + " dynamic / " + std::to_string(l.limit) + " total");
 }
 
 }  // namespace occ::kernels::cuda

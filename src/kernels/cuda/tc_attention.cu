@@ -73,6 +73,9 @@ struct ForwardTile {
   static constexpr size_t kSmemBytes =
       sizeof(Elem) * size_t(kBlockM + 4 * kBlockN) * kStride + sizeof(uint32_t) * kBlockM * kMaskWords;
   static_assert(kBlockN % 32 == 0 && D % 16 == 0, "tile shape");
+  static_assert(kSmemBytes == tc::forward_smem_bytes(int(sizeof(Elem)), D, tc::ForwardShape{kWarps, kMt, kBlockN}),
+                "tc_attention_index.h models this layout");
+  static_assert(kSmemBytes <= tc::kOptInSharedLimitSm80, "must fit every architecture built");
 };
 
 template <class Elem, class F>

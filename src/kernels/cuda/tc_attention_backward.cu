@@ -56,6 +56,9 @@ struct DqTile {
   static constexpr size_t kSmemBytes =
       sizeof(Elem) * size_t(2 * kBlockM + 4 * kBlockN) * kStride + sizeof(uint32_t) * kBlockM * kMaskWords;
   static_assert(kBlockN % 32 == 0 && D % 16 == 0, "tile shape");
+  static_assert(kSmemBytes == tc::dq_smem_bytes(int(sizeof(Elem)), D, tc::DqShape{kWarps, kBlockN}),
+                "tc_attention_index.h models this layout");
+  static_assert(kSmemBytes <= tc::kOptInSharedLimitSm80, "must fit every architecture built");
 };
 
 template <class Elem, class F>
@@ -167,6 +170,9 @@ struct DkvTile {
   static constexpr size_t kSmemBytes = sizeof(Elem) * size_t(2 * kBlockN + 4 * kBlockM) * kStride +
                                        sizeof(float) * 4 * kBlockM + sizeof(uint32_t) * kBlockM * kMaskWords;
   static_assert(kBlockN % 32 == 0 && kBlockM % 16 == 0 && D % 16 == 0, "tile shape");
+  static_assert(kSmemBytes == tc::dkv_smem_bytes(int(sizeof(Elem)), D, tc::DkvShape{kWarps, kBlockM}),
+                "tc_attention_index.h models this layout");
+  static_assert(kSmemBytes <= tc::kOptInSharedLimitSm80, "must fit every architecture built");
 };
 
 template <class Elem, class F>

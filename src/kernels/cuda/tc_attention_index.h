@@ -10,6 +10,7 @@
 // attention_dropout_row (kernels/attention.cpp).
 //
 // No CUDA syntax here, so g++ compiles it for the unit tests.
+#include <cstddef>
 #include <cstdint>
 
 #include "core/rng.h"
@@ -44,6 +45,35 @@ constexpr DqShape dq_shape(int /*D*/) { return DqShape{8, 64}; }
 // 128: 32-query tiles, so that dK, dV (2 x 64 floats) and the transposed
 // scores and dP (2 x 16) fit in the registers.
 constexpr DkvShape dkv_shape(int D) { return D == 128 ? DkvShape{8, 32} : DkvShape{8, 64}; }
+
+// ---- shared memory --------------------------------------------------------------------
+// Each kernel's block takes all its shared memory dynamically (no static
+// __shared__ arrays), opted in past the default 48 KiB with
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize). Tiles are rows of D 16-bit
+// elements padded to smem_stride(D) (bank-conflict-free ldmatrix); the dropout
+// keep bits one 32-bit word per row and 32 keys. The byte counts, which the
+// kernels' tile types static_assert and the unit tests bound by the smallest
+// opt-in limit of the architectures built (sm_80), are:
+OCC_HD constexpr int smem_stride(int D) { return D + 8; }
+// forward: Q [BM], K and V double-buffered [2][BN] each; mask [BM][BN / 32].
+constexpr size_t forward_smem_bytes(int elem_bytes, int D, ForwardShape f) {
+  return size_t(elem_bytes) * size_t(f.block_m() + 4 * f.block_n) * size_t(smem_stride(D)) +
+         sizeof(uint32_t) * size_t(f.block_m()) * size_t(f.block_n / 32);
+}
+// dQ: Q and dO [BM] each, K and V double-buffered [2][BN] each; mask [BM][BN / 32].
+constexpr size_t dq_smem_bytes(int elem_bytes, int D, DqShape q) {
+  return size_t(elem_bytes) * size_t(2 * q.block_m() + 4 * q.block_n) * size_t(smem_stride(D)) +
+         sizeof(uint32_t) * size_t(q.block_m()) * size_t(q.block_n / 32);
+}
+// dK/dV: K and V [BN] each, Q and dO double-buffered [2][BM] each; LSE and Delta
+// double-buffered [2][BM] each (fp32); mask [BM][BN / 32].
+constexpr size_t dkv_smem_bytes(int elem_bytes, int D, DkvShape kv) {
+  return size_t(elem_bytes) * size_t(2 * kv.block_n() + 4 * kv.block_m) * size_t(smem_stride(D)) +
+         sizeof(float) * 4 * size_t(kv.block_m) + sizeof(uint32_t) * size_t(kv.block_m) * size_t(kv.block_n() / 32);
+}
+// The largest dynamic shared memory a block may opt into (cudaDevAttrMaxSharedMemoryPerBlockOptin):
+// sm_80 (A100) 163 KiB, sm_90 (H100, H200) 227 KiB.
+constexpr size_t kOptInSharedLimitSm80 = size_t(163) << 10, kOptInSharedLimitSm90 = size_t(227) << 10;
 
 // ---- causal tile ranges ------------------------------------------------------------------
 // Key tk is visible to query tq when tk <= tq (causal) and the key exists.

@@ -31,8 +31,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t kMaxT = int64_t(1) << 22;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Shared-memory row stride (elements) of a tile with D columns.
-__host__ __device__ constexpr int smem_stride(int D) { return D + 8; }
+// Shared-memory row stride (elements) of a tile with D columns: tc_attention_index.h's.
+using tc::smem_stride;
 
 // ---- 16-bit element types ---------------------------------------------------------------------
 template <class Elem>
@@ -293,13 +293,22 @@ void check_call(const char* what, const AttentionShape& s, const Dropout& d, Pre
                 std::initializer_list<const void*> aligned16);
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) once per kernel and device
-// (`done` is the kernel's own set of devices already configured).
+// (`done` is the kernel's own set of devices already configured). A device
+// whose opt-in limit is below `bytes` gets a one-line error, not a failed launch.
 template <class Kernel>
 void allow_dynamic_smem(Kernel* kernel, size_t bytes, std::atomic<uint64_t>& done) {
   int device = 0;
   OCC_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
   if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  int optin = 0;
+  OCC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  cudaFuncAttributes attr{};
+  OCC_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  if (bytes + attr.sharedSizeBytes > size_t(optin))
+    throw_error("tensor-core attention: a block needs " + std::to_string(bytes + attr.sharedSizeBytes) +
+                " bytes of shared memory, this GPU grants at most " + std::to_string(optin) +
+                "; use --attention-backend fused");
   OCC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   done.fetch_or(bit, std::memory_order_release);
 }

@@ -1,0 +1,1 @@
+"""What the occtools commands share: running commands (proc), reading their outputs (files)."""
