@@ -210,7 +210,7 @@ TEST(JobCommand, AppendsWhereToResume) {
                                   "--finetune", "--no-load-optim"});
   EXPECT_TRUE(finetune.options().finetune);
   const std::vector<std::string> resumed = finetune.argv_for(resume);
-  EXPECT_EQ(std::vector<std::string>(resumed.begin() + 9, resumed.begin() + 15),
+  EXPECT_EQ(std::vector<std::string>(resumed.begin() + 10, resumed.begin() + 16),
             (std::vector<std::string>{"--load", "ck", "--finetune=false", "--no-load-optim=false", "--ckpt-step", "15"}));
   EXPECT_EQ(finetune.argv_for(fresh).size(), 13u);  // the first attempt starts from --load hf as given
 
