@@ -81,8 +81,10 @@ def main():
     mpi = ["mpirun", "--oversubscribe", "-np", "4", binary, "train"]
     print(f"chaos: {a.iters} iterations, {a.kills} kills + a hang + a corrupted checkpoint, seed {a.seed}, "
           f"out {a.out}", flush=True)
+    t0 = time.time()
     run(mpi + train + ["--save", out("straight"), "--save-interval", str(a.iters), "--metrics", out("straight.jsonl")],
         out("straight.log"), env)
+    straight_wall = time.time() - t0
 
     # The faults, at increasing iterations spread over the run (never the last one).
     kinds = ["kill"] * a.kills + ["hang", "corrupt"]
@@ -182,6 +184,7 @@ def main():
         print("  " + line.removeprefix("launch:   "))
     print(f"chaos: PASS {a.kills} SIGKILLs, a hang and a corrupted checkpoint survived under `optimus-cc launch` "
           f"alone: {summary.group(2)} restarts, {summary.group(3)} iterations lost, {wall:.0f} s wall "
+          f"(uninterrupted: {straight_wall:.0f} s) "
           f"(seed {a.seed}{', --async-save' if a.async_save else ''})")
 
 

@@ -66,13 +66,11 @@ std::string StragglerWatch::observe(const nlohmann::json& ranks, nlohmann::json&
       worst_peers = peer_median;
     }
   }
-  if (worst < 0) {
-    warned_ = -1;
-    return "";
-  }
+  if (worst < 0) return "";
   row["straggler"] = {{"rank", worst}, {"slower_by", worst_ratio - 1.0}};
-  if (worst == warned_) return "";
-  warned_ = worst;
+  warned_.resize(n, false);
+  if (warned_[size_t(worst)]) return "";
+  warned_[size_t(worst)] = true;
   return fmt::format("warning: rank {} (pipeline stage {}) computed {:.0f} % slower than the other ranks of its stage "
                      "over the last {} iterations ({:.1f} vs {:.1f} ms per iteration of forward, backward and "
                      "optimizer; their waits for it excluded): a slow or overloaded node or GPU?",

@@ -17,8 +17,8 @@ class StragglerWatch {
  public:
   // Warns about a rank whose compute time over the last `window` iterations
   // exceeds its stage peers' median by more than `margin` (0.25: 25 %), and
-  // which was the slower one in most of those iterations.
-  explicit StragglerWatch(int window = 20, double margin = 0.25);
+  // which was the slower one in at least 3/4 of those iterations.
+  explicit StragglerWatch(int window = 50, double margin = 0.25);
 
   // One iteration's per-rank metrics (gather_rank_metrics: "rank", "pp",
   // "timers"). Returns the warning line ("" if none; said once per straggler
@@ -31,7 +31,7 @@ class StragglerWatch {
   double margin_;
   std::deque<std::vector<double>> history_;  // per iteration: compute ms by world rank
   std::vector<int> stage_of_;                // world rank -> pipeline stage
-  int warned_ = -1;                          // the rank warned about (-1: none)
+  std::vector<bool> warned_;                 // per rank: already named
 };
 
 }  // namespace occ

@@ -178,7 +178,7 @@ std::string Supervisor::failure_text(const Outcome& o) const {
   std::string reported = watch_.reported_failure();
   if (o.kind == Outcome::Hung) return fmt::format("hung (no rank progressed for {:g} s)", opt_.hang_timeout_s);
   if (o.kind == Outcome::Signaled)
-    return fmt::format("the launcher was killed by signal {} ({})", o.code, strsignal(o.code));
+    return fmt::format("the launched command was killed by signal {} ({})", o.code, strsignal(o.code));
   if (!reported.empty()) return reported;
   if (o.code > 128 && o.code < 128 + 65)
     return fmt::format("a rank was killed by signal {} ({}) (exit status {})", o.code - 128, strsignal(o.code - 128),
