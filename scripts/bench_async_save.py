@@ -19,7 +19,7 @@ write, and the whole save period, each as a ratio to the baseline's median itera
 Also: both variants' final checkpoints compared byte for byte.
 
 Writes a markdown report (stdout, and --report FILE):
-  python3 scripts/bench_async_save.py [--iters 16] [--save-interval 4] [--repeats 3]
+  python3 scripts/bench_async_save.py [--iters 24] [--save-interval 8] [--repeats 3]
                                       [--bin build/optimus-cc] [--data PREFIX] [--report FILE]
 """
 import argparse
@@ -42,8 +42,8 @@ SAVED = re.compile(r"^saved checkpoint .*iter_0*(\d+) \((?:written in the backgr
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iters", type=int, default=16)
-    ap.add_argument("--save-interval", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=24)
+    ap.add_argument("--save-interval", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "optimus-cc"))
     ap.add_argument("--data", default="", help="a preprocessed dataset prefix (default: data/kjv.txt.zst)")
