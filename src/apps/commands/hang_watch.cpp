@@ -120,6 +120,12 @@ int HangWatch::ranks_present() const {
   return int(std::count_if(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) { return s.rank >= 0; }));
 }
 
+bool HangWatch::all_training() const {
+  return armed() && std::all_of(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) {
+           return s.state != heartbeat::State::Starting;
+         });
+}
+
 int64_t HangWatch::iterations_done() const {
   int64_t done = 0;
   for (const auto& s : ranks_) done = std::max(done, s.iterations_done);

@@ -34,6 +34,8 @@ class HangWatch {
   bool armed() const { return armed_at_ >= 0; }  // every rank has a heartbeat: the clock runs
   int world_size() const { return world_size_; }
   int ranks_present() const;
+  // Every rank trains (its --exit-signal-handler is in place: a stop signal is safe to pass on).
+  bool all_training() const;
   int64_t iterations_done() const;  // the most any rank completed (0 before the first)
   // The failure the ranks reported: the lowest rank's own words ("" if none).
   std::string reported_failure() const;

@@ -134,7 +134,7 @@ struct Outcome {
 struct LaunchOptions {
   int max_restarts = 3;
   double restart_backoff_s = 10;
-  double hang_timeout_s = 300;
+  double hang_timeout_s = -1;  // (default: 3/4 of the job's --comm-timeout)
   std::string heartbeat_dir;
 };
 
@@ -202,7 +202,7 @@ Outcome Supervisor::run_attempt(const std::vector<std::string>& argv) {
   const double poll_every = std::clamp(opt_.hang_timeout_s / 10, 0.1, 1.0);
   const double started = now_seconds();
   double polled_at = 0;
-  bool noted_missing = false;
+  bool noted_missing = false, held = false;
   for (;;) {
     int status = 0;
     const pid_t done = ::waitpid(child, &status, WNOHANG);
@@ -215,8 +215,14 @@ Outcome Supervisor::run_attempt(const std::vector<std::string>& argv) {
     if (done < 0 && errno != EINTR) fail("launch: waitpid: {}", std::strerror(errno));
     // Each stop signal to the supervisor becomes one SIGUSR1 to the launcher,
     // which passes it to every rank (mpirun does): the first stops gracefully,
-    // a second at once (--exit-signal-handler).
-    while (forwarded < g_stop_signals) {
+    // a second at once (--exit-signal-handler). Not before every rank trains:
+    // a rank still starting has no handler yet, and the signal would kill it.
+    if (forwarded < g_stop_signals && !watch_.all_training() && !held) {
+      held = true;
+      say(fmt::format("signal {} ({}): the job is starting; passing it on once every rank trains",
+                      int(g_stop_signal), strsignal(int(g_stop_signal))));
+    }
+    while (forwarded < g_stop_signals && watch_.all_training()) {
       ++forwarded;
       ::kill(child, SIGUSR1);
       say(fmt::format("signal {} ({}): {}", int(g_stop_signal), strsignal(int(g_stop_signal)),
@@ -376,9 +382,9 @@ int launch(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--hang-timeout", opt.hang_timeout_s,
                  "seconds without progress on any rank (each rank's heartbeat) after which the job is ended as hung "
-                 "and restarted; start-up, checkpoint saves and loads do not count (0: off). Keep it below the "
-                 "train command's --comm-timeout so that a hang is reported where each rank waits")
-      ->capture_default_str()
+                 "and restarted; start-up, checkpoint saves and loads do not count (0: off; default: 3/4 of the "
+                 "train command's --comm-timeout, which would otherwise end a hang first, without saying where "
+                 "each rank waits)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--heartbeat-dir", opt.heartbeat_dir,
                  "where the ranks' heartbeat files go (default: SAVE/heartbeat; on a multi-host job, a directory "
@@ -396,6 +402,11 @@ int launch(int argc, char** argv) {
   if (split + 1 >= argc)
     throw UsageError("launch: no job command; give it after --: optimus-cc launch -- mpirun -np N optimus-cc train ...");
   JobCommand job(std::vector<std::string>(argv + split + 1, argv + argc));
+  const double comm_timeout = job.options().comm_timeout_s;
+  if (opt.hang_timeout_s < 0) opt.hang_timeout_s = 0.75 * comm_timeout;
+  if (opt.hang_timeout_s >= comm_timeout)
+    std::printf("launch: note: --hang-timeout %g is not below the train command's --comm-timeout %g: a rank's "
+                "network wait ends the job first, with its own message\n", opt.hang_timeout_s, comm_timeout);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
