@@ -40,10 +40,10 @@ class CompressionState {
   bool empty() const { return cb_.empty() && !dp_; }
   // The file's name inside the rank's checkpoint shard directory.
   static std::string file_name(int dp_rank);
-  // The state with `meta` as the file's metadata, copied now (to be written).
-  TensorFileWriter snapshot(const nlohmann::json& meta) const;
-  // snapshot(meta) written to `path`.
-  void save(const std::string& path, const nlohmann::json& meta) const { snapshot(meta).write(path); }
+  // Writes the state to `path` with `meta` as the file's metadata.
+  void save(const std::string& path, const nlohmann::json& meta) const;
+  // What save() writes, in memory.
+  TensorFileWriter state(const nlohmann::json& meta) const;
   // Loads what fits from `path` (which may be absent); the rest starts fresh.
   CompressionNotice load(const std::string& path);
   // Collective over `world`: prints (where `print`) one line per kind of

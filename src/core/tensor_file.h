@@ -59,6 +59,12 @@ class TensorFileWriter {
     add_view_raw(name, DTypeOf<T>::value, std::move(owner), data, std::move(shape));
   }
 
+  // Sets (or replaces) one metadata field before write().
+  void set_meta(const std::string& key, nlohmann::json value) { meta_[key] = std::move(value); }
+  // A 64-bit digest of the tensors added so far (names, dtypes, shapes and data,
+  // through their CRC32s): equal for equal contents. Not of the metadata.
+  uint64_t content_digest() const;
+
   // Atomic: writes path + ".tmp", fsyncs it, renames it over path and fsyncs
   // the directory, so path holds either the old file or the complete new one.
   void write(const std::string& path) const;
@@ -72,6 +78,7 @@ class TensorFileWriter {
     std::shared_ptr<const void> owner;  // what view points into (add_view)
     const void* view = nullptr;
     uint64_t size = 0;
+    uint32_t crc32 = 0;  // computed when added: content_digest() (a save's identifier) needs it before write()
     const void* data() const { return owner ? view : static_cast<const void*>(bytes.data()); }
   };
   // The checks of both, and the entry without its data.

@@ -7,43 +7,23 @@
 
 #include "core/error.h"
 #include "core/tensor_file.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_store.h"
 
 namespace occ {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The problem with checkpoint `iteration`, thrown as occ::Error.
-void check_checkpoint(const std::string& root, int64_t iteration) {
-  const CheckpointStore store(root);
-  const std::string dir = store.iteration_dir(iteration);
-  // The saved layout, from the shard every layout has.
-  const std::string first = shard_dir(dir, 0, 0) + "/" + kShardStateFile;
-  const nlohmann::json config = TensorFileReader::open(first).meta().value("config", nlohmann::json::object());
-  const int tp = config.value("tensor_model_parallel_size", 0), pp = config.value("pipeline_model_parallel_size", 0);
-  OCC_CHECK(tp >= 1 && pp >= 1, "{} names no tensor / pipeline parallel size in its config; it is not a checkpoint of "
-            "this version", first);
-  for (int p = 0; p < pp; ++p)
-    for (int t = 0; t < tp; ++t) {
-      const std::string shard = shard_dir(dir, t, p) + "/" + kShardStateFile;
-      OCC_CHECK(fs::is_regular_file(shard), "it is incomplete: {} is missing (saved with TP {} x PP {})", shard, tp, pp);
-    }
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file()) files.push_back(it->path().string());
-  OCC_CHECK(!ec, "cannot list {}: {}", dir, ec.message());
-  std::sort(files.begin(), files.end());
-  for (const std::string& f : files) TensorFileReader::open(f).verify();  // throws naming the file and the damage
-}
-
-}  // namespace
-
-std::string verify_checkpoint(const std::string& root, int64_t iteration) {
+std::string checkpoint_problem(const std::string& root, int64_t iteration) {
   try {
-    check_checkpoint(root, iteration);
+    const SavedCheckpoint saved = verify_checkpoint(root, iteration);  // the headers: one whole save
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(saved.dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file()) files.push_back(it->path().string());
+    OCC_CHECK(!ec, "cannot list {}: {}", saved.dir, ec.message());
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) TensorFileReader::open(f).verify();  // throws naming the file and the damage
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -65,7 +45,7 @@ ResumeChoice choose_resume_checkpoint(const std::string& root) {
   std::sort(its.rbegin(), its.rend());
   for (int64_t it : its) {
     if (choice.latest && it > *choice.latest) continue;
-    std::string problem = verify_checkpoint(root, it);
+    std::string problem = checkpoint_problem(root, it);
     if (problem.empty()) {
       choice.iteration = it;
       return choice;

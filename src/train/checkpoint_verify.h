@@ -9,12 +9,12 @@
 
 namespace occ {
 
-// Checks checkpoint `iteration` under root: the shard of every position of the
-// saved TP x PP layout is there (the layout read from shard (0, 0)), and every
-// file of every shard directory opens as a tensor file whose header and
-// tensors pass their CRCs. Returns "" when it verifies, else the first
-// problem (one line). Reads every byte: as long as a load.
-std::string verify_checkpoint(const std::string& root, int64_t iteration);
+// What keeps checkpoint `iteration` under root from loading: whatever
+// verify_checkpoint (train/checkpoint.h) finds in its files' headers (a shard
+// missing, a file of another save), then any file whose header or tensors fail
+// their CRCs. "" when it verifies, else the first problem (one line). Reads
+// every byte: as long as a load.
+std::string checkpoint_problem(const std::string& root, int64_t iteration);
 
 struct ResumeChoice {
   std::optional<int64_t> iteration;  // the checkpoint to resume from (none: start afresh / nothing verifies)

@@ -23,16 +23,20 @@ CheckpointWriter::~CheckpointWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CheckpointWriter::start(int64_t iteration, std::vector<File> files, std::string error) {
+void CheckpointWriter::start(int64_t iteration, CheckpointFiles files, std::string staging,
+                             const ParallelLayout& layout, std::string save_id, std::string error) {
   OCC_CHECK(!pending_, "internal: checkpoint save {} started while save {} is pending", iteration, iteration_);
   pending_ = true;
   iteration_ = iteration;
   files_ = std::move(files);
+  staging_ = std::move(staging);
+  layout_ = layout;
+  save_id_ = std::move(save_id);
   error_ = std::move(error);
   write_s_ = 0;
   written_.store(false);
   if (!error_.empty()) {
-    files_.clear();
+    files_ = CheckpointFiles();
     written_.store(true);
   } else if (background_) {
     thread_ = std::thread([this] {
@@ -50,11 +54,11 @@ void CheckpointWriter::write_all() {
   const double start = now_seconds();
   if (delay_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay_s_));
   try {
-    for (const File& f : files_) f.contents.write(f.path);
+    files_.write(staging_, layout_, save_id_);
   } catch (const std::exception& e) {
     error_ = e.what();
   }
-  files_.clear();  // the host copies are not needed any more
+  files_ = CheckpointFiles();  // the host copies are not needed any more
   write_s_ = now_seconds() - start;
   written_.store(true, std::memory_order_release);
 }

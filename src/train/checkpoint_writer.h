@@ -18,17 +18,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/tensor_file.h"
+#include "core/layout.h"
+#include "train/checkpoint.h"
 
 namespace occ {
 
 class CheckpointWriter {
  public:
-  struct File {
-    std::string path;
-    TensorFileWriter contents;
-  };
-
   // background: write on a thread (--async-save); delay_s: a test-only pause
   // before the writing starts (--debug-save-delay).
   CheckpointWriter(bool background, double delay_s);
@@ -36,10 +32,12 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Writes `files` of the save of `iteration` (inline: before returning).
-  // `error`: this rank already failed to prepare the save (the files are
-  // then not written); the error is reported as the write's.
-  void start(int64_t iteration, std::vector<File> files, std::string error = {});
+  // Writes this rank's `files` of the save of `iteration` into `staging`,
+  // stamped with `save_id` (CheckpointFiles::write; inline: before returning).
+  // `error`: this rank already failed to prepare the save (nothing is then
+  // written); the error is reported as the write's.
+  void start(int64_t iteration, CheckpointFiles files, std::string staging, const ParallelLayout& layout,
+             std::string save_id, std::string error = {});
   bool pending() const { return pending_; }       // started, not yet cleared
   int64_t iteration() const { return iteration_; }
   bool written() const;                           // done or failed: wait() would not block
@@ -55,7 +53,9 @@ class CheckpointWriter {
   double delay_s_;
   bool pending_ = false;
   int64_t iteration_ = -1;
-  std::vector<File> files_;
+  CheckpointFiles files_;
+  std::string staging_, save_id_;
+  ParallelLayout layout_;
   std::string error_;
   double write_s_ = 0;
   std::atomic<bool> written_{false};

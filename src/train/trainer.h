@@ -70,6 +70,7 @@ class Trainer {
   // Collective, where a save is pending: commits it if every rank has written
   // its files (block: after waiting for this rank's); throws AgreedError if one failed.
   void finish_save(bool block);
+  std::string deepest_save_path() const;
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
     for (auto& link : cb_links_.send) links.push_back(link.get());

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/tensor_file.h"
 #include "temp_dir.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_verify.h"
 #include "train/checkpoint_writer.h"
@@ -40,18 +41,23 @@ void flip_byte(const std::string& path, long from_end) {
 }
 
 // A committed checkpoint as a TP 1 x PP 2 job writes it: a shard per stage
-// whose config names the layout, and one compressor state file per stage.
+// whose config names the layout, and one compressor state file per stage, all
+// stamped with the save's identifier.
 void save(const CheckpointStore& store, int64_t iteration) {
   const std::string staging = store.begin(iteration);
   for (int pp = 0; pp < 2; ++pp) {
     TensorFileWriter shard(nlohmann::json{
-        {"iteration", iteration}, {"config", {{"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 2}}}});
+        {"format", "optimus-cc checkpoint"}, {"iteration", iteration}, {"tp_rank", 0}, {"pp_rank", pp},
+        {"config", {{"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 2}}}});
     shard.add("param/w", std::vector<float>(1000, float(iteration + pp)));
-    const std::string dir = make_shard_dir(staging, 0, pp);
-    shard.write(dir + "/" + kShardStateFile);
     TensorFileWriter state(nlohmann::json{{"iteration", iteration}});
     state.add("cb/p", std::vector<float>(100, 1.0f));
-    state.write(dir + "/compress_dp_000.bin");
+    CheckpointFiles files;
+    files.add(kShardStateFile, std::move(shard));
+    files.add("compress_dp_000.bin", std::move(state));
+    ParallelLayout layout;
+    layout.pp_rank = pp;
+    files.write(staging, layout, "0123456789abcdef");
   }
   store.commit(iteration);
 }
@@ -64,20 +70,20 @@ TEST(CheckpointVerify, FindsDamageAndGaps) {
   TempDir dir;
   const CheckpointStore store(dir.str());
   save(store, 10);
-  EXPECT_EQ(verify_checkpoint(dir.str(), 10), "");
+  EXPECT_EQ(checkpoint_problem(dir.str(), 10), "");
 
   flip_byte(shard(dir.str(), 10, 1, "compress_dp_000.bin"), 40);  // a compressor state's data
-  EXPECT_NE(verify_checkpoint(dir.str(), 10).find("compress_dp_000.bin is corrupted"), std::string::npos)
-      << verify_checkpoint(dir.str(), 10);
+  EXPECT_NE(checkpoint_problem(dir.str(), 10).find("compress_dp_000.bin is corrupted"), std::string::npos)
+      << checkpoint_problem(dir.str(), 10);
 
   save(store, 20);
   fs::resize_file(shard(dir.str(), 20, 0), fs::file_size(shard(dir.str(), 20, 0)) - 10);  // cut short
-  EXPECT_NE(verify_checkpoint(dir.str(), 20).find(kShardStateFile), std::string::npos);
+  EXPECT_NE(checkpoint_problem(dir.str(), 20).find(kShardStateFile), std::string::npos);
 
   save(store, 30);
   fs::remove(shard(dir.str(), 30, 1));  // a stage's shard is missing
-  EXPECT_NE(verify_checkpoint(dir.str(), 30).find("incomplete"), std::string::npos) << verify_checkpoint(dir.str(), 30);
-  EXPECT_NE(verify_checkpoint(dir.str(), 40).find("does not exist"), std::string::npos);
+  EXPECT_NE(checkpoint_problem(dir.str(), 30).find("incomplete"), std::string::npos) << checkpoint_problem(dir.str(), 30);
+  EXPECT_NE(checkpoint_problem(dir.str(), 40).find("does not exist"), std::string::npos);
 }
 
 TEST(CheckpointVerify, ResumesFromTheNewestThatVerifies) {
@@ -122,49 +128,56 @@ TEST(CheckpointVerify, ResumesFromTheNewestThatVerifies) {
 
 TEST(CheckpointWriter, BackgroundWritesTheSameBytes) {
   TempDir dir;
-  auto files = [&](const std::string& sub) {
-    fs::create_directories(dir / sub);
-    std::vector<CheckpointWriter::File> out;
+  auto files = [&] {
+    CheckpointFiles out;
     for (int i = 0; i < 3; ++i) {
       std::vector<float> values(5000);
       for (size_t j = 0; j < values.size(); ++j) values[j] = float(i * 7 + int(j)) * 0.5f;
       TensorFileWriter w(nlohmann::json{{"i", i}});
       w.add("x", values);
       values.assign(values.size(), -1.0f);  // the writer holds its own copy from add() on
-      out.push_back({dir / (sub + "/f" + std::to_string(i)), std::move(w)});
+      out.add("f" + std::to_string(i), std::move(w));
     }
     return out;
   };
+  ParallelLayout layout;
+  layout.pp_rank = 1;
+  fs::create_directories(dir / "inline");
+  fs::create_directories(dir / "background");
   CheckpointWriter inline_writer(false, 0);
-  inline_writer.start(7, files("inline"));
+  inline_writer.start(7, files(), dir / "inline", layout, "00000000000000ab");
   EXPECT_TRUE(inline_writer.written());
   EXPECT_EQ(inline_writer.wait(), "");
 
   CheckpointWriter background(true, 0.3);  // (a pause, so the test sees it in flight)
-  background.start(7, files("background"));
+  background.start(7, files(), dir / "background", layout, "00000000000000ab");
   EXPECT_TRUE(background.pending());
   EXPECT_FALSE(background.written());
-  EXPECT_FALSE(fs::exists(dir / "background/f0"));
+  const std::string first = shard_dir(dir / "background", 0, 1) + "/f0";
+  EXPECT_FALSE(fs::exists(first));
   EXPECT_EQ(background.wait(), "");
   EXPECT_TRUE(background.written());
   EXPECT_GE(background.write_seconds(), 0.3);
   EXPECT_EQ(background.iteration(), 7);
   for (int i = 0; i < 3; ++i) {
     const std::string name = "/f" + std::to_string(i);
-    EXPECT_EQ(slurp(dir / ("inline" + name)), slurp(dir / ("background" + name)));
-    EXPECT_EQ(TensorFileReader::open(dir / ("background" + name)).read_vector<float>("x")[1], float(i * 7 + 1) * 0.5f);
+    const std::string a = shard_dir(dir / "inline", 0, 1) + name, b = shard_dir(dir / "background", 0, 1) + name;
+    EXPECT_EQ(slurp(a), slurp(b));
+    const TensorFileReader r = TensorFileReader::open(b);
+    EXPECT_EQ(r.read_vector<float>("x")[1], float(i * 7 + 1) * 0.5f);
+    EXPECT_EQ(r.meta().value(kSaveIdKey, ""), "00000000000000ab");
   }
-  EXPECT_THROW(background.start(8, {}), Error);  // one save at a time
+  EXPECT_THROW(background.start(8, CheckpointFiles(), dir.str(), layout, "x"), Error);  // one save at a time
   background.clear();
   EXPECT_FALSE(background.pending());
 
   // A failed write is the save's error; one this rank met while preparing the save too.
-  std::vector<CheckpointWriter::File> bad;
-  bad.push_back({dir / "missing-dir/f", TensorFileWriter()});
-  background.start(9, std::move(bad));
-  EXPECT_NE(background.wait().find("missing-dir/f"), std::string::npos) << background.wait();
+  CheckpointFiles bad;
+  bad.add("f", TensorFileWriter());
+  background.start(9, std::move(bad), dir / "missing-dir", layout, "x");
+  EXPECT_NE(background.wait().find("missing-dir"), std::string::npos) << background.wait();
   background.clear();
-  background.start(10, {}, "cannot gather the moments");
+  background.start(10, CheckpointFiles(), dir.str(), layout, "x", "cannot gather the moments");
   EXPECT_TRUE(background.written());
   EXPECT_EQ(background.wait(), "cannot gather the moments");
 }
