@@ -110,18 +110,19 @@ def files_equal(a, b):
 def render(a, runs, loads, same, command):
     k, n = a.save_interval, a.iters
     saving = [i for i in range(k, n, k)]  # (the last iteration's save is waited for at the end: not counted)
+    # Each round's ratios against the same round's baseline (the machine's load drifts between rounds).
     baseline = [statistics.median(r["ms"][i] for i in range(2, n + 1)) for r in runs["none"]]
     t = statistics.median(baseline)
 
     def stats(values):
         v = sorted(values)
-        return f"{statistics.median(v) / t:.2f} ({v[0] / t:.2f}-{v[-1] / t:.2f})"
+        return f"{statistics.median(v):.2f} ({v[0]:.2f}-{v[-1]:.2f})"
 
     rows = []
     for name in ("sync", "async"):
         save_it, after, plain, period = [], [], [], []
-        for r in runs[name]:
-            wall = {i: r["ms"][i] + r["main"].get(i, 0.0) for i in r["ms"]}
+        for r, base in zip(runs[name], baseline):
+            wall = {i: (r["ms"][i] + r["main"].get(i, 0.0)) / base for i in r["ms"]}
             save_it += [wall[i] for i in saving]
             after += [wall[i + 1] for i in saving]
             plain += [wall[i] for i in range(2, n + 1) if i % k not in (0, 1)]
@@ -129,9 +130,7 @@ def render(a, runs, loads, same, command):
         main_ms = [r["main"][i] for r in runs[name] for i in saving]
         bg = [r["background"][i] for r in runs[name] for i in saving if i in r["background"]]
         rows.append(f"| {name} | {stats(save_it)} | {stats(after)} | {stats(plain)} | {stats(period)} | "
-                    f"{statistics.median(main_ms):.0f} | {statistics.median(bg):.0f} |" if bg else
-                    f"| {name} | {stats(save_it)} | {stats(after)} | {stats(plain)} | {stats(period)} | "
-                    f"{statistics.median(main_ms):.0f} | - |")
+                    f"{statistics.median(main_ms):.0f} | {f'{statistics.median(bg):.0f}' if bg else '-'} |")
     return "\n".join([
         "# What a checkpoint save costs the training loop: --async-save",
         "",
@@ -144,7 +143,8 @@ def render(a, runs, loads, same, command):
         f"Baseline (no save): median iteration {t:.0f} ms (rounds: "
         + ", ".join(f"{b:.0f}" for b in baseline) + ").",
         "",
-        "Iteration wall time as a ratio to the baseline's median: median (min-max) over the saves of all rounds.",
+        "Iteration wall time as a ratio to the same round's baseline median: median (min-max) over the saves of "
+        "all rounds.",
         "A saving iteration's wall time includes what the save took on the training thread.",
         "",
         "| variant | saving iteration | the next one | others | mean over a save period | "

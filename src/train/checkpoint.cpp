@@ -170,7 +170,7 @@ int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step)
 }
 
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  AdamMoments adam, CheckpointPosition pos) {
+                                  HostCopies host, CheckpointPosition pos) {
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
                          {"iteration", pos.iteration},
@@ -184,13 +184,13 @@ TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout&
   if (pos.skipped_nonfinite > 0) meta["skipped_nonfinite"] = pos.skipped_nonfinite;
   if (!pos.data.is_null()) meta["data"] = pos.data;
   TensorFileWriter w(meta);
-  // Host copies of the fp32 master weights and moments (the checkpoint is the
-  // same whichever device trained them), each copied once: the file's tensors are views into them.
-  const auto p = std::make_shared<const std::vector<float>>(stage.params().to_host());
-  const auto m = std::make_shared<const std::vector<float>>(std::move(adam.m));
-  const auto v = std::make_shared<const std::vector<float>>(std::move(adam.v));
-  OCC_CHECK(m->size() == p->size() && v->size() == p->size(),
-            "internal: Adam moments of {} / {} values for {} parameters", m->size(), v->size(), p->size());
+  // The fp32 master weights and moments on the host (the checkpoint is the same
+  // whichever device trained them); the file's tensors are views into them.
+  const auto &p = host.params, &m = host.m, &v = host.v;
+  OCC_CHECK(p && m && v && p->size() == size_t(stage.param_layout().total()) && m->size() == p->size() &&
+                v->size() == p->size(),
+            "internal: a checkpoint shard of {} parameters with {} / {} Adam moments", p ? p->size() : 0,
+            m ? m->size() : 0, v ? v->size() : 0);
   for (const auto& t : stage.param_layout().tensors()) {
     w.add_view("param/" + t.name, p, p->data() + t.offset, t.shape);
     w.add_view("adam_m/" + t.name, m, m->data() + t.offset, t.shape);

@@ -4,6 +4,7 @@
 // committed atomically through CheckpointStore. Dropout and data order are
 // pure functions of (seed, iteration, consumed samples), so they need no state.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,10 +57,15 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration);  // re
 struct AdamMoments {
   std::vector<float> m, v;
 };
-// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in memory;
-// it keeps adam's vectors (the file's tensors are views into them, so each is copied once).
+// Host copies of a stage's whole weights and Adam moments (see AdamMoments),
+// which a checkpoint shard's tensors view rather than copy again.
+struct HostCopies {
+  std::shared_ptr<const std::vector<float>> params, m, v;
+};
+// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in
+// memory; it keeps `host` alive until it is written.
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  AdamMoments adam, CheckpointPosition pos);
+                                  HostCopies host, CheckpointPosition pos);
 
 // The files one rank writes into a save (its shard, DiLoCo and compressor state),
 // built in memory first: the save's identifier comes from every rank's contents

@@ -512,10 +512,18 @@ void Trainer::save_checkpoint() {
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
   // one bucket's worth at a time, so a save does not undo the memory saving).
-  AdamMoments adam{optimizer_->m().to_host(), optimizer_->v().to_host()};
+  // Host copies into the last save's buffers, once its writer has let them go:
+  // fresh ones would cost the training thread their page faults every save.
+  auto host_copy = [](std::shared_ptr<std::vector<float>>& slot, const DeviceBuffer<float>& from) {
+    if (!slot || slot.use_count() > 1) slot = std::make_shared<std::vector<float>>();
+    slot->resize(from.size());
+    from.copy_to_host(slot->data(), from.size());
+  };
+  host_copy(host_m_, optimizer_->m());
+  host_copy(host_v_, optimizer_->v());
   if (shards_) {
-    adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
-    adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
+    *host_m_ = shards_->gather_full(*host_m_, Traffic::Other, layout_.dp_rank == 0);
+    *host_v_ = shards_->gather_full(*host_v_, Traffic::Other, layout_.dp_rank == 0);
     gather_master_weights();
   }
   // This rank's files, copied to host memory now (training may go on while they
@@ -525,9 +533,10 @@ void Trainer::save_checkpoint() {
   CheckpointFiles files;
   try {
     heartbeat::Busy busy("checkpoint snapshot");
+    if (layout_.dp_rank == 0) host_copy(host_params_, std::as_const(*stage_).params());
     if (layout_.dp_rank == 0)
       files.add(kShardStateFile,
-                checkpoint_shard(opt_, layout_, *stage_, std::move(adam),
+                checkpoint_shard(opt_, layout_, *stage_, {host_params_, host_m_, host_v_},
                                  {iteration_, consumed_samples_,
                                   loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
                                   nonfinite_.skipped(), data_fingerprint()}));

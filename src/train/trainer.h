@@ -111,6 +111,7 @@ class Trainer {
   std::unique_ptr<ExitControl> exit_;                       // --exit-signal-handler / -interval / -duration
   std::unique_ptr<CheckpointWriter> checkpoint_writer_;     // inline, or --async-save's thread
   double save_snapshot_s_ = 0;                              // the training thread's part of the pending save
+  std::shared_ptr<std::vector<float>> host_params_, host_m_, host_v_;  // a save's host copies, reused
   NonfiniteGuard nonfinite_{0};                             // --skip-nonfinite
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
