@@ -36,9 +36,9 @@ struct RawActivity {
   int32_t micro_batch, chunk, peer;
   int64_t iteration;
   uint32_t waiting;
-  char phase[28];
-  char wait_what[40];
-  char group[40];
+  char phase[32];
+  char wait_what[64];
+  char group[48];
 };
 
 struct RawRecord {
