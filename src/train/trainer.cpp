@@ -10,23 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/heartbeat.h"
 #include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
-#include "train/checkpoint_merge.h"
-#include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/host_fit.h"
 #include "train/output_paths.h"
 
 namespace occ {
-
-namespace {
-// DiLoCo's state of this rank (its replica's own) inside a checkpoint directory.
-std::string diloco_state_path(const std::string& dir, const ParallelLayout& l) {
-  return shard_dir(dir, l.tp_rank, l.pp_rank) + "/" + Diloco::file_name(l.dp_rank);
-}
-}  // namespace
 
 Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
     : opt_(std::move(options)), world_rank_(world_rank), world_size_(world_size) {
@@ -50,6 +43,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
+  checkpoint_writer_ = std::make_unique<CheckpointWriter>(opt_.async_save, opt_.debug_save_delay_s);
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());  // the indices: build_data_indices(), open_data()
   // The checkpoint to resume: one save's files, before anything is created or trained.
@@ -141,76 +135,6 @@ void Trainer::connect(double comm_timeout_s) {
                                                  ForwardCompression{act_send_.get(), act_recv_.get()});
 }
 
-void Trainer::load() {
-  if (opt_.load.empty()) return;
-  if (opt_.finetune) {
-    // Megatron's --finetune: the weights only (saved in any layout), iteration 0, a fresh optimizer.
-    load_merged_weights(merge_checkpoint(opt_.load), opt_.load, opt_.model, *stage_);
-    if (is_logger())
-      std::printf("--finetune: loaded the weights of %s (iteration 0, fresh optimizer)\n", opt_.load.c_str());
-    return;
-  }
-  AdamMoments adam;
-  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
-  // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
-  if (!opt_.no_load_optim) {
-    optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);
-    optimizer_->v().assign_from_host(shards_ ? shards_->take_owned(adam.v) : adam.v);
-  } else if (is_logger()) {
-    std::printf("--no-load-optim: Adam's moments start from zero\n");
-  }
-  // Local (inside the command line's error agreement); the notice is printed
-  // by announce_compression_state() once every rank has loaded.
-  CheckpointStore store(opt_.load);
-  const std::string loaded_dir = store.iteration_dir(*store.latest());
-  compression_notice_ = compression_state().load(compression_state_path(loaded_dir));
-  // DiLoCo: this replica's own parameters, moments and the outer state replace the common ones.
-  if (diloco_)
-    diloco_->resume(diloco_state_path(loaded_dir, layout_), stage_->params(), *optimizer_, pos.iteration, is_logger());
-  else
-    Diloco::note_unused_state(diloco_state_path(loaded_dir, layout_), is_logger());
-  loss_scaler_->load_state(pos.loss_scaler);
-  iteration_ = pos.iteration;
-  consumed_samples_ = pos.consumed_samples;
-  // Megatron's stand-in for a checkpoint that did not record it: one chunk per evaluation interval passed.
-  consumed_valid_samples_ =
-      pos.consumed_valid_samples >= 0
-          ? pos.consumed_valid_samples
-          : (opt_.eval_interval > 0 ? iteration_ / opt_.eval_interval : 0) * opt_.eval_iters * opt_.global_batch_size;
-  nonfinite_.restore(pos.skipped_nonfinite);
-  // A checkpoint of another sample order would continue on another stream of samples.
-  if (const std::string order = data_->order_difference(pos.data); !order.empty()) {
-    OCC_CHECK(opt_.override_data_check,
-              "checkpoint {} was {}; finish that run with the optimus-cc build that started it, or pass "
-              "--override-data-check to continue its weights on Megatron's order from sample {}",
-              opt_.load, order, consumed_samples_);
-    if (is_logger())
-      std::printf("notice: --override-data-check: the checkpoint was %s; continuing in Megatron's order from sample "
-                  "%lld\n",
-                  order.c_str(), (long long)consumed_samples_);
-  }
-  if (const std::string diff = data_->difference(pos.data); !diff.empty()) {
-    OCC_CHECK(opt_.override_data_check,
-              "checkpoint {} was {}; resume on the same data, or pass --override-data-check to continue on this one",
-              opt_.load, diff);
-    if (is_logger())
-      std::printf("notice: --override-data-check: continuing on data other than the checkpoint's (%s)\n", diff.c_str());
-  }
-  OCC_CHECK(iteration_ <= opt_.train_iters,
-            "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", opt_.load,
-            iteration_, opt_.train_iters);
-  if (const BlendedDataset* valid = data_->valid()) {
-    // The evaluations left read on from there (the last as far as the set's size allows).
-    const int64_t chunk = opt_.eval_iters * opt_.global_batch_size;
-    const int64_t left = opt_.eval_interval > 0 ? opt_.train_iters / opt_.eval_interval - iteration_ / opt_.eval_interval : 0;
-    OCC_CHECK(consumed_valid_samples_ + (left + 1) * chunk <= valid->size(),
-              "checkpoint {} has read {} validation samples; the {} evaluations left need {} more, beyond the "
-              "validation set's {}: resume with the --eval-interval and --eval-iters it was saved with",
-              opt_.load, consumed_valid_samples_, left + 1, (left + 1) * chunk, valid->size());
-  }
-  if (is_logger()) std::printf("loaded checkpoint %s at iteration %lld\n", opt_.load.c_str(), (long long)iteration_);
-}
-
 void Trainer::read_micro_batch(const SampleSource& data, int64_t first_sample, int slot) {
   // Only the first stage needs inputs and only the last needs labels.
   if (layout_.first_stage() || layout_.last_stage()) tokens_.read(data, first_sample, opt_.micro_batch_size, size_t(slot));
@@ -272,9 +196,11 @@ IterationStats Trainer::train_step() {
   topo_->counters.reset();
   const int T = opt_.model.seq_length;
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
+  heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
   run_schedule(int(M));
+  heartbeat::phase("gradient sync");
   grad_sync_->finish();
   const ParamLayout& pl = stage_->param_layout();
   auto& grads = stage_->grads();
@@ -295,6 +221,7 @@ IterationStats Trainer::train_step() {
   {
     // Its own phase: stages that finished early wait here for the slowest one.
     ScopedPhase t(timers, "norm_allreduce");
+    heartbeat::phase("gradient norm");
     // Sharded, each rank's owned gradients are the averaged ones: sum them over every rank.
     double sq = local_grad_sq_norm(stage_->ops(), pl, grads.data(), shards_ ? &shards_->owned() : nullptr);
     (shards_ ? topo_->world : topo_->model)->allreduce_sum(&sq, 1, Traffic::Other);
@@ -316,6 +243,7 @@ IterationStats Trainer::train_step() {
   wait_for_params();
   if (!skip) {
     ScopedPhase t(timers, "optimizer");
+    heartbeat::phase("optimizer");
     clip_grads(stage_->ops(), grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
   }
@@ -338,6 +266,7 @@ IterationStats Trainer::train_step() {
   }
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
+  heartbeat::end_iteration(iteration_);
   s.ms = (now_seconds() - start) * 1e3;
   timers.add("cpu", process_cpu_seconds() - cpu_start);
   timers.add("iteration", s.ms / 1e3);
@@ -389,6 +318,7 @@ double Trainer::evaluate(const SampleSource& data, const char* set, int64_t firs
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;
+    heartbeat::phase("evaluation", int(j));
     read_micro_batch(data, base, 0);
     if (token_dump_) token_dump_->record_eval(iteration_, set, data, base, mbs);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
@@ -411,6 +341,7 @@ void Trainer::log_iteration(const IterationStats& s) {
   if (!is_logger()) return;
   nlohmann::json j = iteration_row(s, consumed_samples_);
   summarize_rank_metrics(ranks, j);
+  if (const std::string warning = straggler_.observe(ranks, j); !warning.empty()) std::printf("%s\n", warning.c_str());
   j["wire"] = wire_json(opt_.wire_formats(), shards_ != nullptr);
   traffic_.add(j);
   if (metrics_) {
@@ -471,6 +402,7 @@ void Trainer::run() {
   if (is_logger())
     for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
+  heartbeat::training_started();
   // The validation stream continues from evaluation to evaluation as Megatron's:
   // each evaluation at a multiple of --eval-interval reads the next eval_iters
   // global batches. The evaluation at start and the one after a last iteration
@@ -493,12 +425,15 @@ void Trainer::run() {
     }
     if (data_->test() && last) s.test_loss = evaluate(*data_->test(), "test", 0);  // Megatron's test after the last iteration
     log_iteration(s);
+    finish_save(false);  // a background save every rank has written is committed now
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();
     if (last) break;
+    heartbeat::phase("stop check");
     if (const std::string reason = exit_->stop_reason(*topo_->world, iteration_, now_seconds() - run_start_);
         !reason.empty()) {
       if (!opt_.save.empty() && !saved) save_checkpoint();
+      finish_save(true);
       if (is_logger())
         std::printf("exiting after iteration %lld of %lld: %s; %s\n", (long long)iteration_,
                     (long long)opt_.train_iters, reason.c_str(),
@@ -508,102 +443,10 @@ void Trainer::run() {
       break;
     }
   }
+  finish_save(true);   // an exit waits for the save in flight
   wait_for_params();  // nothing in flight when the run ends
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
-}
-
-// The longest path a save of this run writes below --save (its last iteration's
-// staging directory, this rank's shard and its longest file, as a temporary).
-std::string Trainer::deepest_save_path() const {
-  std::string longest = kShardStateFile;
-  for (const std::string& name : {Diloco::file_name(layout_.dp_rank), CompressionState::file_name(layout_.dp_rank)})
-    if (name.size() > longest.size()) longest = name;
-  return fmt::format("iter_{:07d}.tmp/{}/{}.tmp", opt_.train_iters,
-                     std::filesystem::path(shard_dir("", layout_.tp_rank, layout_.pp_rank)).filename().string(),
-                     longest);
-}
-
-void Trainer::save_checkpoint() {
-  wait_for_params();  // a checkpoint holds the whole updated parameters
-  std::string staging;
-  if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
-  topo_->world->barrier();
-  if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
-
-  // The whole moments; with the distributed optimizer gathered from every DP
-  // rank's shard into the DP rank 0 that writes the shard file (the others hold
-  // one bucket's worth at a time, so a save does not undo the memory saving).
-  AdamMoments adam{optimizer_->m().to_host(), optimizer_->v().to_host()};
-  if (shards_) {
-    adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
-    adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
-    gather_master_weights();
-  }
-  // This rank's files, in memory; the save's identifier, from every rank's contents
-  // (an XOR of 8 bytes over MPI_COMM_WORLD), goes into each of them.
-  std::string error;
-  CheckpointFiles files;
-  try {
-    if (layout_.dp_rank == 0)
-      files.add(kShardStateFile,
-                checkpoint_shard(opt_, layout_, *stage_, adam,
-                                 {iteration_, consumed_samples_,
-                                  loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
-                                  nonfinite_.skipped(), data_fingerprint(), consumed_valid_samples_}));
-    // Compressor state differs per DP rank (local errors), so every rank saves its own.
-    if (const CompressionState state = compression_state(); !state.empty())
-      files.add(CompressionState::file_name(layout_.dp_rank),
-                state.state({{"iteration", iteration_}, {"config", opt_.to_json()}}));
-    if (diloco_)  // every replica's own state
-      files.add(Diloco::file_name(layout_.dp_rank),
-                diloco_->state(std::as_const(*stage_).params(), *optimizer_, iteration_));
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  uint64_t digest = files.digest(layout_, iteration_);
-  MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_BXOR, topo_->world->handle());
-  try {
-    if (error.empty()) files.write(staging, layout_, save_id(digest));
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  // In place of a barrier: do all shards exist? A full disk fails several ranks at
-  // once; the lowest of them reports (one line for the job), nothing is committed,
-  // and the previous checkpoint stays the latest.
-  float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
-  topo_->world->allreduce_max(&failed, 1, Traffic::Other);
-  if (failed > 0) {
-    if (is_logger()) abort_checkpoint(opt_.save, iteration_);  // no half-written save left behind
-    throw AgreedError(error, world_size_ - int(failed));
-  }
-  if (is_logger()) {
-    commit_checkpoint(opt_.save, iteration_);
-    std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
-  }
-}
-
-void Trainer::gather_master_weights() {
-  // Parameters that travelled in 16 bits are, outside this rank's chunks, the
-  // values the step computes with, not the fp32 master weights the checkpoint
-  // holds: DP rank 0 (the writer) takes every owner's. The step's copy of the
-  // weights is unchanged by it (it rounds the master weights to those values).
-  if (opt_.wire_formats().parameters == Precision::Fp32) return;
-  params_host_->download_all();
-  const std::vector<float> mine(params_host_->host(), params_host_->host() + std::as_const(*stage_).params().size());
-  const std::vector<float> full = shards_->gather_full(shards_->take_owned(mine), Traffic::Other, layout_.dp_rank == 0);
-  if (layout_.dp_rank != 0) return;
-  std::copy(full.begin(), full.end(), params_host_->host());
-  params_host_->upload_all();
-  stage_->params();  // the reduced-precision copy is refreshed from them (to the same values)
-}
-
-std::string Trainer::compression_state_path(const std::string& dir) const {
-  return shard_dir(dir, layout_.tp_rank, layout_.pp_rank) + "/" + CompressionState::file_name(layout_.dp_rank);
-}
-
-void Trainer::announce_compression_state() {
-  if (!opt_.load.empty()) CompressionState::announce(*topo_->world, compression_notice_, is_logger());
 }
 
 }  // namespace occ
