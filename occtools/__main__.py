@@ -1,20 +1,14 @@
 """python3 -m occtools <command> [options]: optimus-cc's tooling, one command per module.
-
-Commands:
-  gpu-check     the GPU checks and benchmarks, run on the GPU machine from the bundle
-                (--first-call: a session's first call; docs/gpu.md)
-  gpu-verdict   one of gpu-check's verdicts on files (a call's runs, or inputs made by hand)
-
-`python3 -m occtools <command> --help` says more. Exit status 3: bad usage.
+Run it from the repository's root (or with the root on PYTHONPATH); each command's --help
+says what it does, what it writes and the command that regenerates a committed result.
+Exit status: 0 done, 1 a run or check failed, 2 bad input, 3 bad usage or the machine cannot.
 """
 
 import argparse
 import sys
 
-from occtools.gpu_check import cli as gpu_check_cli
-from occtools.gpu_check import verdict_cli
-
-COMMANDS = (gpu_check_cli, verdict_cli)  # each module: add_parser(subparsers), setting func
+from occtools import commands
+from occtools.common.errors import Failure
 
 
 class Parser(argparse.ArgumentParser):
@@ -23,14 +17,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(3, f"{self.prog}: error: {message}\n")
 
 
-def main(argv=None):
-    ap = Parser(prog="python3 -m occtools", description=__doc__.split("\n\n")[0],
-                epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser():
+    ap = Parser(prog="python3 -m occtools", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=Parser)
-    for module in COMMANDS:
-        module.add_parser(sub)
-    args = ap.parse_args(argv)
-    return args.func(args)
+    for _, modules in commands.GROUPS:
+        for module in modules:
+            module.add_parser(sub)
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Failure as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return e.status
 
 
 if __name__ == "__main__":

@@ -65,14 +65,15 @@ def _stop_group(proc, grace):
 
 
 def run(argv, timeout, log=None, env=None, cwd=None, grace=KILL_GRACE_S, capture=False, header=None) -> Finished:
-    """Runs argv (a list of words) for at most `timeout` seconds (+ `grace` to stop it).
+    """Runs argv (a list of words) for at most `timeout` seconds (+ `grace` to stop it);
+    timeout None: as long as it takes (an experiment's training run).
 
     log: a file the output is appended to (after a `+ command (timeout T s)` line, or
     `header` when given); capture: also return the output (read back from the log, or
     from a temporary file when there is no log). env: the whole environment (None: ours).
     """
     argv = [str(a) for a in argv]
-    timeout = max(0.0, float(timeout))
+    timeout = None if timeout is None else max(0.0, float(timeout))
     tmp = None
     if log is None and capture:
         fd, tmp = tempfile.mkstemp(prefix="occtools-", suffix=".out")
@@ -82,7 +83,8 @@ def run(argv, timeout, log=None, env=None, cwd=None, grace=KILL_GRACE_S, capture
     t0 = time.monotonic()
     with open(path, "ab") if path else open(os.devnull, "wb") as out:
         if log is not None:
-            line = header if header is not None else f"+ {shlex.join(argv)} (timeout {timeout:.0f} s)"
+            limit = "" if timeout is None else f" (timeout {timeout:.0f} s)"
+            line = header if header is not None else f"+ {shlex.join(argv)}{limit}"
             out.write((line + "\n").encode())
             out.flush()
         start_offset = out.tell() if path else 0

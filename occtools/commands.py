@@ -1,0 +1,11 @@
+"""Every command of `python3 -m occtools`, by group (the order --help lists them in). Each module
+defines add_parser(subparsers), which sets the function that runs the command."""
+
+from occtools.gpu_check import cli as gpu_check
+from occtools.gpu_check import verdict_cli as gpu_verdict
+from occtools.quality import cli as quality
+
+GROUPS = (
+    ("experiments", (quality,)),
+    ("GPU", (gpu_check, gpu_verdict)),
+)
