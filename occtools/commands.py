@@ -1,12 +1,16 @@
 """Every command of `python3 -m occtools`, by group (the order --help lists them in). Each module
 defines add_parser(subparsers), which sets the function that runs the command."""
 
+from occtools.gpu_bundle import cli as gpu_bundle
 from occtools.gpu_check import cli as gpu_check
+from occtools.gpu_check import hf_tokenizer
 from occtools.gpu_check import verdict_cli as gpu_verdict
-from occtools import lep_shapes, llama
+from occtools import extract, lep_shapes, llama
 from occtools.quality import cli as quality
+from occtools.regime import cli as regime
 
 GROUPS = (
-    ("experiments", (quality, lep_shapes, llama)),
-    ("GPU", (gpu_check, gpu_verdict)),
+    ("experiments", (quality, lep_shapes, llama, regime)),
+    ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
+    ("data", (extract,)),
 )

@@ -1,5 +1,5 @@
 """The paper-regime quality report (issue 30), rebuilt from every run in a ledger
-(scripts/regime_ledger.py): OUT/quality-regime.md and OUT/quality-regime.png.
+(ledger.py): OUT/quality-regime.md and OUT/quality-regime.png.
 
 Runs are compared only inside a cohort (numerics version, shape, target iterations), each
 against the baseline of the same seed and cohort; a run that did not finish is listed as
@@ -12,13 +12,14 @@ import os
 import re
 import statistics
 
-import regime_ledger as L
+from occtools.common import plots
+from occtools.common.engine import ROOT as HERE
+from occtools.regime import ledger as L
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPRO = ("on a lent GPU, `cd dist/gpu-bundle && python3 -m occtools gpu-check --out $OUT --only quality_regime` "
-         "(a bundle built with `scripts/gpu-bundle.sh --gcide`: it carries this ledger and continues it); then here, with "
-         "the call's files in FILES, `/usr/bin/python3 scripts/regime_runs.py merge FILES/regime.json "
-         "docs/results/regime.json && /usr/bin/python3 scripts/regime_runs.py report docs/results/regime.json "
+         "(a bundle built with `python3 -m occtools gpu-bundle --gcide`: it carries this ledger and continues it); then "
+         "here, with the call's files in FILES, `python3 -m occtools regime merge FILES/regime.json "
+         "docs/results/regime.json && python3 -m occtools regime report docs/results/regime.json "
          "--out docs/results/` (docs/gpu.md)")
 
 
@@ -208,7 +209,7 @@ def write(ledger, out, quiet=False):
     std = L.shape_of(regime)
     lines = ["# Optimus-CC quality in the paper's regime" + (" (--smoke ledger: the plumbing only)" if regime == "smoke" else ""),
              "",
-             f"Built by `scripts/regime_runs.py report` from every run in the ledger ({len(runs)} runs, "
+             f"Built by `python3 -m occtools regime report` from every run in the ledger ({len(runs)} runs, "
              f"{len(ledger['calls'])} calls). The regime: GPT {std['layers']} layers, hidden {std['hidden']}, "
              f"{std['heads']} heads, seq {std['seq']}, micro-batch {std['micro_batch']}, "
              f"{std['micro_batches_per_pipeline']} micro-batches per pipeline (global batch {std['global_batch']}), "
@@ -290,11 +291,8 @@ def plot(ledger, out, cpu):
     runs = [r for r in ledger["runs"] if r["val_curve"]]
     if not runs:
         return None
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = plots.pyplot(required=False)
+    if plt is None:
         return None
     c, _ = verdict_cohort(ledger)
     if c is None:

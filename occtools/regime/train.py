@@ -1,7 +1,7 @@
-"""One training run of the paper-regime quality experiment (scripts/regime_runs.py): where the
+"""One training run of the paper-regime quality experiment (`occtools regime run`): where the
 engine is (the GPU bundle's run.sh, --bin, or build/) with its numerics version, commit and
 device; the tokenized corpus; the job itself, watched through its metrics file until it ends
-or the call's deadline; and the ledger record it leaves (scripts/regime_ledger.py).
+or the call's deadline; and the ledger record it leaves (ledger.py).
 """
 import datetime
 import json
@@ -11,16 +11,15 @@ import signal
 import statistics
 import struct
 import subprocess
-import sys
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository or the bundle
+from occtools.common.engine import ROOT as HERE  # the repository or the bundle
+from occtools.common.errors import Failure
 
 
 def die(msg, code=2):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(code)
+    raise Failure(msg, code)
 
 
 def say(msg):
@@ -123,10 +122,10 @@ def prepare_data(eng, args, shape, work):
         corpus = args.corpus or (f"{HERE}/data/gcide.jsonl.zst" if eng.bundle else f"{work}/data/gcide.jsonl.zst")
         if not os.path.isfile(corpus):
             if eng.bundle:
-                die(f"{corpus} is missing: build the bundle with scripts/gpu-bundle.sh --gcide")
-            say("extracting the GCIDE corpus (scripts/extract-gcide.sh, about 40 s)")
-            if subprocess.run(["bash", f"{HERE}/scripts/extract-gcide.sh", corpus]).returncode != 0:
-                die("scripts/extract-gcide.sh failed", 1)
+                die(f"{corpus} is missing: build the bundle with `python3 -m occtools gpu-bundle --gcide`")
+            say("extracting the GCIDE corpus (occtools extract-gcide, about 40 s)")
+            from occtools import extract
+            extract.gcide(corpus)
         if not os.path.isfile(f"{gpt2}/encoder.json"):
             die(f"GPT-2's BPE files are not in {gpt2}: run scripts/setup.sh (or bundle with --gcide)")
         t = time.time()

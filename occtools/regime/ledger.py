@@ -10,7 +10,7 @@ target_iters; null unless finished), train_curve, lep (error_ratio, delta_ratio,
 over the last 80 % of its iterations) and lep_curve, bytes_per_iter, ms_per_iter, wall_s,
 startup_s, numerics (`optimus-cc --version`), engine, commit, device, device_key, date, shape,
 shape_key (and calibration_rows on baselines: what `plan --auto` calibrates on).
-CALL (one invocation of `regime_runs.py run`): id, date, device, commit, numerics, budget_s,
+CALL (one invocation of `occtools regime run`): id, date, device, commit, numerics, budget_s,
 seconds, runs (ids), prediction and notes.
 
 Runs are compared only inside a cohort: the same numerics version, shape and target
@@ -18,7 +18,8 @@ iterations. A run that did not finish is kept and reported as such, never compar
 """
 import json
 import os
-import tempfile
+
+from occtools.common import ledger as records
 
 MARK = "optimus-cc quality-regime runs"
 FORMAT = 1
@@ -69,7 +70,7 @@ def shape_key(s):
 
 
 def variant_flags(variant, shape):
-    """Train flags of a variant (auto: from `plan --auto`, see regime_runs.py). --check-lep on every
+    """Train flags of a variant (auto: from `plan --auto`, see cli.py). --check-lep on every
     run with LEP (the engine refuses it without LEP, so plain CB runs cannot carry it)."""
     cb = f"--inter-grad-comp --inter-grad-comp-rank {shape['cb_rank']}"
     lep = "--use-error-feedback --check-lep"
@@ -133,22 +134,12 @@ def check(d, path):
 
 
 def save(d, path):
-    """Atomic: a stopped job leaves the old file or the new one, never half of one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".regime.", dir=folder)
-    with os.fdopen(fd, "w") as f:
-        f.write(dumps(d))
-    os.replace(tmp, path)
+    """Atomic, one run or call per line (common/ledger.py)."""
+    records.save(d, path, ("runs", "calls"))
 
 
 def dumps(d):
-    """One run or call per line: appending a run adds one line to the committed file's diff."""
-    head = {k: v for k, v in d.items() if k not in ("runs", "calls")}
-    parts = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
-    for key in ("runs", "calls"):
-        body = ",\n".join("  " + json.dumps(x, separators=(", ", ": ")) for x in d[key])
-        parts.append(f" {json.dumps(key)}: [" + (f"\n{body}\n ]" if body else "]"))
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+    return records.dumps(d, ("runs", "calls"))
 
 
 def merge(src, dst):
@@ -157,21 +148,10 @@ def merge(src, dst):
     if src["regime"] != dst["regime"]:
         raise LedgerError(f"cannot merge a '{src['regime']}' ledger into a '{dst['regime']}' one "
                           f"(a --smoke ledger never joins the paper's)")
-    added = []
-    for key in ("runs", "calls"):
-        have = {x["id"]: x for x in dst[key]}
-        n = 0
-        for x in src[key]:
-            if x["id"] in have:
-                if have[x["id"]] != x:
-                    raise LedgerError(f"{key[:-1]} {x['id']} differs between the two ledgers; records never change "
-                                      f"once written: keep the committed one")
-                continue
-            dst[key].append(x)
-            have[x["id"]] = x
-            n += 1
-        added.append(n)
-    return tuple(added)
+    try:
+        return records.merge(src, dst, ("runs", "calls"))
+    except records.Conflict as e:
+        raise LedgerError(str(e)) from None
 
 
 def cohort(r):

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
-"""transformers loads an `export --hf-llama` / `--hf-gpt2` folder's tokenizer and encodes to our ids.
+"""python3 -m occtools hf-tokenizer-check: transformers loads an `export --hf-llama` / `--hf-gpt2`
+folder's tokenizer and encodes to our ids.
 
-Usage: hf_tokenizer_check.py --bin build/optimus-cc --hf-dir DIR [--work DIR]
+Usage: python3 -m occtools hf-tokenizer-check --bin build/optimus-cc --hf-dir DIR [--work DIR]
 (--bin may be a command prefix, e.g. "BUNDLE/run.sh optimus-cc" in the GPU bundle)
 
 For the GPU check (the machine with transformers): AutoTokenizer.from_pretrained(DIR) (the
@@ -17,7 +17,6 @@ import os
 import shlex
 import struct
 import subprocess
-import sys
 import tempfile
 
 TEXTS = ["In the beginning God created the heaven and the earth.",
@@ -38,12 +37,17 @@ def read_indexed(prefix):
     return [[int(t) for t in data[p // item: p // item + s]] for s, p in zip(sizes, pointers)]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
+def add_parser(sub):
+    ap = sub.add_parser("hf-tokenizer-check", help="transformers' AutoTokenizer on an export's tokenizer: our ids "
+                                                  "(gpu-check's hf_tokenizer step)",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="optimus-cc, or a command prefix (\"BUNDLE/run.sh optimus-cc\")")
     ap.add_argument("--hf-dir", required=True)
     ap.add_argument("--work", default=None)
-    a = ap.parse_args()
+    ap.set_defaults(func=main)
+
+
+def main(a):
     try:
         from transformers import AutoTokenizer, GenerationConfig
     except ImportError:
@@ -85,7 +89,3 @@ def main():
         print(f"FAIL generation_config.json bos/eos {gen.bos_token_id}/{gen.eos_token_id} vs config.json "
               f"{cfg.get('bos_token_id')}/{cfg.get('eos_token_id')}")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

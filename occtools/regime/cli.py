@@ -1,28 +1,27 @@
-#!/usr/bin/env python3
-"""The Optimus-CC quality question in the paper's regime (issue 30), accumulated over GPU
-sessions in a committed ledger (docs/results/regime.json; scripts/regime_ledger.py says what
+"""python3 -m occtools regime: the Optimus-CC quality question in the paper's regime (issue 30), accumulated over GPU
+sessions in a committed ledger (docs/results/regime.json; occtools/regime/ledger.py says what
 a run records). Does LEP help CB where each CB message is 8192 x 1024, and does full
 Optimus-CC keep the baseline's quality?
 
-  regime_runs.py run [--ledger IN.json] [--out DIR] [--budget-s S] [--device cuda|cpu]
+  regime run [--ledger IN.json] [--out DIR] [--budget-s S] [--device cuda|cpu]
                      [--smoke] [--bin PATH] [--data PREFIX] [--corpus FILE.jsonl.zst]
                      [--layers N] [--iters N] [--max-runs N] [--variants a,b] [--no-measure]
       reads the ledger (default: the committed docs/results/regime.json; --smoke: an empty
       one), runs the runs its cohort (this engine's numerics version, this shape, --iters)
-      still lacks, most needed first (regime_ledger.PRIORITY), each only if its predicted
+      still lacks, most needed first (ledger.PRIORITY), each only if its predicted
       duration fits what is left of --budget-s, and writes DIR/regime.json (the ledger with
       this call's runs and the call appended, rewritten after every run) and its report
       DIR/quality-regime.md. A run stopped by the budget or failing is appended as
       unfinished. Exit 0: every run started finished or was stopped by the budget;
       1: a run failed; 2: bad input.
-  regime_runs.py merge OUT/regime.json docs/results/regime.json
+  regime merge OUT/regime.json docs/results/regime.json
       appends the runs and calls the committed ledger lacks (idempotent).
-  regime_runs.py report LEDGER --out DIR
+  regime report LEDGER --out DIR
       DIR/quality-regime.md and DIR/quality-regime.png from every run in LEDGER.
-  regime_runs.py pending LEDGER [--numerics N] [--smoke] [--layers N] [--iters N]
+  regime pending LEDGER [--numerics N] [--smoke] [--layers N] [--iters N]
       the runs still missing, in the order `run` would make them.
 
-The regime (regime_ledger.shape_of): GPT 2 layers, hidden 1024, 16 heads, seq 1024,
+The regime (ledger.shape_of): GPT 2 layers, hidden 1024, 16 heads, seq 1024,
 micro-batch 8, 8 micro-batches per pipeline (global batch 128), bf16, P2 x D2 on 4 ranks
 sharing the GPU (host-staged MPI), GPT-2 BPE on the GCIDE corpus, CB rank 16, DP rank 64,
 validation every 50 iterations, 300 iterations per run. Durations are predicted from the
@@ -43,14 +42,13 @@ import re
 import signal
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import regime_ledger as L  # noqa: E402
-from regime_train import HERE, Engine, Stopped, child_env, common_flags, corpus_tokens, die, now_iso, on_term, \
-    prepare_data, say, train  # noqa: E402
+from occtools.regime import ledger as L
+from occtools.regime import report
+from occtools.regime.train import HERE, Engine, Stopped, child_env, common_flags, corpus_tokens, die, now_iso, \
+    on_term, prepare_data, say, train
 
 
 # ---- predictions ---------------------------------------------------------------------------
@@ -247,12 +245,11 @@ def cmd_run(args):
         call["notes"].append("the call was stopped from outside")
         write()
         say("stopped from outside; the ledger keeps the runs so far")
-        sys.exit(1)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, old_term)
     write()
-    import regime_report
-    regime_report.write(ledger, out, quiet=True)
+    report.write(ledger, out, quiet=True)
     nfin = sum(r["finished"] for r in ledger["runs"] if r["id"] in call["runs"])
     say(f"{len(call['runs'])} run(s) this call, {nfin} finished, {failed} failed; {len(L.pending(ledger, eng.numerics, key, target, variants))} "
         f"still missing; {out}/regime.json, {out}/quality-regime.md ({time.time() - t_call:.0f} s)")
@@ -273,13 +270,12 @@ def cmd_merge(args):
 
 
 def cmd_report(args):
-    import regime_report
     try:
         ledger = L.load(args.ledger)
     except L.LedgerError as e:
         die(str(e))
     os.makedirs(args.out, exist_ok=True)
-    regime_report.write(ledger, args.out)
+    report.write(ledger, args.out)
     return 0
 
 
@@ -301,8 +297,10 @@ def cmd_pending(args):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_parser(parent):
+    ap = parent.add_parser("regime", help="the paper-regime quality experiment's ledger: run, merge, report, pending "
+                                          "(docs/results/quality-regime.md)",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one call: the missing runs that fit the budget")
     r.add_argument("--ledger", help="the ledger to continue (default: docs/results/regime.json; --smoke: none)")
@@ -332,14 +330,13 @@ def main():
     q.add_argument("--smoke", action="store_true")
     q.add_argument("--layers", type=int, default=2)
     q.add_argument("--iters", type=int)
-    args = ap.parse_args()
+    ap.set_defaults(func=main)
+
+
+def main(args):
     if args.cmd == "run":
         if args.budget_s <= 0 or (args.iters is not None and args.iters <= 0) or (args.max_runs is not None and args.max_runs < 0):
             die("--budget-s and --iters take positive whole numbers, --max-runs a whole number")
         if args.layers < 2 or args.layers % 2:
             die(f"--layers {args.layers}: use an even number >= 2 (P2)")
-    sys.exit({"run": cmd_run, "merge": cmd_merge, "report": cmd_report, "pending": cmd_pending}[args.cmd](args))
-
-
-if __name__ == "__main__":
-    main()
+    return {"run": cmd_run, "merge": cmd_merge, "report": cmd_report, "pending": cmd_pending}[args.cmd](args)
