@@ -5,7 +5,7 @@ from occtools.gpu_bundle import cli as gpu_bundle
 from occtools.gpu_check import cli as gpu_check
 from occtools.gpu_check import hf_tokenizer
 from occtools.gpu_check import verdict_cli as gpu_verdict
-from occtools import extract, lep_shapes, llama
+from occtools import check_layers, extract, lep_shapes, llama
 from occtools.quality import cli as quality
 from occtools.regime import cli as regime
 
@@ -13,4 +13,5 @@ GROUPS = (
     ("experiments", (quality, lep_shapes, llama, regime)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),
+    ("checks", (check_layers,)),
 )
