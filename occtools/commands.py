@@ -6,11 +6,14 @@ from occtools.gpu_check import cli as gpu_check
 from occtools.gpu_check import hf_tokenizer
 from occtools.gpu_check import verdict_cli as gpu_verdict
 from occtools import check_layers, extract, lep_shapes, llama
+from occtools.bench import core as bench_core
+from occtools.bench import layouts as bench_layouts
 from occtools.quality import cli as quality
 from occtools.regime import cli as regime
 
 GROUPS = (
     ("experiments", (quality, lep_shapes, llama, regime)),
+    ("benchmarks", (bench_core, bench_layouts)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),
     ("checks", (check_layers,)),
