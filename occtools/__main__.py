@@ -27,7 +27,16 @@ def parser():
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    """Words after a bare `--` are the command's pass-through (args.rest: e.g. validate-planner's
+    extra plan flags); only a command that sets rest=[] in its defaults takes them."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = argv[argv.index("--") + 1:] if "--" in argv else None
+    ap = parser()
+    args = ap.parse_args(argv[:argv.index("--")] if rest is not None else argv)
+    if rest is not None:
+        if getattr(args, "rest", None) is None:
+            ap.error(f"{args.command} takes no words after --")
+        args.rest = rest
     try:
         return args.func(args)
     except Failure as e:

@@ -8,12 +8,16 @@ from occtools.gpu_check import verdict_cli as gpu_verdict
 from occtools import check_layers, extract, lep_shapes, llama
 from occtools.bench import core as bench_core
 from occtools.bench import layouts as bench_layouts
+from occtools.planner import projection as plan_projection
+from occtools.planner import scale_features as plan_scale_features
+from occtools.planner import validate as validate_planner
 from occtools.quality import cli as quality
 from occtools.regime import cli as regime
 
 GROUPS = (
     ("experiments", (quality, lep_shapes, llama, regime)),
     ("benchmarks", (bench_core, bench_layouts)),
+    ("planner", (validate_planner, plan_projection, plan_scale_features)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),
     ("checks", (check_layers,)),

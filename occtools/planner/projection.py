@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""The planner's projection of the paper's setting, in the precision it ran and in bf16.
+"""python3 -m occtools plan-projection: the planner's projection of the paper's setting, in the
+precision it ran and in bf16 (docs/planner.md).
 
 GPT-2.5B (52 x 1920, 24 heads) and GPT-8.3B (72 x 3072, 24 heads); seq 1024, micro-batch 8,
 global batch 512, full activation recomputation (the prototype's
@@ -20,14 +20,16 @@ Precisions (assumptions; docs/planner.md says why):
         accumulates and all-reduces bf16 runs' gradients in fp32).
   fp32-noTF32 (sensitivity, baseline and full Optimus-CC only): 19.5 TFLOP/s x 0.45.
 
-    /usr/bin/python3 scripts/plan_paper_projection.py [--bin build/optimus-cc] [--out FILE.md]
+    python3 -m occtools plan-projection [--bin build/optimus-cc] [--out FILE.md]
 """
 import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
+
+from occtools.common import engine
+from occtools.common.errors import Failure
 
 MODELS = {
     "2.5B": ["--num-layers", "52", "--hidden-size", "1920", "--num-attention-heads", "24"],
@@ -58,7 +60,7 @@ def plan(binary, flags, tmp):
     out = os.path.join(tmp, "p.json")
     r = subprocess.run([binary, "plan", *flags, "--json", out], capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"plan failed ({' '.join(flags)}):\n{r.stdout}{r.stderr}")
+        raise Failure(f"plan failed ({' '.join(flags)}): {(r.stdout + r.stderr).strip()[-400:]}", 1)
     with open(out) as f:
         return json.load(f)
 
@@ -67,11 +69,17 @@ def cell(ms, base):
     return f"{ms:.0f} ({base / ms:.3f}x)"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default="build/optimus-cc")
+def add_parser(sub):
+    ap = sub.add_parser("plan-projection", help="the planner's projection of the paper's GPT-2.5B/8.3B settings "
+                                                "(docs/planner.md)",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", help="optimus-cc (default build/optimus-cc)")
     ap.add_argument("--out", help="also write the tables to this file")
-    args = ap.parse_args()
+    ap.set_defaults(func=main)
+
+
+def main(args):
+    args.bin = engine.binary(args.bin)
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         lines.append("| model | precision | SP | optimizer | baseline ms | DP-only PowerSGD | full Optimus-CC | "
@@ -105,7 +113,4 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    return 0
