@@ -158,6 +158,8 @@ def render(summary):
 
 def plot(summary, path):
     plt = plots.pyplot()
+    if plt is None:
+        return False
     layouts = summary["layouts"]
     fig, axes = plt.subplots(1, len(layouts), figsize=(7 * len(layouts), 5), squeeze=False)
     for ax, lay in zip(axes[0], layouts):
@@ -170,6 +172,7 @@ def plot(summary, path):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     plots.save(fig, path, dpi=110)
+    return True
 
 
 def publish(summary, out):
@@ -178,8 +181,8 @@ def publish(summary, out):
     with open(os.path.join(out, "diloco-quality.md"), "w") as f:
         f.write(text)
     print(text)
-    plot(summary, os.path.join(out, "diloco-quality.png"))
-    print(f"wrote {out}/diloco-quality.md, diloco-quality.png")
+    drew = plot(summary, os.path.join(out, "diloco-quality.png"))
+    print(f"wrote {out}/diloco-quality.md" + (", diloco-quality.png" if drew else ""))
 
 
 def write(out):

@@ -74,7 +74,7 @@ def render(res):
 
 
 def plot(res, path):
-    plt = plots.pyplot(required=False)
+    plt = plots.pyplot()
     if plt is None:
         return False
     ranks = sorted({r["cb_rank"] for r in res.values() if r["cb_rank"]})
@@ -117,4 +117,4 @@ def write(out):
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     drew = plot(res, f"{out}/quality.png")
-    print(f"wrote {out}/quality.json, quality.md" + (", quality.png" if drew else " (no matplotlib: no quality.png)"))
+    print(f"wrote {out}/quality.json, quality.md" + (", quality.png" if drew else ""))

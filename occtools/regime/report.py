@@ -291,7 +291,7 @@ def plot(ledger, out, cpu):
     runs = [r for r in ledger["runs"] if r["val_curve"]]
     if not runs:
         return None
-    plt = plots.pyplot(required=False)
+    plt = plots.pyplot()
     if plt is None:
         return None
     c, _ = verdict_cohort(ledger)

@@ -190,6 +190,8 @@ def render(summary):
 
 def plot(summary, path):
     plt = plots.pyplot()
+    if plt is None:
+        return False
     res = summary["variants"]
     n_stages = len(res["baseline"]["stages"])
     fig, axes = plt.subplots(1, n_stages, figsize=(6 * n_stages, 5), sharey=True)
@@ -211,6 +213,7 @@ def plot(summary, path):
     fig.legend(handles[::-1], labels[::-1], fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(f"Iteration time by phase, emulated cluster ({summary['settings']['bandwidth']} links)")
     plots.save(fig, path, dpi=110)
+    return True
 
 
 def write(out):
@@ -221,5 +224,5 @@ def write(out):
     with open(os.path.join(out, "speedup.md"), "w") as f:
         f.write(text)
     print(text)
-    plot(summary, os.path.join(out, "breakdown.png"))
-    print(f"wrote {out}/speedup.json, speedup.md, breakdown.png, traces/*.json")
+    drew = plot(summary, os.path.join(out, "breakdown.png"))
+    print(f"wrote {out}/speedup.json, speedup.md{', breakdown.png' if drew else ''}, traces/*.json")
