@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "apps/commands/commands.h"
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const occ::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "error: out of host memory (std::bad_alloc): what the flags ask for does not fit this "
+                           "machine; use a smaller model, batch or count\n");
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: internal: %s\n", e.what());

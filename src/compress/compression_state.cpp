@@ -11,12 +11,14 @@ namespace occ {
 
 std::string CompressionState::file_name(int dp_rank) { return fmt::format("compress_dp_{:03d}.bin", dp_rank); }
 
-void CompressionState::save(const std::string& path, const nlohmann::json& meta) const {
+TensorFileWriter CompressionState::state(const nlohmann::json& meta) const {
   TensorFileWriter w(meta);
   for (const CompressedBackprop* link : cb_) link->save_state(w);
   if (dp_) dp_->save_state(w);
-  w.write(path);
+  return w;
 }
+
+void CompressionState::save(const std::string& path, const nlohmann::json& meta) const { state(meta).write(path); }
 
 CompressionNotice CompressionState::load(const std::string& path) {
   const bool saved = std::filesystem::exists(path);

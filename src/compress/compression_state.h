@@ -13,6 +13,7 @@
 #include "comm/mpi_communicator.h"
 #include "compress/compressed_backprop.h"
 #include "compress/dp_compressor.h"
+#include "core/tensor_file.h"
 
 namespace occ {
 
@@ -41,6 +42,8 @@ class CompressionState {
   static std::string file_name(int dp_rank);
   // Writes the state to `path` with `meta` as the file's metadata.
   void save(const std::string& path, const nlohmann::json& meta) const;
+  // What save() writes, in memory.
+  TensorFileWriter state(const nlohmann::json& meta) const;
   // Loads what fits from `path` (which may be absent); the rest starts fresh.
   CompressionNotice load(const std::string& path);
   // Collective over `world`: prints (where `print`) one line per kind of

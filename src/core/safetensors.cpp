@@ -43,16 +43,26 @@ void SafetensorsWriter::write(const std::string& path) const {
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    OCC_CHECK(out.good(), "cannot write {}; check that the directory exists and is writable", tmp);
-    uint64_t len = text.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(text.data(), std::streamsize(text.size()));
-    for (const auto& e : entries_) out.write(e.bytes.data(), std::streamsize(e.bytes.size()));
-    OCC_CHECK(out.good(), "writing {} failed (disk full?)", tmp);
+  std::error_code ec;
+  OCC_CHECK(!std::filesystem::is_directory(path, ec), "cannot write {}: it is an existing directory; give a file name",
+            path);
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      OCC_CHECK(out.good(), "cannot write {}; check that the directory exists and is writable", tmp);
+      uint64_t len = text.size();
+      out.write(reinterpret_cast<const char*>(&len), 8);
+      out.write(text.data(), std::streamsize(text.size()));
+      for (const auto& e : entries_) out.write(e.bytes.data(), std::streamsize(e.bytes.size()));
+      out.flush();
+      OCC_CHECK(out.good(), "writing {} failed; check that the disk has free space", tmp);
+    }
+    std::filesystem::rename(tmp, path, ec);
+    OCC_CHECK(!ec, "cannot rename {} to {}: {}; check the directory permissions", tmp, path, ec.message());
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);  // never a stray temporary
+    throw;
   }
-  std::filesystem::rename(tmp, path);
 }
 
 // ---- reader -----------------------------------------------------------------

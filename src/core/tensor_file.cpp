@@ -106,8 +106,19 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 // A size read from a damaged header looks just like a short file, so unless
 // the file is shorter than any valid one, the message admits both causes.
 [[noreturn]] void truncated(const std::string& path, uint64_t have, uint64_t need, bool certain = false) {
-  fail("{} is truncated ({} bytes, expected {}){}; restore it or load an earlier checkpoint", path, have, need,
-       certain ? "" : " or its header is damaged");
+  fail("{} is truncated: {} bytes, expected {}{}; restore it or load an earlier checkpoint", path, have, need,
+       certain ? "" : " (or its header is damaged)");
+}
+
+// The data section's size from the first bytes of a header: the writer's JSON
+// object has its keys sorted, so it starts {"data_bytes":N, (0: not there).
+uint64_t data_bytes_from_header_start(const std::string& start) {
+  const std::string key = "{\"data_bytes\":";
+  if (start.rfind(key, 0) != 0) return 0;
+  uint64_t n = 0;
+  size_t i = key.size();
+  for (; i < start.size() && i < key.size() + 19 && start[i] >= '0' && start[i] <= '9'; ++i) n = n * 10 + uint64_t(start[i] - '0');
+  return i < start.size() && start[i] == ',' ? n : 0;
 }
 
 }  // namespace
@@ -159,6 +170,22 @@ void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void*
   if (bytes > 0) std::memcpy(e.bytes.data(), data, bytes);
   e.crc32 = crc32_of(e.bytes.data(), bytes);
   entries_.push_back(std::move(e));
+}
+
+uint64_t TensorFileWriter::content_digest() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over each entry's identity and CRC
+  auto mix = [&h](const void* data, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  };
+  for (const Entry& e : entries_) {
+    mix(e.name.data(), e.name.size() + 1);
+    mix(&e.dtype, sizeof e.dtype);
+    for (int64_t d : e.shape) mix(&d, sizeof d);
+    const uint64_t bytes = e.bytes.size();
+    mix(&bytes, sizeof bytes);
+    mix(&e.crc32, sizeof e.crc32);
+  }
+  return h;
 }
 
 void TensorFileWriter::write(const std::string& path) const {
@@ -240,7 +267,17 @@ TensorFileReader TensorFileReader::open(const std::string& path) {
   std::memcpy(&header_len, pre + sizeof kTensorFileMagic, sizeof header_len);
   // No real header approaches 4 GiB: such a length is a damaged field, not a short file.
   if (header_len > (1ull << 32)) corrupted(path, "implausible header length");
-  if (header_len > size - kPreamble - kTrailer) truncated(path, size, kPreamble + header_len + kTrailer);
+  if (header_len > size - kPreamble - kTrailer) {
+    // Cut inside the header: its first bytes still give the data's size, hence the file's.
+    std::string start(std::min<uint64_t>(size - kPreamble, 64), '\0');
+    r.read_at(kPreamble, start.data(), start.size());
+    const uint64_t data_bytes = data_bytes_from_header_start(start);
+    if (data_bytes > 0 && data_bytes < (1ull << 60))
+      truncated(path, size, align_up(kPreamble + header_len) + data_bytes + kTrailer);
+    fail("{} is truncated: {} bytes, expected more than {} (its header alone); restore it or load an earlier "
+         "checkpoint",
+         path, size, kPreamble + header_len + kTrailer);
+  }
 
   std::string header(header_len, '\0');
   r.read_at(kPreamble, header.data(), header_len);

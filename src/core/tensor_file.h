@@ -49,6 +49,12 @@ class TensorFileWriter {
     add_raw(name, DTypeOf<T>::value, values.data(), {static_cast<int64_t>(values.size())});
   }
 
+  // Sets (or replaces) one metadata field before write().
+  void set_meta(const std::string& key, nlohmann::json value) { meta_[key] = std::move(value); }
+  // A 64-bit digest of the tensors added so far (names, dtypes, shapes and data,
+  // through their CRC32s): equal for equal contents. Not of the metadata.
+  uint64_t content_digest() const;
+
   // Atomic: writes path + ".tmp", fsyncs it, renames it over path and fsyncs
   // the directory, so path holds either the old file or the complete new one.
   void write(const std::string& path) const;

@@ -37,6 +37,11 @@ std::string trim(const std::string& s) {
 void philox_shuffle(int64_t* data, int64_t n, uint64_t key) { shuffle_impl(data, n, key); }
 void philox_shuffle(int32_t* data, int64_t n, uint64_t key) { shuffle_impl(data, n, key); }
 
+int64_t max_samples_per_set(int seq_length) {
+  const int64_t L = std::max(seq_length, 1);
+  return std::min<int64_t>(int64_t(1) << 40, (std::numeric_limits<int64_t>::max() - 1) / L - 1);
+}
+
 std::array<SplitRange, 3> split_documents(int64_t num_documents, const std::string& split) {
   OCC_CHECK(num_documents >= 0, "internal: negative document count {}", num_documents);
   const char* kFix = "use 1 to 3 non-negative weights such as --split 949,50,1";
@@ -98,15 +103,19 @@ GptDataset::GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length
       seqs_per_epoch += len > 0;
     }
   const int64_t L = seq_length;
-  OCC_CHECK(tokens_per_epoch_ >= L + 1,
-            "{} split is empty: documents [{}, {}) of {} hold {} tokens, fewer than one sample of --seq-length + 1 = {}; "
-            "adjust --split or lower --seq-length",
-            name, docs.begin, docs.end, ds.prefix(), tokens_per_epoch_, L + 1);
+  // A split shorter than one sample is fine (Megatron's GPTDataset): its documents
+  // repeat over as many epochs as the samples need. Without a single token no
+  // number of epochs would do (Megatron's epoch loop would never end).
+  OCC_CHECK(tokens_per_epoch_ >= 1,
+            "{} split has no tokens: its documents [{}, {}) of {} are all empty; adjust --split, or preprocess the "
+            "corpus again",
+            name, docs.begin, docs.end, ds.prefix());
 
   // Fewest epochs whose concatenation yields num_samples samples: a stream of
   // T tokens holds (T - 1) / L samples since neighbours share a token.
-  OCC_CHECK(num_samples <= (std::numeric_limits<int64_t>::max() - 1) / L, "{} samples of {} tokens is too many",
-            num_samples, L);
+  OCC_CHECK(num_samples <= max_samples_per_set(seq_length),
+            "internal: {} {} samples of {} tokens, more than the sample index holds ({})", num_samples, name, L,
+            max_samples_per_set(seq_length));
   int64_t epochs = 1;
   if (num_samples > 0) epochs = std::max<int64_t>(1, (num_samples * L + 1 + tokens_per_epoch_ - 1) / tokens_per_epoch_);
   OCC_CHECK(epochs <= std::numeric_limits<int>::max(), "{} samples need {} epochs of the {} split; use more data",

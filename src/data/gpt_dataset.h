@@ -27,6 +27,11 @@ struct SplitRange {
 // num_documents), kept monotone. Returns train, validation, test.
 std::array<SplitRange, 3> split_documents(int64_t num_documents, const std::string& split);
 
+// The most samples one set (train, validation or test) may ask for: 2^40, and
+// fewer where that many samples of seq_length tokens would overflow a 64-bit
+// token position. (The memory the index needs is checked when it is built.)
+int64_t max_samples_per_set(int seq_length);
+
 // Where a run's samples come from: seq_length + 1 tokens each, indexed [0, size()).
 class SampleSource {
  public:
@@ -40,8 +45,11 @@ class SampleSource {
 class GptDataset : public SampleSource {
  public:
   // Builds enough epochs to provide at least `num_samples` samples
-  // (num_samples <= 0: exactly one epoch). `name` ("train", "validation",
-  // "test") only labels error messages. `ds` must outlive this object.
+  // (num_samples <= 0: exactly one epoch), however few tokens the split holds:
+  // a split shorter than one sample repeats its documents over several epochs,
+  // as Megatron's. Refuses a split without documents, or without tokens.
+  // `name` ("train", "validation", "test") only labels error messages. `ds`
+  // must outlive this object.
   GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length, int64_t num_samples, uint64_t seed,
              const std::string& name = "train");
 

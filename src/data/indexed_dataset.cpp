@@ -1,5 +1,7 @@
 #include "data/indexed_dataset.h"
 
+#include "data/tokenizer_stamp.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,7 +24,6 @@ namespace {
 
 constexpr unsigned char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 constexpr size_t kHeaderBytes = 34;  // magic 9 + version 8 + dtype 1 + N 8 + D 8
-constexpr const char* kRegenerate = "regenerate it with 'optimus-cc preprocess'";
 
 template <class T>
 T load(const unsigned char* p) {
@@ -241,11 +242,15 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   ds.idx_ = map_file(idx_path);
   const unsigned char* h = ds.idx_.data;
   const size_t size = ds.idx_.size;
+  // What fixes a damaged dataset: the command that makes it again (its stamp names the tokenizer).
+  const std::string kRegenerate = regenerate_command(prefix);
 
   OCC_CHECK(size >= kHeaderBytes, "{} is truncated: {} bytes, shorter than the {}-byte header; {}", idx_path, size,
             kHeaderBytes, kRegenerate);
   OCC_CHECK(std::memcmp(h, kIndexMagic, sizeof(kIndexMagic)) == 0,
-            "{} has a bad magic: not a Megatron mmap indexed dataset (MMIDIDX); check --data-path", idx_path);
+            "{} has a bad magic (not MMIDIDX): it is not a Megatron mmap indexed dataset, or its header is damaged; "
+            "check --data-path, or {}",
+            idx_path, kRegenerate);
   const uint64_t version = load<uint64_t>(h + 9);
   OCC_CHECK(version == 1, "{} has unsupported version {} (only version 1 is supported); {}", idx_path, version,
             kRegenerate);
@@ -282,8 +287,8 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
     expected += int64_t(len) * ds.itemsize_;
     OCC_CHECK(expected <= bin_size,
               "{} overruns {}: sequence {} ends at byte {} but the .bin has {} bytes; the .bin is truncated or "
-              "belongs to another dataset",
-              idx_path, bin_path, i, expected, bin_size);
+              "belongs to another dataset: {}",
+              idx_path, bin_path, i, expected, bin_size, kRegenerate);
   }
   ds.num_tokens_ = expected / ds.itemsize_;
 

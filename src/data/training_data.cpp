@@ -1,8 +1,12 @@
 #include "data/training_data.h"
 
+#include <algorithm>
+#include <new>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "data/tokenizer_stamp.h"
 
 namespace occ {
@@ -57,15 +61,17 @@ TrainingData::TrainingData(const DataSpec& spec) : spec_(spec) {
   check_tokenizers();
 
   if (split_mode_) {
-    train_ = build_set(spec.data, 0, spec.train_samples, "train");
+    train_ = build_set(spec.data, 0, spec.train_samples, "train", "--data-path");
     if (spec.eval_samples > 0) {
-      valid_ = build_set(spec.data, 1, spec.eval_samples, "validation");
-      test_ = build_set(spec.data, 2, spec.eval_samples, "test");
+      valid_ = build_set(spec.data, 1, spec.eval_samples, "validation", "--data-path");
+      test_ = build_set(spec.data, 2, spec.eval_samples, "test", "--data-path");
     }
   } else {
-    train_ = build_set(spec.train, -1, spec.train_samples, "train");
-    if (spec.eval_samples > 0 && !spec.valid.empty()) valid_ = build_set(spec.valid, -1, spec.eval_samples, "validation");
-    if (spec.eval_samples > 0 && !spec.test.empty()) test_ = build_set(spec.test, -1, spec.eval_samples, "test");
+    train_ = build_set(spec.train, -1, spec.train_samples, "train", "--train-data-path");
+    if (spec.eval_samples > 0 && !spec.valid.empty())
+      valid_ = build_set(spec.valid, -1, spec.eval_samples, "validation", "--valid-data-path");
+    if (spec.eval_samples > 0 && !spec.test.empty())
+      test_ = build_set(spec.test, -1, spec.eval_samples, "test", "--test-data-path");
   }
 
   int64_t documents = 0, tokens = 0;
@@ -115,17 +121,20 @@ void TrainingData::check_tokenizers() const {
 }
 
 std::unique_ptr<BlendedDataset> TrainingData::build_set(const DataBlend& blend, int part, int64_t samples,
-                                                        const char* name) {
+                                                        const char* name, const char* flag) {
   std::vector<SplitRange> ranges;
   for (const auto& prefix : blend.prefixes) {
     const IndexedDataset& ds = *datasets_.at(prefix);
     ranges.push_back(part < 0 ? SplitRange{0, ds.num_documents()} : split_documents(ds.num_documents(), spec_.split)[size_t(part)]);
   }
-  // --split may leave a small dataset no validation or test documents: it is left out
-  // of that set and the others' weights renormalised (no dataset left: no such set, as
-  // before blends). Training needs every dataset's part (GptDataset says so).
+  // Training needs every dataset's part (GptDataset says so). A validation or test
+  // set without documents is not built (Megatron builds no dataset for such a split:
+  // no evaluation on it); a dataset of its blend without documents there is left out
+  // of it and the others' weights renormalised. Each is said in one line (notes()).
+  const bool is_train = part <= 0 && std::string(name) == "train";
   DataBlend kept = blend;
-  if (part > 0) {
+  if (!is_train) {
+    const std::string where = part < 0 ? fmt::format("{} {}", flag, blend.describe()) : fmt::format("--split {}", spec_.split);
     kept = DataBlend{};
     double sum = 0;
     for (size_t d = 0; d < blend.size(); ++d)
@@ -137,15 +146,53 @@ std::unique_ptr<BlendedDataset> TrainingData::build_set(const DataBlend& blend, 
         kept.weights.push_back(blend.weights[d] / sum);
         nonempty.push_back(ranges[d]);
       }
-    if (kept.empty()) return nullptr;
+    if (kept.empty()) {
+      std::string held;
+      for (const auto& prefix : blend.prefixes)
+        held += fmt::format("{}{} ({} documents)", held.empty() ? "" : ", ", prefix, datasets_.at(prefix)->num_documents());
+      notes_.push_back(fmt::format("{} {}: {} gives it no documents of {}; it is not built (no {} loss)", name,
+                                   part < 0 ? "set" : "split", where, held, name));
+      return nullptr;
+    }
+    for (size_t d = 0; d < blend.size(); ++d)
+      if (ranges[d].size() == 0)
+        notes_.push_back(fmt::format("{} {}: {} gives dataset {} none of its {} documents; it is left out of the {} "
+                                     "blend and the other datasets' weights are renormalised",
+                                     name, part < 0 ? "set" : "split", where, blend.prefixes[d],
+                                     datasets_.at(blend.prefixes[d])->num_documents(), name));
     ranges = nonempty;
   }
-  BlendingIndex index = build_blending_index(kept.weights, samples);
-  std::vector<std::unique_ptr<GptDataset>> parts;
-  for (size_t d = 0; d < ranges.size(); ++d)
-    parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
-                                                 index.counts[d], spec_.seed, name));
-  return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
+  check_index_fits(kept, samples, name);
+  try {
+    BlendingIndex index = build_blending_index(kept.weights, samples);
+    std::vector<std::unique_ptr<GptDataset>> parts;
+    for (size_t d = 0; d < ranges.size(); ++d)
+      parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
+                                                   index.counts[d], spec_.seed, name));
+    return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
+  } catch (const std::bad_alloc&) {
+    fail("the {} set's sample index of {} samples does not fit in this process's memory; lower {}", name, samples,
+         is_train ? "--train-iters" : "--eval-iters");
+  }
+}
+
+// The index's bytes for `samples` samples (GptDataset's arrays: 20 bytes a sample and
+// 4 a sequence of the epochs' document order; a blend's index 10 more a sample),
+// against this machine's memory, before any of it is allocated.
+void TrainingData::check_index_fits(const DataBlend& blend, int64_t samples, const char* name) const {
+  int64_t tokens = 0, sequences = 0;
+  for (const auto& prefix : blend.prefixes)
+    tokens += datasets_.at(prefix)->num_tokens(), sequences += datasets_.at(prefix)->num_sequences();
+  const double tokens_per_sequence = std::max(1.0, double(tokens) / double(std::max<int64_t>(sequences, 1)));
+  const double per_sample = 20.0 + (blend.size() > 1 ? 10.0 : 0.0) + 4.0 * spec_.seq_length / tokens_per_sequence;
+  const double memory = host_memory_bytes();
+  if (memory <= 0 || double(samples) * per_sample <= memory) return;
+  const bool train = std::string(name) == "train";
+  const double gib = double(1 << 30);
+  fail("the {} set's sample index of {} samples needs {:.1f} GiB, more than this machine's {:.1f} GiB of memory; the "
+       "largest {} it holds here is {}",
+       name, samples, double(samples) * per_sample / gib, memory / gib, train ? "--train-iters" : "--eval-iters",
+       int64_t(memory / per_sample) / std::max<int64_t>(spec_.global_batch_size, 1));
 }
 
 nlohmann::json TrainingData::blend_json(const DataBlend& blend) const {

@@ -5,7 +5,8 @@
 //     its first part to train, the second to validation, the third to test, the
 //     parts blended with the same weights (a dataset that --split leaves no
 //     validation or test documents is left out of that set, the others' weights
-//     renormalised);
+//     renormalised; a set left without documents is not built, as Megatron's: no
+//     evaluation on it). A part shorter than one sample repeats over epochs;
 //   --train-data-path BLEND [--valid-data-path BLEND] [--test-data-path BLEND]: each
 //     set its own datasets, used whole.
 // Every dataset is opened once, its token ids checked against the vocabulary, and
@@ -32,6 +33,7 @@ struct DataSpec {
   int vocab_size = 0;
   int64_t train_samples = 0;  // samples the training iterations take
   int64_t eval_samples = 0;   // samples one validation (or the test) evaluation takes; 0: neither runs
+  int64_t global_batch_size = 1;  // (for messages: the largest --train-iters / --eval-iters that fit)
 };
 
 class TrainingData {
@@ -54,12 +56,20 @@ class TrainingData {
   std::string difference(const nlohmann::json& saved) const;
   // One line for the start of a run: the sets, their datasets and weights.
   std::string describe() const;
+  // What the run leaves out, one line each: a validation or test set without
+  // documents (not built, as Megatron builds none: no evaluation on it), a
+  // dataset left out of such a set's blend for want of documents there.
+  const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   const IndexedDataset& open(const std::string& prefix);
   void check_tokenizers() const;
-  std::unique_ptr<BlendedDataset> build_set(const DataBlend& blend, int part, int64_t samples, const char* name);
+  // part: the --split part (0 train, 1 validation, 2 test), or -1 for a whole set of
+  // the per-set flags; flag: the flag that named the blend (for notes).
+  std::unique_ptr<BlendedDataset> build_set(const DataBlend& blend, int part, int64_t samples, const char* name,
+                                            const char* flag);
   nlohmann::json blend_json(const DataBlend& blend) const;
+  void check_index_fits(const DataBlend& blend, int64_t samples, const char* name) const;
 
   DataSpec spec_;
   bool split_mode_ = true;  // --data-path with --split
@@ -67,6 +77,7 @@ class TrainingData {
   std::map<std::string, std::unique_ptr<IndexedDataset>> datasets_;
   std::unique_ptr<BlendedDataset> train_, valid_, test_;
   nlohmann::json fingerprint_;
+  std::vector<std::string> notes_;
 };
 
 // The flags that made a fingerprint, for messages: "--data-path 0.7 A 0.3 B --split 949,50,1".

@@ -7,6 +7,17 @@ namespace occ {
 void GptConfig::validate(const ParallelLayout& l) const {
   OCC_CHECK(num_layers >= 1, "--num-layers must be >= 1 (got {})", num_layers);
   OCC_CHECK(hidden_size >= 1 && num_attention_heads >= 1, "--hidden-size and --num-attention-heads must be >= 1");
+  // Widths the 32-bit shapes hold (the MLP's 4 x hidden, SwiGLU's two projections, the padding).
+  constexpr int kMaxHidden = (1 << 29) - 1, kMaxFfn = (1 << 30) - 1, kMaxPadding = 1 << 20;
+  OCC_CHECK(hidden_size <= kMaxHidden,
+            "--hidden-size {} is wider than the engine's 32-bit shapes hold (the MLP is 4 x --hidden-size); the "
+            "largest accepted --hidden-size is {}",
+            hidden_size, kMaxHidden);
+  OCC_CHECK(ffn_hidden <= kMaxFfn, "--ffn-hidden-size {} is wider than the engine's 32-bit shapes hold; the largest "
+            "accepted --ffn-hidden-size is {}", ffn_hidden, kMaxFfn);
+  OCC_CHECK(make_vocab_size_divisible_by <= kMaxPadding,
+            "--make-vocab-size-divisible-by {} is more than any vocabulary needs; the largest accepted is {}",
+            make_vocab_size_divisible_by, kMaxPadding);
   OCC_CHECK(hidden_size % num_attention_heads == 0,
             "--hidden-size {} is not divisible by --num-attention-heads {}; pick a head count that divides it",
             hidden_size, num_attention_heads);

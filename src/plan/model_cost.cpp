@@ -12,8 +12,25 @@
 #include "model/tensor_descs.h"
 #include "parallel/grad_sync.h"
 #include "parallel/pipeline_schedule.h"
+#include "train/options.h"
 
 namespace occ::plan {
+
+TrainOptions PlanConfig::job_options() const {
+  TrainOptions o;
+  o.model = model;
+  o.tensor_parallel = tp, o.pipeline_parallel = pp, o.layers_per_virtual_stage = layers_per_virtual_stage;
+  o.micro_batch_size = micro_batch_size, o.global_batch_size = global_batch_size;
+  o.use_distributed_optimizer = use_distributed_optimizer, o.overlap_param_gather = overlap_param_gather;
+  o.sequence_parallel = sequence_parallel;
+  o.cb = cb, o.grad_comp = grad_comp, o.activation_comp = activation_comp, o.emb_comm_opt = emb_comm_opt;
+  // (The plan's DP error feedback is resolved from --use-error-feedback too: as a flag it needs --grad-comp.)
+  o.grad_comp.error_feedback = grad_comp.enabled && grad_comp.error_feedback;
+  o.diloco = diloco;
+  o.dp_bucket_elems = dp_bucket_elems;
+  o.recompute_granularity = recompute_activations ? "full" : selective_recompute ? "selective" : "";
+  return o;
+}
 
 void PlanConfig::validate() const {
   auto usage = [](bool ok, const std::string& msg) {
@@ -21,39 +38,17 @@ void PlanConfig::validate() const {
   };
   usage(tp >= 1 && pp >= 1 && dp >= 1, "layout sizes must be >= 1; check --tensor-model-parallel-size and "
                                        "--pipeline-model-parallel-size");
-  // The model's shape against the layout: the same checks (and messages) as train.
+  // The job's flags: the same function (and messages) as train.
+  const TrainOptions job = job_options();
   ParallelLayout layout;
-  layout.tp_size = tp, layout.pp_size = pp, layout.dp_size = dp;
-  if (layers_per_virtual_stage != 0) {
-    const int per_stage = model.num_layers / pp;
-    usage(layers_per_virtual_stage >= 1 && pp >= 2 && model.num_layers % pp == 0 &&
-              per_stage % layers_per_virtual_stage == 0 && per_stage / layers_per_virtual_stage >= 2,
-          fmt::format("--num-layers-per-virtual-pipeline-stage {} needs --pipeline-model-parallel-size >= 2 and a "
-                      "divisor of the {} layers per stage below it",
-                      layers_per_virtual_stage, per_stage));
-    usage(micro_batch_size >= 1 && dp >= 1 && micro_batches() % pp == 0,
-          fmt::format("number of micro-batches {} is not divisible by --pipeline-model-parallel-size {}, as the "
-                      "interleaved schedule needs",
-                      micro_batches(), pp));
-    layout.vp_size = chunks();
-  }
+  layout.tp_size = tp, layout.pp_size = pp, layout.dp_size = dp, layout.vp_size = job.model_chunks();
   try {
-    model.validate(layout);
+    job.validate(layout);
+  } catch (const UsageError&) {
+    throw;
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  usage(micro_batch_size >= 1 && global_batch_size % (micro_batch_size * dp) == 0 && micro_batches() >= 1,
-        fmt::format("--global-batch-size {} is not a multiple of --micro-batch-size {} x data-parallel size {}",
-                    global_batch_size, micro_batch_size, dp));
-  usage(!cb.enabled || cb.rank >= 1, "--inter-grad-comp-rank must be >= 1");
-  auto fraction_ok = [](double f) { return f > 0.0 && f <= 1.0; };
-  usage(fraction_ok(cb.topk_fraction) && fraction_ok(grad_comp.topk_fraction) &&
-            fraction_ok(activation_comp.topk_fraction),
-        "topk fractions (--inter-grad-comp-topk-fraction, --grad-comp-topk-fraction, "
-        "--activation-comp-topk-fraction) must be in (0, 1]");
-  usage(!grad_comp.enabled || grad_comp.rank >= 1, "--grad-comp-rank must be >= 1");
-  usage(grad_comp.selective_way == -1 || (grad_comp.selective_way >= 1 && grad_comp.selective_way <= pp),
-        fmt::format("--selective-grad-comp-way must be between 1 and the pipeline size {} (or -1: all stages)", pp));
   usage(bytes_per_value == 2 || bytes_per_value == 4, "--bytes-per-value must be 2 (fp16) or 4 (fp32)");
   usage(grad_bytes_per_value == 0 || grad_bytes_per_value == 2 || grad_bytes_per_value == 4,
         "--grad-bytes-per-value must be 2 or 4 (or 0: --bytes-per-value)");
@@ -61,26 +56,31 @@ void PlanConfig::validate() const {
         "internal: TP sums of 2 or 4 bytes per value");
   usage(factor_bytes_per_value == 0 || factor_bytes_per_value == 2 || factor_bytes_per_value == 4,
         "internal: PowerSGD factors of 2 or 4 bytes per value");
-  usage(!sequence_parallel || tp > 1,
-        "--sequence-parallel splits the sequence over the tensor-parallel ranks and needs "
-        "--tensor-model-parallel-size > 1; drop it for T = 1");
-  usage(!overlap_param_gather || use_distributed_optimizer,
-        "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
-        "add --use-distributed-optimizer, or drop it");
-  usage(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
-  try {
-    diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  const ClusterSpec& c = cluster;
-  usage(c.nodes >= 1 && c.devices_per_node >= 1, "--nodes and --devices-per-node must be >= 1");
-  usage(c.device_flops > 0 && c.efficiency > 0 && c.efficiency <= 1,
-        "--device-tflops must be > 0 and --efficiency in (0, 1]");
-  usage(c.memory_bandwidth > 0 && c.compress_efficiency > 0, "--memory-bandwidth and --compress-efficiency must be > 0");
-  usage(c.intra.bandwidth > 0 && c.inter.bandwidth > 0 && c.intra.latency >= 0 && c.inter.latency >= 0 &&
-            !std::isnan(c.intra.p2p_latency) && !std::isnan(c.inter.p2p_latency),
-        "link bandwidths must be > 0 and latencies >= 0 (--intra-node-bandwidth, --inter-node-bandwidth, ...)");
+  validate_cluster(cluster);
+}
+
+void validate_cluster(const ClusterSpec& c) {
+  auto usage = [](bool ok, const std::string& msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  usage(c.nodes >= 1, fmt::format("--nodes must be >= 1 (got {})", c.nodes));
+  usage(c.devices_per_node >= 1, fmt::format("--devices-per-node must be >= 1 (got {})", c.devices_per_node));
+  // (Values shown in the flags' units: TFLOP/s, GB/s, microseconds.)
+  auto positive = [&](double v, double unit, const char* flag) {
+    usage(std::isfinite(v) && v > 0, fmt::format("{} must be a finite number > 0 (got {:g})", flag, v / unit));
+  };
+  positive(c.device_flops, 1e12, "--device-tflops");
+  usage(c.efficiency > 0 && c.efficiency <= 1, fmt::format("--efficiency must be in (0, 1] (got {})", c.efficiency));
+  positive(c.memory_bandwidth, 1e9, "--memory-bandwidth");
+  positive(c.compress_efficiency, 1, "--compress-efficiency");
+  positive(c.intra.bandwidth, 1e9, "--intra-node-bandwidth");
+  positive(c.inter.bandwidth, 1e9, "--inter-node-bandwidth");
+  auto latency = [&](double v, const char* flag) {
+    usage(std::isfinite(v) && v >= 0, fmt::format("{} must be a finite number >= 0 (got {:g})", flag, v * 1e6));
+  };
+  latency(c.intra.latency, "--intra-node-latency");
+  latency(c.inter.latency, "--inter-node-latency");
+  usage(!std::isnan(c.intra.p2p_latency) && !std::isnan(c.inter.p2p_latency), "internal: a NaN point-to-point latency");
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "compress/compressed_activations.h"
 #include "compress/dp_compressor.h"
 #include "train/diloco_config.h"
+#include "train/options.h"
 #include "model/config.h"
 #include "core/layout.h"
 #include "plan/cluster.h"
@@ -72,9 +73,17 @@ struct PlanConfig {
     return layers_per_virtual_stage > 0 ? model.num_layers / pp / layers_per_virtual_stage : 1;
   }
   int64_t tokens() const { return int64_t(micro_batch_size) * model.seq_length; }
-  // Throws occ::UsageError naming the first inconsistency.
+  // The job these settings describe, as train takes its flags (other settings at
+  // train's defaults).
+  TrainOptions job_options() const;
+  // Throws occ::UsageError naming the first inconsistency: the job's flags by
+  // TrainOptions::validate (train's own validation), then the plan's own.
   void validate() const;
 };
+
+// The cluster flags (--nodes, --devices-per-node, speeds, links), each named when
+// out of range (occ::UsageError). Part of PlanConfig::validate().
+void validate_cluster(const ClusterSpec& cluster);
 
 // Measured per-stage costs that replace the model's estimates (calibration).
 struct StageMeasure {

@@ -5,14 +5,38 @@
 // pure functions of (seed, iteration, consumed samples), so they need no state.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor_file.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
 #include "train/options.h"
 
 namespace occ {
+
+// One committed checkpoint iteration whose files were verified to be one save's
+// (verify_checkpoint).
+struct SavedCheckpoint {
+  std::string root, dir;      // --load ROOT, and ROOT/iter_NNNNNNN
+  int64_t iteration = 0;
+  nlohmann::json config;      // the saved run's TrainOptions::to_json(), from shard mp_rank_00_000
+  std::string save_id;        // "" for a checkpoint from before save identifiers
+  int tensor_parallel = 1, pipeline_parallel = 1;
+  int diloco_replicas = 0;    // DiLoCo replica files in each shard directory (0: none)
+};
+
+// Before anything is read into a model: the files of checkpoint iteration
+// `iteration` under root (< 0: the latest committed one) belong to one save. Every
+// shard of the saved layout (T x P, from shard mp_rank_00_000's config) is there,
+// says its own place, the same iteration and the same save identifier, and no shard
+// directory lies outside the layout; a run saved with DiLoCo has a replica file
+// (diloco_dp_DDD.bin) of every replica in every shard, each of that save, and none
+// is there otherwise; every compressor-state file present is of that save. Reads
+// headers only. Throws a one-line occ::Error naming the file and what it belongs to.
+SavedCheckpoint verify_checkpoint(const std::string& root, int64_t iteration = -1);
 
 struct CheckpointPosition {
   int64_t iteration = 0, consumed_samples = 0;
@@ -31,12 +55,35 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration);  // re
 struct AdamMoments {
   std::vector<float> m, v;
 };
-void write_checkpoint_shard(const std::string& staging, const TrainOptions& opt, const ParallelLayout& layout,
-                            const GptStage& stage, const AdamMoments& adam, CheckpointPosition pos);
-void commit_checkpoint(const std::string& root, int64_t iteration);
+// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in memory.
+TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
+                                  const AdamMoments& adam, CheckpointPosition pos);
 
-// The saved run's options (to_json() form) of the latest checkpoint under root.
-nlohmann::json read_checkpoint_config(const std::string& root);
+// The files one rank writes into a save (its shard, DiLoCo and compressor state),
+// built in memory first: the save's identifier comes from every rank's contents
+// (save_id()) and goes into each file, so that a shard of another save (whose
+// contents differ) is told apart, and a save repeated bit for bit (a resumed run)
+// writes the same bytes.
+class CheckpointFiles {
+ public:
+  // `name`: the file's name inside this rank's shard directory.
+  void add(std::string name, TensorFileWriter file) { files_.emplace_back(std::move(name), std::move(file)); }
+  // This rank's part of the identifier: its files' contents and names, its place, the iteration.
+  uint64_t digest(const ParallelLayout& layout, int64_t iteration) const;
+  // Writes every file into STAGING/mp_rank_TT_PPP/, stamped with save_id.
+  void write(const std::string& staging, const ParallelLayout& layout, const std::string& save_id);
+
+ private:
+  std::vector<std::pair<std::string, TensorFileWriter>> files_;
+};
+// The identifier of a save from the XOR of its ranks' digests.
+std::string save_id(uint64_t combined_digest);
+// The key every file of a save holds its identifier under.
+inline constexpr const char* kSaveIdKey = "save_id";
+void commit_checkpoint(const std::string& root, int64_t iteration);
+// A save that failed on some rank: its staging directory is removed (the previous
+// checkpoint stays the latest). Never throws.
+void abort_checkpoint(const std::string& root, int64_t iteration) noexcept;
 
 // Loads the latest checkpoint into stage (and adam's whole-buffer moments
 // unless null); refuses, with a one-line error, a checkpoint of another model

@@ -9,6 +9,7 @@
 
 #include "core/tensor_file.h"
 #include "model/params.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_store.h"
 #include "train/options.h"
 
@@ -75,17 +76,10 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
 }  // namespace
 
 MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
-  CheckpointStore store(load);
-  OCC_CHECK(fs::is_directory(load), "--load {}: no such directory", load);
-  if (iteration < 0) {
-    auto latest = store.latest();
-    OCC_CHECK(latest.has_value(),
-              "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path or pass "
-              "--iteration",
-              load);
-    iteration = *latest;
-  }
-  const std::string dir = store.iteration_dir(iteration);
+  // Every file of one save, before any tensor is read.
+  const SavedCheckpoint saved = verify_checkpoint(load, iteration);
+  iteration = saved.iteration;
+  const std::string dir = saved.dir;
   auto shard_path = [&](int tp, int pp) { return shard_dir(dir, tp, pp) + "/" + kShardStateFile; };
   auto open_shard = [&](int tp, int pp) {
     const std::string path = shard_path(tp, pp);
@@ -119,18 +113,6 @@ MergedCheckpoint merge_checkpoint(const std::string& load, int64_t iteration) {
     check.pp_size = P;
     check.vp_size = chunks;
     model.validate(check);
-  }
-
-  // No shard directories beyond the saved layout (a mix of two saves).
-  std::set<std::string> expected;
-  for (int pp = 0; pp < P; ++pp)
-    for (int tp = 0; tp < T; ++tp) expected.insert(fs::path(shard_dir(dir, tp, pp)).filename().string());
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    OCC_CHECK(name.rfind("mp_rank_", 0) != 0 || expected.count(name),
-              "checkpoint {} iteration {} has shard {} outside its saved layout of tensor {} x pipeline {}; the "
-              "directory mixes two saves",
-              load, iteration, name, T, P);
   }
 
   // Full tensors, keyed by name; TP-replicated ones come from TP rank 0 and

@@ -104,6 +104,8 @@ std::string CheckpointStore::begin(int64_t iteration) const {
   return staging;
 }
 
+void CheckpointStore::abort(int64_t iteration) const { remove_tree(final_dir(iteration) + ".tmp"); }
+
 void CheckpointStore::commit(int64_t iteration) const {
   const std::string final = final_dir(iteration);
   const std::string staging = final + ".tmp";

@@ -41,6 +41,9 @@ class CheckpointStore {
   // without ever leaving neither), fsyncs ROOT, then rewrites the marker.
   void commit(int64_t iteration) const;
 
+  // Removes the staging dir of a save that failed (begin() would remove it too).
+  void abort(int64_t iteration) const;
+
   // The iteration named by the marker; nullopt when there is no marker.
   std::optional<int64_t> latest() const;
 

@@ -14,7 +14,8 @@ namespace occ {
 int diloco_fragment_of(const std::string& name, int num_layers, int fragments) {
   const std::string layers = "layers.";
   if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) % fragments;
-  if (name.rfind("final_layernorm.", 0) == 0) return (num_layers - 1) % fragments;
+  // The final norm and an untied output layer sit after the last layer: its fragment.
+  if (name.rfind("final_layernorm.", 0) == 0 || name.rfind("output_layer.", 0) == 0) return (num_layers - 1) % fragments;
   // The embeddings sit before layer 0; the LM head's copy of the tied word
   // embedding goes with the word embedding, so the two copies stay identical.
   if (name.rfind("embedding.", 0) == 0 || name.rfind("lm_head.", 0) == 0) return 0;
@@ -261,7 +262,7 @@ void Diloco::dump(int f, const std::string& what,
   w.write(fmt::format("{}/sync_{:06d}_f{}_{}_{}.bin", dump_dir_, fr.started_at, f, what, dump_tag_));
 }
 
-void Diloco::save(const std::string& path, const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration) {
+TensorFileWriter Diloco::state(const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration) {
   // A sync in flight: its collectives finish and its outer step applies now,
   // the same arithmetic as at its landing, which is still to come.
   for (size_t f = 0; f < fragments_.size(); ++f)
@@ -283,7 +284,7 @@ void Diloco::save(const std::string& path, const DeviceBuffer<float>& params, co
       w.add("outer/param/" + s.name, outer_.data() + s.offset, s.shape);
       w.add("outer/momentum/" + s.name, momentum_.data() + s.offset, s.shape);
     }
-  w.write(path);
+  return w;
 }
 
 void Diloco::resume(const std::string& path, DeviceBuffer<float>& params, AdamW& adam, int64_t iteration, bool print) {

@@ -25,7 +25,8 @@
 //    belongs to fragment l mod F; the word and position embeddings and the LM
 //    head's copy of the tied word embedding to fragment 0 (with layer 0: both
 //    copies of the tie then sync together and stay identical); the final
-//    LayerNorm to the last layer's fragment. Uncompressed, a fragment's word
+//    LayerNorm and an untied output layer (--untie-embeddings-and-output-weights)
+//    to the last layer's fragment. Uncompressed, a fragment's word
 //    embedding copy is all-reduced as a message of its own, so that both
 //    stages' rings add its elements in the same order.
 //  * Schedule: fragment f's syncs start after inner steps t = offset(f) + k H
@@ -46,6 +47,7 @@
 
 #include "compress/compressor.h"
 #include "core/buffer.h"
+#include "core/tensor_file.h"
 #include "core/timer.h"
 #include "model/params.h"
 #include "parallel/background_collectives.h"
@@ -99,8 +101,8 @@ class Diloco {
   void after_inner_step(int64_t t, DeviceBuffer<float>& params, PhaseTimers& timers, TrafficCounters& counters);
 
   // Checkpoint state: finishes the syncs in flight (their outer step applied,
-  // still to land), then writes this rank's file.
-  void save(const std::string& path, const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration);
+  // still to land), then returns this rank's file, in memory.
+  TensorFileWriter state(const DeviceBuffer<float>& params, const AdamW& adam, int64_t iteration);
   // Loads this rank's file (its replica's parameters and moments replace the
   // checkpoint's common ones); returns false when the file does not exist (a
   // checkpoint of a run without DiLoCo: restart_from() then).

@@ -94,6 +94,7 @@ DataSpec TrainOptions::data_spec() const {
   spec.train_samples = train_iters * global_batch_size;
   // Each evaluation (and the test) reads the same first eval_iters global batches.
   spec.eval_samples = eval_iters * global_batch_size;
+  spec.global_batch_size = global_batch_size;
   return spec;
 }
 
@@ -110,12 +111,38 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   model.validate(layout);
   tokenizer.validate();
   OCC_CHECK(train_iters >= 1, "--train-iters must be >= 1 (got {})", train_iters);
-  OCC_CHECK(lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1]");
-  OCC_CHECK(clip_grad >= 0, "--clip-grad must be >= 0 (0 disables clipping)");
+  OCC_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
+  // Counts the sample index must hold (no product may overflow on the way).
+  const int64_t max_samples = max_samples_per_set(model.seq_length);
+  OCC_CHECK(train_iters <= max_samples / global_batch_size,
+            "--train-iters {} x --global-batch-size {} is more training samples than the sample index holds ({} at "
+            "--seq-length {}); the largest accepted --train-iters is {}",
+            train_iters, global_batch_size, max_samples, model.seq_length, max_samples / global_batch_size);
+  OCC_CHECK(eval_iters <= max_samples / global_batch_size,
+            "--eval-iters {} x --global-batch-size {} is more evaluation samples than the sample index holds ({} at "
+            "--seq-length {}); the largest accepted --eval-iters is {}",
+            eval_iters, global_batch_size, max_samples, model.seq_length, max_samples / global_batch_size);
+  // Every floating-point setting finite and in its range (NaN fails every comparison).
+  auto finite_at_least = [](double v, double low) { return std::isfinite(v) && v >= low; };
+  OCC_CHECK(finite_at_least(lr, 0), "--lr must be a finite number >= 0 (got {})", lr);
+  OCC_CHECK(finite_at_least(min_lr, 0), "--min-lr must be a finite number >= 0 (got {})", min_lr);
+  OCC_CHECK(lr_warmup_fraction >= 0 && lr_warmup_fraction <= 1, "--lr-warmup-fraction must be in [0, 1] (got {})",
+            lr_warmup_fraction);
+  OCC_CHECK(lr_warmup_iters >= -1,
+            "--lr-warmup-iters must be >= 0 (got {}); leave it out to use --lr-warmup-fraction", lr_warmup_iters);
+  OCC_CHECK(lr_decay_iters == -1 || lr_decay_iters >= 1,
+            "--lr-decay-iters must be >= 1 (got {}); leave it out to decay over --train-iters", lr_decay_iters);
+  OCC_CHECK(finite_at_least(adam.weight_decay, 0), "--weight-decay must be a finite number >= 0 (got {})",
+            adam.weight_decay);
+  OCC_CHECK(finite_at_least(clip_grad, 0), "--clip-grad must be a finite number >= 0 (0 disables clipping; got {})",
+            clip_grad);
   OCC_CHECK(adam.beta1 >= 0 && adam.beta1 < 1 && adam.beta2 >= 0 && adam.beta2 < 1,
             "--adam-beta1/--adam-beta2 must be in [0, 1)");
-  OCC_CHECK(adam.eps > 0, "--adam-eps must be > 0");
-  OCC_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
+  OCC_CHECK(std::isfinite(adam.eps) && adam.eps > 0, "--adam-eps must be a finite number > 0 (got {})", adam.eps);
+  OCC_CHECK(std::isfinite(model.init_method_std) && model.init_method_std > 0,
+            "--init-method-std must be a finite number > 0 (got {})", model.init_method_std);
+  OCC_CHECK(std::isfinite(exit.duration_mins), "--exit-duration-in-mins must be a finite number (got {})",
+            exit.duration_mins);
   OCC_CHECK(log_interval >= 1, "--log-interval must be >= 1");
   OCC_CHECK(tensorboard.log_interval >= 1, "--tensorboard-log-interval must be >= 1 (got {})", tensorboard.log_interval);
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
@@ -124,12 +151,16 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(!overlap_param_gather || use_distributed_optimizer,
             "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
             "add --use-distributed-optimizer, or drop it");
+  OCC_CHECK(!sequence_parallel || layout.tp_size > 1,
+            "--sequence-parallel splits the tokens over the tensor-parallel ranks and there is only one; drop it or "
+            "set --tensor-model-parallel-size 2 or more");
   OCC_CHECK(!sequence_parallel || (int64_t(micro_batch_size) * model.seq_length) % layout.tp_size == 0,
             "--sequence-parallel splits a micro-batch's {} tokens (--micro-batch-size x --seq-length) over the {} "
             "tensor-parallel ranks, which does not divide them; use a multiple of {} tokens",
             int64_t(micro_batch_size) * model.seq_length, layout.tp_size, layout.tp_size);
   choose_comm_backend(parse_comm_backend(comm_backend_name), device, 1, 1, 1);  // throws on a bad name, nccl on the CPU
-  OCC_CHECK(comm_timeout_s > 0, "--comm-timeout must be > 0 seconds");
+  OCC_CHECK(std::isfinite(comm_timeout_s) && comm_timeout_s > 0, "--comm-timeout must be a finite number of seconds > 0 (got {})",
+            comm_timeout_s);
   OCC_CHECK(cb.rank >= 1, "--inter-grad-comp-rank must be >= 1 (got {})", cb.rank);
   OCC_CHECK(grad_comp.rank >= 1, "--grad-comp-rank must be >= 1 (got {})", grad_comp.rank);
   OCC_CHECK(grad_comp.warmup_fraction >= 0 && grad_comp.warmup_fraction <= 1,
@@ -187,7 +218,6 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "run; drop --skip-nonfinite (the run then stops at the first one) or use a stateless method");
   diloco.validate(model.num_layers, grad_comp.enabled, emb_comm_opt, use_distributed_optimizer);
   loss_scale.validate();
-  require_device(device);
   lr_schedule().validate();
 }
 

@@ -152,7 +152,9 @@ struct TrainOptions {
   LrSchedule lr_schedule() const;
   // The data flags as data/ takes them (parses the blends: throws a one-line occ::Error).
   DataSpec data_spec() const;
-  // Checks what does not depend on data or tokenizer (throws occ::Error).
+  // Checks the flags of a job of this layout, wherever it would run: what does not
+  // depend on data, tokenizer or this machine's devices (throws occ::Error). The one
+  // validation train and plan share.
   void validate(const ParallelLayout& layout) const;
   void validate_interleaving(const ParallelLayout& layout) const;
   // Every setting that changes the numbers a rank computes (to_json() and the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <utility>
 
@@ -15,6 +16,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
+#include "train/host_fit.h"
 #include "train/output_paths.h"
 
 namespace occ {
@@ -35,21 +37,35 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
             "--finetune, --no-load-optim and --no-load-rng apply to --load CHECKPOINT; pass it");
   // --finetune from a checkpoint that names its tokenizer (e.g. import-hf's): that one.
   if (opt_.finetune && !opt_.tokenizer.given() && opt_.model.vocab_size == 0)
-    opt_.tokenizer = tokenizer_from_config(read_checkpoint_config(opt_.load));
+    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load).config);
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
             "--vocab-size) is required to size the vocabulary");
   opt_.resolve_device();
   opt_.validate(layout_);
+  require_device(opt_.device);  // this machine can run it
+  check_fits_host(opt_, layout_);
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());
+  // The checkpoint to resume: one save's files, before anything is created or trained.
+  if (!opt_.load.empty()) verify_checkpoint(opt_.load);
   // Where this rank will write, checked now rather than after the training it would hold.
-  if (!opt_.save.empty()) check_writable_dir(opt_.save, "--save", world_rank_);
-  if (is_logger() && !opt_.trace_path.empty()) check_writable_file(opt_.trace_path, "--trace");
+  OutputPaths outputs;
+  if (!opt_.save.empty()) outputs.dir("--save", opt_.save, deepest_save_path());
+  if (is_logger()) {
+    if (!opt_.trace_path.empty()) outputs.file("--trace", opt_.trace_path);
+    if (!opt_.metrics_path.empty()) outputs.file("--metrics", opt_.metrics_path);
+    if (!opt_.tensorboard.dir.empty()) outputs.dir("--tensorboard-dir", opt_.tensorboard.dir);
+    for (const auto& [flag, path] : {std::pair{"--tokenizer-model", opt_.tokenizer.model},
+                                     {"--vocab-file", opt_.tokenizer.vocab_file},
+                                     {"--merge-file", opt_.tokenizer.merge_file}})
+      if (!path.empty()) outputs.input(flag, path);
+  }
+  outputs.check(world_rank_);
   if (is_logger() && !opt_.tensorboard.dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(opt_.tensorboard);
   if (!opt_.debug_dump_tokens.empty() && layout_.first_stage() && layout_.tp_rank == 0)
     token_dump_ = std::make_unique<TokenDump>(opt_.debug_dump_tokens, world_rank_);
@@ -409,11 +425,19 @@ void Trainer::run() {
   if (is_logger() && !comm_->line().empty()) std::printf("%s\n", comm_->line().c_str());
   if (is_logger() && !comm_->modules_line().empty()) std::printf("%s\n", comm_->modules_line().c_str());
   if (is_logger() && diloco_) std::printf("data parallel: %s\n", opt_.diloco.describe().c_str());
+  // A round longer than the run: the replicas never synchronise (said, not refused:
+  // a short run of a long-round setting is a fair smoke test).
+  if (is_logger() && diloco_ && opt_.diloco.inner_steps > opt_.train_iters)
+    std::printf("warning: --diloco-inner-steps %d exceeds --train-iters %lld: the %d replicas never synchronise in "
+                "this run (the first outer step comes after %d inner steps); they train as independent models\n",
+                opt_.diloco.inner_steps, (long long)opt_.train_iters, layout_.dp_size, opt_.diloco.inner_steps);
   if (is_logger() && layout_.vp_size > 1)
     std::printf("schedule: interleaved 1F1B, %d model chunks of %d layers per pipeline stage (virtual stage c x %d + "
                 "s on stage s)\n",
                 layout_.vp_size, opt_.layers_per_virtual_stage, layout_.pp_size);
   if (is_logger()) std::printf("%s\n", data_->describe().c_str());
+  if (is_logger())
+    for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
   if (data_->valid() && iteration_ == 0) {
     const double v = evaluate(*data_->valid());
@@ -448,12 +472,24 @@ void Trainer::run() {
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
 }
 
+// The longest path a save of this run writes below --save (its last iteration's
+// staging directory, this rank's shard and its longest file, as a temporary).
+std::string Trainer::deepest_save_path() const {
+  std::string longest = kShardStateFile;
+  for (const std::string& name : {Diloco::file_name(layout_.dp_rank), CompressionState::file_name(layout_.dp_rank)})
+    if (name.size() > longest.size()) longest = name;
+  return fmt::format("iter_{:07d}.tmp/{}/{}.tmp", opt_.train_iters,
+                     std::filesystem::path(shard_dir("", layout_.tp_rank, layout_.pp_rank)).filename().string(),
+                     longest);
+}
+
 void Trainer::save_checkpoint() {
   wait_for_params();  // a checkpoint holds the whole updated parameters
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
   topo_->world->barrier();
   if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
   // one bucket's worth at a time, so a save does not undo the memory saving).
@@ -463,22 +499,31 @@ void Trainer::save_checkpoint() {
     adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
     gather_master_weights();
   }
+  // This rank's files, in memory; the save's identifier, from every rank's contents
+  // (an XOR of 8 bytes over MPI_COMM_WORLD), goes into each of them.
   std::string error;
+  CheckpointFiles files;
   try {
     if (layout_.dp_rank == 0)
-      write_checkpoint_shard(staging, opt_, layout_, *stage_, adam,
-                             {iteration_, consumed_samples_,
-                              loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(), nonfinite_.skipped(),
-                              data_fingerprint()});
+      files.add(kShardStateFile,
+                checkpoint_shard(opt_, layout_, *stage_, adam,
+                                 {iteration_, consumed_samples_,
+                                  loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
+                                  nonfinite_.skipped(), data_fingerprint()}));
     // Compressor state differs per DP rank (local errors), so every rank saves its own.
-    if (const CompressionState state = compression_state(); !state.empty()) {
-      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      state.save(compression_state_path(staging), {{"iteration", iteration_}, {"config", opt_.to_json()}});
-    }
-    if (diloco_) {  // every replica's own state
-      make_shard_dir(staging, layout_.tp_rank, layout_.pp_rank);
-      diloco_->save(diloco_state_path(staging, layout_), std::as_const(*stage_).params(), *optimizer_, iteration_);
-    }
+    if (const CompressionState state = compression_state(); !state.empty())
+      files.add(CompressionState::file_name(layout_.dp_rank),
+                state.state({{"iteration", iteration_}, {"config", opt_.to_json()}}));
+    if (diloco_)  // every replica's own state
+      files.add(Diloco::file_name(layout_.dp_rank),
+                diloco_->state(std::as_const(*stage_).params(), *optimizer_, iteration_));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  uint64_t digest = files.digest(layout_, iteration_);
+  MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_BXOR, topo_->world->handle());
+  try {
+    if (error.empty()) files.write(staging, layout_, save_id(digest));
   } catch (const Error& e) {
     error = e.what();
   }
@@ -487,7 +532,10 @@ void Trainer::save_checkpoint() {
   // and the previous checkpoint stays the latest.
   float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
   topo_->world->allreduce_max(&failed, 1, Traffic::Other);
-  if (failed > 0) throw AgreedError(error, world_size_ - int(failed));
+  if (failed > 0) {
+    if (is_logger()) abort_checkpoint(opt_.save, iteration_);  // no half-written save left behind
+    throw AgreedError(error, world_size_ - int(failed));
+  }
   if (is_logger()) {
     commit_checkpoint(opt_.save, iteration_);
     std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);

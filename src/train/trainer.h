@@ -63,6 +63,7 @@ class Trainer {
   // adding the time waited to dp_allgather (the exposed part).
   void wait_for_params(int64_t offset = 0, int64_t numel = -1);
   void save_checkpoint();
+  std::string deepest_save_path() const;
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
     for (auto& link : cb_links_.send) links.push_back(link.get());

@@ -58,6 +58,9 @@ TEST(DilocoFragments, StridedLayersEmbeddingsWithLayerZeroFinalNormWithTheLastLa
   EXPECT_EQ(diloco_fragment_of("lm_head.word_embeddings.weight", 6, 3), 0);
   EXPECT_EQ(diloco_fragment_of("final_layernorm.weight", 6, 4), 1);  // with layer 5: 5 mod 4
   EXPECT_EQ(diloco_fragment_of("final_layernorm.bias", 6, 1), 0);
+  // An untied output layer (--untie-embeddings-and-output-weights) goes with the final norm.
+  EXPECT_EQ(diloco_fragment_of("output_layer.weight", 6, 4), 1);
+  EXPECT_EQ(diloco_fragment_of("output_layer.weight", 6, 3), 2);
   EXPECT_THROW(diloco_fragment_of("something.else", 6, 3), Error);
 }
 

@@ -236,10 +236,6 @@ TEST(GptDataset, EmptySplitsAreRejectedClearly) {
   std::string msg = error_of([&] { occ::GptDataset(ds, SplitRange{5, 5}, 8, 10, 1, "validation"); });
   EXPECT_NE(msg.find("validation split is empty"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
-  // Document 0 has 3 tokens: not enough for one sample of 8 + 1.
-  msg = error_of([&] { occ::GptDataset(ds, SplitRange{0, 1}, 8, 10, 1, "test"); });
-  EXPECT_NE(msg.find("test split is empty"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("fewer than one sample"), std::string::npos) << msg;
   // Exactly seq_length + 1 tokens make one sample.
   occ::GptDataset g(ds, SplitRange{0, 1}, 2, 0, 1);
   ASSERT_EQ(g.size(), 1);
@@ -247,6 +243,54 @@ TEST(GptDataset, EmptySplitsAreRejectedClearly) {
   g.sample(0, s);
   EXPECT_EQ(std::vector<int32_t>(s, s + 3), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_THROW(g.sample(1, s), occ::Error);
+}
+
+// Megatron's GPTDataset: a split shorter than one sample repeats its documents
+// over as many epochs as the samples need (a tiny test split of --split 949,50,1).
+TEST(GptDataset, SplitShorterThanOneSampleRepeatsOverEpochs) {
+  TempDir dir;
+  auto ds = occ::IndexedDataset::open(make_dataset(dir));
+  // Document 0 holds 3 tokens (0, 1, 2); samples of 8 + 1 tokens.
+  const int L = 8;
+  occ::GptDataset g(ds, SplitRange{0, 1}, L, 10, 1, "test");
+  // 10 samples need 10 * 8 + 1 = 81 tokens: 27 epochs of 3.
+  EXPECT_EQ(g.num_epochs(), 27);
+  EXPECT_EQ(g.tokens_per_epoch(), 3);
+  ASSERT_EQ(g.size(), (3 * 27 - 1) / L);
+  for (const auto& sample : all_samples(g)) {
+    ASSERT_EQ(sample.size(), size_t(L + 1));
+    for (size_t i = 1; i < sample.size(); ++i) EXPECT_EQ(sample[i], (sample[i - 1] + 1) % 3) << i;
+  }
+  // Two documents of 3 + 10 tokens, under one sample of 16 + 1: every epoch holds
+  // both, in an order of its own, and the samples tile the epochs' stream.
+  occ::GptDataset two(ds, SplitRange{0, 2}, 16, 5, 1, "test");
+  EXPECT_EQ(two.num_epochs(), (5 * 16 + 1 + 12) / 13);
+  EXPECT_GE(two.size(), 5);
+  for (const auto& sample : all_samples(two))
+    for (size_t i = 1; i < sample.size(); ++i) ASSERT_TRUE(valid_step(sample[i - 1], sample[i])) << i;
+  // No samples asked for: one epoch, which holds none.
+  occ::GptDataset none(ds, SplitRange{0, 1}, L, 0, 1, "test");
+  EXPECT_EQ(none.num_epochs(), 1);
+  EXPECT_EQ(none.size(), 0);
+}
+
+// Documents but no tokens: no number of epochs gives a sample (Megatron's epoch
+// loop would never end); refused, naming the split and the documents.
+TEST(GptDataset, SplitWithDocumentsButNoTokensIsRefused) {
+  TempDir dir;
+  std::string prefix = (dir.path / "hollow").string();
+  {
+    occ::IndexedDatasetWriter w(prefix, 8);
+    w.add_document({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+    w.add_document({});
+    w.add_document({});
+    w.finish();
+  }
+  auto ds = occ::IndexedDataset::open(prefix);
+  const std::string msg = error_of([&] { occ::GptDataset(ds, SplitRange{1, 3}, 4, 10, 1, "test"); });
+  EXPECT_NE(msg.find("test split has no tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1, 3)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
 }
 
 TEST(GptDataset, SkipsEmptyDocuments) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
+#include "train/output_paths.h"
 #include "apps/commands/train_flags.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -145,6 +146,7 @@ int bench(int argc, char** argv) {
   add_attention_backend_flag(app, opt);
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (!json_path.empty()) check_writable_file(json_path, "--json");  // now, not after the measurements
   refuse_inapplicable_model_flags(app, opt.model);
 
   GptConfig& m = opt.model;
@@ -180,6 +182,7 @@ int bench(int argc, char** argv) {
   ParallelLayout layout;
   opt.resolve_device();
   opt.validate(layout);
+  require_device(opt.device);
 
   const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size(), L = m.num_layers,
             C = m.hidden_size;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
+#include "train/output_paths.h"
 #include "apps/commands/train_flags.h"
 #include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
@@ -34,6 +35,7 @@ int bench_compress(int argc, char** argv) {
   app.add_option("--repeats", repeats)->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  if (!json_path.empty()) check_writable_file(json_path, "--json");  // now, not after the measurements
   OCC_CHECK(rows >= 1 && cols >= 1 && repeats >= 1, "--rows, --cols and --repeats must be >= 1");
   OCC_CHECK(topk_fraction > 0 && topk_fraction <= 1, "--topk-fraction must be in (0, 1] (got {})", topk_fraction);
   std::vector<int64_t> ranks;

@@ -27,6 +27,7 @@
 #include "core/tensor_file.h"
 #include "model/params.h"
 #include "train/checkpoint_merge.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -85,49 +86,75 @@ int export_checkpoint(int argc, char** argv) {
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   OCC_CHECK(!out.empty() || !hf_dir.empty() || !hf_llama_dir.empty() || !gguf.empty(),
             "export writes nothing: pass --out FILE.safetensors, --hf-gpt2 DIR, --hf-llama DIR or --gguf FILE");
+  OCC_CHECK(!app.count("--iteration") || iteration >= 0,
+            "--iteration must be >= 0 (got {}); leave it out to export the latest committed iteration", iteration);
   const GgmlType gguf_storage = parse_ggml_type(gguf_type);
-
-  const MergedCheckpoint merged = merge_checkpoint(load, iteration);
-  const GptConfig& model = merged.model;
-  const auto& full = merged.tensors;
-  const int T = merged.tensor_parallel, P = merged.pipeline_parallel;
-  const double head_diff = merged.head_copy_diff;
-  iteration = merged.iteration;
-  const nlohmann::json& config = merged.config;
-  // Output in the single-process layout's order and names.
-  const ParamLayout single(model, ParallelLayout{});
-  OCC_CHECK(full.size() == single.tensors().size(), "internal: merged {} tensors, the full model has {}", full.size(),
-            single.tensors().size());
-  int64_t total = 0;
-  for (const auto& [name, t] : full) total += int64_t(t.data.size());
-  if (!out.empty()) write_single(out, single, merged);
-  std::printf("merged iteration %lld of %s (tensor %d x pipeline %d shards): %zu tensors, %lld parameters\n",
-              (long long)iteration, load.c_str(), T, P, full.size(), (long long)total);
-  if (T > 1) std::printf("replicated tensors bit-identical across the %d tensor-parallel ranks\n", T);
-  if (head_diff >= 0)
-    std::printf("last stage's LM-head copy of the word embedding bit-identical (max |diff| %g)\n", head_diff);
-  const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : tokenizer_from_config(config);
-  if (!gguf.empty()) {
-    const GgufSummary s = write_gguf(gguf, model, full, iteration, tokenizer, gguf_storage);
-    std::printf("GGUF for llama.cpp -> %s (architecture %s, %lld tensors, matrices %s, vocabulary %d with the "
-                "tokenizer embedded%s)\n",
-                gguf.c_str(), s.architecture.c_str(), (long long)s.tensors, ggml_type_name(gguf_storage), s.vocabulary,
-                s.fallback_f16 ? fmt::format("; {} matrices with rows not a multiple of 32 as f16", s.fallback_f16).c_str()
-                               : "");
+  // Every target is checked before anything is written, and a failure removes what
+  // this export created: nothing partial is left.
+  OutputPaths targets;
+  if (!out.empty()) targets.file("--out", out);
+  if (!gguf.empty()) targets.file("--gguf", gguf);
+  for (const auto& [flag, dir] : {std::pair{"--hf-gpt2", hf_dir}, std::pair{"--hf-llama", hf_llama_dir}}) {
+    if (dir.empty()) continue;
+    targets.dir(flag, dir);
+    targets.inside(flag, (fs::path(dir) / "model.safetensors").string());
   }
+  std::vector<fs::path> created;
+  std::error_code ec;
+  for (const std::string& target : {out, gguf, hf_dir, hf_llama_dir})
+    if (!target.empty() && !fs::exists(target, ec)) created.push_back(target);
+  try {
+    targets.check();
+    const MergedCheckpoint merged = merge_checkpoint(load, iteration);
+    const GptConfig& model = merged.model;
+    const auto& full = merged.tensors;
+    const int T = merged.tensor_parallel, P = merged.pipeline_parallel;
+    const double head_diff = merged.head_copy_diff;
+    iteration = merged.iteration;
+    const nlohmann::json& config = merged.config;
+    // Output in the single-process layout's order and names.
+    const ParamLayout single(model, ParallelLayout{});
+    OCC_CHECK(full.size() == single.tensors().size(), "internal: merged {} tensors, the full model has {}", full.size(),
+              single.tensors().size());
+    int64_t total = 0;
+    for (const auto& [name, t] : full) total += int64_t(t.data.size());
+    const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : tokenizer_from_config(config);
+    // Each Hugging Face target holds this model (and tokenizer), before any file is written.
+    if (!hf_dir.empty()) check_hf_gpt2(model, tokenizer);
+    if (!hf_llama_dir.empty()) check_hf_llama(model, tokenizer);
+    if (!out.empty()) write_single(out, single, merged);
+    std::printf("merged iteration %lld of %s (tensor %d x pipeline %d shards): %zu tensors, %lld parameters\n",
+                (long long)iteration, load.c_str(), T, P, full.size(), (long long)total);
+    if (T > 1) std::printf("replicated tensors bit-identical across the %d tensor-parallel ranks\n", T);
+    if (head_diff >= 0)
+      std::printf("last stage's LM-head copy of the word embedding bit-identical (max |diff| %g)\n", head_diff);
+    if (!gguf.empty()) {
+      const GgufSummary s = write_gguf(gguf, model, full, iteration, tokenizer, gguf_storage);
+      std::printf("GGUF for llama.cpp -> %s (architecture %s, %lld tensors, matrices %s, vocabulary %d with the "
+                  "tokenizer embedded%s)\n",
+                  gguf.c_str(), s.architecture.c_str(), (long long)s.tensors, ggml_type_name(gguf_storage),
+                  s.vocabulary,
+                  s.fallback_f16
+                      ? fmt::format("; {} matrices with rows not a multiple of 32 as f16", s.fallback_f16).c_str()
+                      : "");
+    }
 
-  if (!hf_llama_dir.empty()) {
-    write_hf_llama(hf_llama_dir, model, full, iteration, tokenizer);
-    std::printf("Hugging Face Llama model -> %s/model.safetensors + config.json (%s; vocab_size %d = padded "
-                "vocabulary of the %d-token tokenizer)\n",
-                hf_llama_dir.c_str(), model.describe_architecture().c_str(), model.padded_vocab_size(),
-                model.vocab_size);
-  }
-  if (!hf_dir.empty()) {
-    write_hf_gpt2(hf_dir, model, full, iteration, tokenizer);
-    std::printf("Hugging Face GPT-2 model -> %s/model.safetensors + config.json (vocab_size %d = padded vocabulary "
-                "of the %d-token tokenizer)\n",
-                hf_dir.c_str(), model.padded_vocab_size(), model.vocab_size);
+    if (!hf_llama_dir.empty()) {
+      write_hf_llama(hf_llama_dir, model, full, iteration, tokenizer);
+      std::printf("Hugging Face Llama model -> %s/model.safetensors + config.json (%s; vocab_size %d = padded "
+                  "vocabulary of the %d-token tokenizer)\n",
+                  hf_llama_dir.c_str(), model.describe_architecture().c_str(), model.padded_vocab_size(),
+                  model.vocab_size);
+    }
+    if (!hf_dir.empty()) {
+      write_hf_gpt2(hf_dir, model, full, iteration, tokenizer);
+      std::printf("Hugging Face GPT-2 model -> %s/model.safetensors + config.json (vocab_size %d = padded vocabulary "
+                  "of the %d-token tokenizer)\n",
+                  hf_dir.c_str(), model.padded_vocab_size(), model.vocab_size);
+    }
+  } catch (...) {
+    for (const fs::path& p : created) fs::remove_all(p, ec);
+    throw;
   }
   return 0;
 }

@@ -74,7 +74,7 @@ void write_hf_tokenizer(const std::string& flag, const std::string& dir, const T
 }
 
 // The merged tensor `name` (the model's own single-process names).
-const MergedTensor& tensor(const std::map<std::string, MergedTensor>& full, const std::string& name) {
+const MergedTensor& merged_tensor(const std::map<std::string, MergedTensor>& full, const std::string& name) {
   auto it = full.find(name);
   OCC_CHECK(it != full.end(), "internal: merged model lacks {}", name);
   return it->second;
@@ -91,6 +91,16 @@ void require_arch(bool ok, const char* flag, const char* target, const char* fie
                   const std::string& need, const char* instead) {
   OCC_CHECK(ok, "{} writes {}, but the checkpoint's model has {} = {} ({} needs {}){}", flag, target, field, have,
             target, need, instead);
+}
+
+// The run's tokenizer (its files are copied), where the checkpoint names one: loadable,
+// of the model's vocabulary. Checked before anything is written.
+void check_tokenizer(const std::string& flag, const GptConfig& m, const TokenizerSpec& tokenizer) {
+  if (!tokenizer.given()) return;
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tokenizer);  // (also checks the files)
+  OCC_CHECK(tok->vocab_size() == m.vocab_size,
+            "{}: tokenizer {} has {} tokens but the model was trained with {}; pass the run's tokenizer flags", flag,
+            tok->describe(), tok->vocab_size(), m.vocab_size);
 }
 
 // The run's tokenizer files, its bos/eos ids in config.json and generation_config.json.
@@ -126,8 +136,7 @@ nlohmann::ordered_json optimus_cc_note(const GptConfig& m, int64_t iteration, co
 
 }  // namespace
 
-void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
-                   int64_t iteration, const TokenizerSpec& tokenizer) {
+void check_hf_gpt2(const GptConfig& m, const TokenizerSpec& tokenizer) {
   const char* flag = "--hf-gpt2";
   const char* llama = "; export it with --hf-llama";
   require_arch(m.normalization == Normalization::LayerNorm, flag, "GPT-2", "normalization",
@@ -140,9 +149,16 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
   require_arch(m.tied_embeddings(), flag, "GPT-2", "untie_embeddings_and_output_weights", "true", "tied embeddings",
                llama);
   require_arch(m.add_bias_linear, flag, "GPT-2", "add_bias_linear", "false", "linear biases", llama);
+  check_tokenizer(flag, m, tokenizer);
+}
+
+void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
+                   int64_t iteration, const TokenizerSpec& tokenizer) {
+  const char* flag = "--hf-gpt2";
+  check_hf_gpt2(m, tokenizer);
   make_dir(flag, dir);
   const int64_t C = m.hidden_size, H = m.num_attention_heads, D = m.head_dim(), F = m.ffn_hidden_size();
-  auto get = [&](const std::string& name) -> const MergedTensor& { return tensor(full, name); };
+  auto get = [&](const std::string& name) -> const MergedTensor& { return merged_tensor(full, name); };
   SafetensorsWriter w;
   w.set_metadata("format", "pt");  // what transformers expects of a PyTorch safetensors file
   auto copy = [&](const std::string& hf, const std::string& ours) {
@@ -226,8 +242,7 @@ void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<st
 }
 
 
-void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
-                    int64_t iteration, const TokenizerSpec& tokenizer) {
+void check_hf_llama(const GptConfig& m, const TokenizerSpec& tokenizer) {
   const char* flag = "--hf-llama";
   const char* gpt2 = "; export it with --hf-gpt2";
   require_arch(m.normalization == Normalization::RMSNorm, flag, "Llama", "normalization",
@@ -237,13 +252,20 @@ void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<s
                position_embedding_name(m.position_embedding), "rope", gpt2);
   require_arch(m.rotary_dim() == m.head_dim(), flag, "Llama", "rotary_percent", fmt::format("{:g}", m.rotary_percent),
                "1 (LlamaForCausalLM rotates whole heads)", "");
+  check_tokenizer(flag, m, tokenizer);
+}
+
+void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
+                    int64_t iteration, const TokenizerSpec& tokenizer) {
+  const char* flag = "--hf-llama";
+  check_hf_llama(m, tokenizer);
   make_dir(flag, dir);
   const int64_t C = m.hidden_size, H = m.num_attention_heads, G = m.kv_heads(), D = m.head_dim();
   const int64_t F = m.ffn_hidden_size(), r = H / G;
   SafetensorsWriter w;
   w.set_metadata("format", "pt");  // what transformers expects of a PyTorch safetensors file
   auto copy = [&](const std::string& hf, const std::string& ours) {
-    const MergedTensor& t = tensor(full, ours);
+    const MergedTensor& t = merged_tensor(full, ours);
     w.add_f32(hf, t.data.data(), t.shape);
   };
   // Rows [row0, row0 + rows) of a [*, cols] tensor (cols 1: a vector).
@@ -270,23 +292,23 @@ void write_hf_llama(const std::string& dir, const GptConfig& m, const std::map<s
   for (int l = 0; l < m.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
     copy(h + "input_layernorm.weight", p + "input_layernorm.weight");
-    const MergedTensor& qkv = tensor(full, p + "attention.query_key_value.weight");
+    const MergedTensor& qkv = merged_tensor(full, p + "attention.query_key_value.weight");
     rows_of(h + "self_attn.q_proj.weight", qkv, q_rows);
     rows_of(h + "self_attn.k_proj.weight", qkv, k_rows);
     rows_of(h + "self_attn.v_proj.weight", qkv, v_rows);
     copy(h + "self_attn.o_proj.weight", p + "attention.dense.weight");
     copy(h + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight");
-    const MergedTensor& fc = tensor(full, p + "mlp.dense_h_to_4h.weight");
+    const MergedTensor& fc = merged_tensor(full, p + "mlp.dense_h_to_4h.weight");
     rows_of(h + "mlp.gate_proj.weight", fc, gate_rows);
     rows_of(h + "mlp.up_proj.weight", fc, up_rows);
     copy(h + "mlp.down_proj.weight", p + "mlp.dense_4h_to_h.weight");
     if (m.add_bias_linear) {  // attention_bias (q, k, v, o) and mlp_bias (gate, up, down)
-      const MergedTensor& qkv_b = tensor(full, p + "attention.query_key_value.bias");
+      const MergedTensor& qkv_b = merged_tensor(full, p + "attention.query_key_value.bias");
       rows_of(h + "self_attn.q_proj.bias", qkv_b, q_rows);
       rows_of(h + "self_attn.k_proj.bias", qkv_b, k_rows);
       rows_of(h + "self_attn.v_proj.bias", qkv_b, v_rows);
       copy(h + "self_attn.o_proj.bias", p + "attention.dense.bias");
-      const MergedTensor& fc_b = tensor(full, p + "mlp.dense_h_to_4h.bias");
+      const MergedTensor& fc_b = merged_tensor(full, p + "mlp.dense_h_to_4h.bias");
       rows_of(h + "mlp.gate_proj.bias", fc_b, gate_rows);
       rows_of(h + "mlp.up_proj.bias", fc_b, up_rows);
       copy(h + "mlp.down_proj.bias", p + "mlp.dense_4h_to_h.bias");

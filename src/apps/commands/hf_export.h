@@ -15,6 +15,11 @@
 
 namespace occ::cmd {
 
+// Whether the target holds the model (and the run's tokenizer loads, of its
+// vocabulary): checked by the writers, and by export before it writes anything.
+void check_hf_gpt2(const GptConfig& m, const TokenizerSpec& tokenizer);
+void check_hf_llama(const GptConfig& m, const TokenizerSpec& tokenizer);
+
 // GPT-2: LayerNorm, GeLU MLP, learned positions, tied embeddings, biases, one k/v head per query head.
 void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,
                    int64_t iteration, const TokenizerSpec& tokenizer);

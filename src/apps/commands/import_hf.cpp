@@ -27,6 +27,8 @@
 #include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_store.h"
+#include "train/output_paths.h"
 #include "train/checkpoint_merge.h"
 #include "train/options.h"
 
@@ -342,6 +344,12 @@ int import_hf(int argc, char** argv) {
   add_tokenizer_flags(app, tokenizer_flags);  // default: the folder's own tokenizer
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   tokenizer_flags.validate();
+  {  // where it writes, before the first write (the tokenizer's files go into --save too)
+    OutputPaths outputs;
+    outputs.dir("--save", save);
+    outputs.input("--input", input);
+    outputs.check();
+  }
 
   const json c = read_json(input + "/config.json", "config.json");
   std::string arch = c.value("model_type", std::string());
@@ -394,7 +402,9 @@ int import_hf(int argc, char** argv) {
   stage.params().assign_from_host(params);
   const std::string staging = begin_checkpoint(save, 0);
   AdamMoments adam{std::vector<float>(params.size(), 0.0f), std::vector<float>(params.size(), 0.0f)};
-  write_checkpoint_shard(staging, opt, layout, stage, adam, CheckpointPosition{});
+  CheckpointFiles files;
+  files.add(kShardStateFile, checkpoint_shard(opt, layout, stage, adam, CheckpointPosition{}));
+  files.write(staging, layout, save_id(files.digest(layout, 0)));
   commit_checkpoint(save, 0);
   std::printf("import-hf: %s (%s, %s; %d layers, hidden %d, %d heads, vocabulary %d of %s padded to %d) -> %s "
               "(iteration 0)\n",

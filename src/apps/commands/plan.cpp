@@ -2,6 +2,7 @@
 // and compression plan by simulating the 1F1B schedule (plain or interleaved) as a dependency graph
 // (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
 // with --auto chooses the compression plan (plan/auto_plan.h).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -13,6 +14,8 @@
 #include "plan/auto_plan.h"
 #include "plan/calibrate.h"
 #include "plan/schedule_sim.h"
+#include "core/tensor_file.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -169,10 +172,20 @@ int plan(int argc, char** argv) {
     if (std::string(argv[i]) == "--ignore-unknown-flags") app.allow_extras();
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   refuse_inapplicable_flags(app, opt);
+  if (!json_path.empty()) {  // checked now, not after the plan is made
+    OutputPaths outputs;
+    outputs.file("--json", json_path);
+    for (const auto& [flag, path] : {std::pair{"--calibrate", calibrate_path}, std::pair{"--compressors-json", loss_costs_path},
+                                     std::pair{"--diloco-json", diloco_costs_path}})
+      if (!path.empty()) outputs.input(flag, path);
+    outputs.check();
+  }
   if (!app.remaining().empty())
     std::printf("ignored flags: %zu arguments plan does not know (first: %s)\n", app.remaining().size(),
                 app.remaining().front().c_str());
 
+  // A plan is of GPUs (A100 by default), whatever this machine has.
+  opt.device = opt.device_name.empty() ? Device::Cuda : parse_device(opt.device_name);
   // Like train: the vocabulary is the tokenizer's when one is given.
   if (opt.tokenizer.given() && !app.count("--vocab-size"))
     opt.model.vocab_size = load_tokenizer(opt.tokenizer)->vocab_size();
@@ -242,11 +255,26 @@ int plan(int argc, char** argv) {
     cl.inter = cal->inter, cl.intra = cal->intra;
     for (const auto& line : cal->report) std::printf("%s\n", line.c_str());
   } else {
+    validate_cluster(cl);  // --nodes and --devices-per-node named before they are used
+    OCC_CHECK(cfg.tp >= 1 && cfg.pp >= 1, "layout sizes must be >= 1; check --tensor-model-parallel-size and "
+                                          "--pipeline-model-parallel-size");
     const int world = cl.nodes * cl.devices_per_node;
     if (world % (cfg.tp * cfg.pp) != 0)
       throw UsageError(fmt::format("{} nodes x {} devices = {} ranks is not divisible by tensor {} x pipeline {}; "
                                    "change --nodes or the layout", cl.nodes, cl.devices_per_node, world, cfg.tp, cfg.pp));
     cfg.dp = world / (cfg.tp * cfg.pp);
+  }
+  // The job's flags by train's own validation (TrainOptions::validate), then the plan's.
+  {
+    ParallelLayout layout;
+    layout.tp_size = cfg.tp, layout.pp_size = cfg.pp, layout.dp_size = cfg.dp, layout.vp_size = opt.model_chunks();
+    try {
+      opt.validate(layout);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   }
   cfg.validate();
   const Measured* measured = cal ? &cal->measured : nullptr;
@@ -349,7 +377,7 @@ int plan(int argc, char** argv) {
     j["embedding_bytes"] = model.embedding_bytes;
     j["bytes_per_value"] = {{"activations", shown.bytes_per_value}, {"tp_sums", shown.tp_sum_bytes()},
                             {"gradients", shown.grad_bytes()}};
-    std::ofstream(json_path) << j.dump(2) << "\n";
+    write_file_atomic(json_path, j.dump(2) + "\n");
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_stamp.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 namespace {
@@ -70,6 +72,25 @@ int preprocess(int argc, char** argv) {
   // Megatron's names: one dataset per key, PREFIX_KEY_document; without --json-keys, PREFIX.
   std::vector<std::string> prefixes;
   for (const auto& key : json_keys) prefixes.push_back(keyed ? prefix + "_" + key + "_document" : prefix);
+  // Every file it writes, checked before the corpus is read: writable, and none of
+  // them the input or the tokenizer it reads.
+  OutputPaths outputs;
+  if (const std::string folder = std::filesystem::path(prefix).parent_path().string(); !folder.empty())
+    outputs.dir("--output-prefix", folder);  // created if missing, as before
+  for (const auto& p : prefixes) {
+    outputs.file("--output-prefix", p + ".bin");
+    outputs.file("--output-prefix", p + ".idx");
+    outputs.file("--output-prefix", tokenizer_stamp_path(p));
+  }
+  if (vocab_opt->count() > 0) {
+    outputs.file("--output-prefix", prefix + ".model");
+    outputs.file("--output-prefix", prefix + ".vocab");
+  }
+  outputs.input("--input", input);
+  for (const auto& [flag, path] : {std::pair{"--tokenizer-model", spec.model}, std::pair{"--vocab-file", spec.vocab_file},
+                                   std::pair{"--merge-file", spec.merge_file}})
+    if (!path.empty()) outputs.input(flag, path);
+  outputs.check();
   const double start = now_seconds();
 
   // Training reads the corpus once into memory (up to the trainer's sentence

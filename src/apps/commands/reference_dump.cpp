@@ -45,6 +45,7 @@ int reference_dump(int argc, char** argv) {
   opt.global_batch_size = opt.micro_batch_size;
   ParallelLayout layout;
   opt.validate(layout);
+  require_device(opt.device);
 
   const GptConfig& m = opt.model;
   const int B = opt.micro_batch_size, T = m.seq_length, V = m.padded_vocab_size();

@@ -1,11 +1,5 @@
 #include "apps/commands/train_flags.h"
 
-#include <fstream>
-#include <map>
-#include <set>
-
-#include <nlohmann/json.hpp>
-
 #include "apps/commands/diloco_flags.h"
 #include "core/error.h"
 
@@ -60,6 +54,11 @@ void refuse_inapplicable_model_flags(const CLI::App& app, const GptConfig& m) {
   auto refuse = [](const char* flag, const std::string& why, const std::string& fix) {
     throw UsageError(fmt::format("{} {}; drop it or {}", flag, why, fix));
   };
+  // Zero is not a width: the default is spelled by leaving the flag out.
+  if (given("--ffn-hidden-size") && m.ffn_hidden <= 0)
+    throw UsageError(fmt::format("--ffn-hidden-size must be >= 1 (got {}); leave it out for the default (4 x "
+                                 "--hidden-size, or Megatron's SwiGLU width with --swiglu)",
+                                 m.ffn_hidden));
   if (given("--num-query-groups") && !m.group_query_attention)
     refuse("--num-query-groups", "has no effect without --group-query-attention", "add --group-query-attention");
   for (const char* f : {"--rotary-base", "--rotary-percent"})
@@ -274,54 +273,6 @@ void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
   app.add_option("--merge-file", spec.merge_file, "GPT-2 BPE merges: vocab.bpe / merges.txt");
 }
 
-namespace {
-// Turns {"num-layers": 4, "fp16": true, ...} into [["--num-layers", "4"], ["--fp16"], ...].
-std::vector<std::vector<std::string>> config_to_args(const std::string& path) {
-  std::ifstream in(path);
-  OCC_CHECK(in.good(), "cannot open --config file {}; check the path", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    fail("--config file {} is not valid JSON ({}); fix the file", path, e.what());
-  }
-  OCC_CHECK(j.is_object(), "--config file {} must hold one JSON object of flag names to values", path);
-  std::vector<std::vector<std::string>> groups;
-  for (auto& [key, value] : j.items()) {
-    std::string flag = "--" + key;
-    for (auto& c : flag)
-      if (c == '_') c = '-';
-    if (value.is_boolean() && !value.get<bool>()) continue;  // false: the flag not given
-    std::vector<std::string>& args = groups.emplace_back();
-    if (value.is_boolean()) {
-      args.push_back(flag);
-    } else if (value.is_string()) {
-      args.push_back(flag);
-      args.push_back(value.get<std::string>());
-    } else if (value.is_number()) {
-      args.push_back(flag);
-      args.push_back(value.dump());
-    } else if (value.is_array() && !value.empty()) {  // a flag of several words: "data-path": [0.7, "A", 0.3, "B"]
-      args.push_back(flag);
-      for (const auto& word : value) {
-        OCC_CHECK(word.is_string() || word.is_number(), "--config key '{}': a list of numbers and strings only",
-                  printable(key));
-        args.push_back(word.is_string() ? word.get<std::string>() : word.dump());
-      }
-    } else {
-      fail("--config key '{}' must be a number, string, boolean or a list of them", printable(key));
-    }
-  }
-  return groups;
-}
-
-// The flag an argument names ("--lr" of "--lr=1e-3"; "" for a value).
-std::string flag_name(const std::string& arg) {
-  if (arg.rfind("--", 0) != 0) return "";
-  return arg.substr(0, arg.find('='));
-}
-}  // namespace
-
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
   refuse_inapplicable_model_flags(app, o.model);
   refuse_inapplicable_diloco_flags(app, o);
@@ -361,9 +312,15 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
       throw UsageError(fmt::format("{} needs --train-data-path (the training set); add it, or use --data-path with "
                                    "--split", set_flag));
   }
-  if (o.sequence_parallel && o.tensor_parallel <= 1)
-    refuse("--sequence-parallel", "splits the tokens over the tensor-parallel ranks and there is only one",
-           "set --tensor-model-parallel-size 2 or more");
+  // Zero where zero is the default (off, or dynamic) would be taken silently: the
+  // default is spelled by leaving the flag out.
+  if (given("--num-layers-per-virtual-pipeline-stage") && o.layers_per_virtual_stage <= 0)
+    throw UsageError(fmt::format("--num-layers-per-virtual-pipeline-stage must be >= 1 (got {}); leave it out for "
+                                 "the plain (not interleaved) schedule",
+                                 o.layers_per_virtual_stage));
+  if (given("--loss-scale") && !(o.loss_scale.loss_scale > 0))
+    throw UsageError(fmt::format("--loss-scale must be > 0 (got {}); leave it out for dynamic loss scaling",
+                                 o.loss_scale.loss_scale));
   for (const char* f : {"--tensorboard-log-interval", "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard"})
     if (given(f) && o.tensorboard.dir.empty()) refuse(f, "has no effect without --tensorboard-dir", "add --tensorboard-dir DIR");
   for (const Link& l : links) {
@@ -383,67 +340,6 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
       refuse(l.rank_flag, fmt::format("applies only to {} powersgd (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} powersgd", l.method_flag));
   }
-}
-
-int parse_command_line(CLI::App& app, int argc, char** argv) {
-  std::string config_path;
-  app.add_option("--config", config_path, "JSON file of flag values (flags given on the command line win)");
-  // A flag given twice (in --config and on the command line) takes the last value.
-  for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  std::vector<std::string> args{argv[0]}, config_paths;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--config" || a.rfind("--config=", 0) == 0) {
-      std::string path = a == "--config" ? (i + 1 < argc ? argv[++i] : "") : a.substr(9);
-      OCC_CHECK(!path.empty(), "--config needs a file name");
-      config_paths.push_back(path);
-      continue;
-    }
-    args.push_back(a);
-  }
-  // Config values go first, and a flag the command line gives is dropped from them:
-  // every command-line flag overrides the file, flags of several words too (--data-path).
-  std::set<std::string> given;
-  for (const auto& a : args) given.insert(flag_name(a));
-  std::vector<std::string> from_config;
-  for (const auto& path : config_paths)
-    for (auto& group : config_to_args(path))
-      if (!given.count(group[0])) from_config.insert(from_config.end(), group.begin(), group.end());
-  args.insert(args.begin() + 1, from_config.begin(), from_config.end());
-  // A flag of several words given twice keeps its last words, as a one-word flag keeps
-  // its last value (CLI11 would append them): --data-path A ... --data-path B trains on B.
-  std::set<std::string> several;
-  for (const CLI::Option* o : app.get_options())
-    if (o->get_items_expected_max() > 1)
-      for (const auto& name : o->get_lnames()) several.insert("--" + name);
-  std::map<std::string, size_t> last;  // flag -> index of its last occurrence
-  for (size_t i = 1; i < args.size(); ++i)
-    if (several.count(flag_name(args[i]))) last[flag_name(args[i])] = i;
-  std::vector<std::string> kept{args[0]};
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string flag = flag_name(args[i]);
-    if (several.count(flag) && last[flag] != i) {  // an earlier occurrence: skip it and its words
-      if (args[i].find('=') == std::string::npos)
-        while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) ++i;
-      continue;
-    }
-    kept.push_back(args[i]);
-  }
-  args.swap(kept);
-  std::vector<char*> ptrs;
-  for (auto& a : args) ptrs.push_back(a.data());
-  try {
-    app.parse(int(ptrs.size()), ptrs.data());
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::string message = e.what();
-    for (char& c : message)
-      if (c == '\n' || c == '\r') c = ' ';
-    throw UsageError(fmt::format("{}; run 'optimus-cc {} --help' for the options", message, app.get_name()));
-  }
-  return -1;
 }
 
 }  // namespace occ::cmd

@@ -1,7 +1,8 @@
 #pragma once
-// Megatron-named flags bound to TrainOptions, and `--config FILE.json`
-// (keys are the flag names, with '-' or '_'; flags on the command line win).
+// Megatron-named flags bound to TrainOptions (parsed by parse_command_line).
 #include <CLI/CLI.hpp>
+
+#include "apps/commands/command_line.h"  // parse_command_line, for every command
 
 #include "train/options.h"
 
@@ -14,10 +15,6 @@ void add_train_flags(CLI::App& app, TrainOptions& o);  // model + optimizer + da
 // --tokenizer-type, --tokenizer-model, --vocab-file, --merge-file (Megatron's names).
 void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec);
 
-// Parses argv (after expanding --config FILE.json in place, so that later flags
-// override it). Returns -1 to go on, or the exit code (0 after --help).
-// Parse errors are thrown as a one-line occ::UsageError (exit code 2).
-int parse_command_line(CLI::App& app, int argc, char** argv);
 
 // After parsing add_train_flags' flags: a compression flag given (on the command
 // line or in --config) where it would change nothing is a one-line UsageError,
