@@ -20,9 +20,13 @@ class Parser(argparse.ArgumentParser):
 def parser():
     ap = Parser(prog="python3 -m occtools", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=Parser)
-    for _, modules in commands.GROUPS:
+    groups = []
+    for group, modules in commands.GROUPS:
+        before = list(sub.choices)
         for module in modules:
             module.add_parser(sub)
+        groups.append(f"  {group + ':':13s}" + ", ".join(c for c in sub.choices if c not in before))
+    ap.epilog = "commands by group (docs/tooling.md):\n" + "\n".join(groups)
     return ap
 
 
