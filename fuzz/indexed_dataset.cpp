@@ -1,6 +1,7 @@
-// Fuzzes the Megatron .idx/.bin reader (IndexedDataset::open, read,
-// check_token_range) and the GPT samples built over it (split, epochs, shuffle).
-// Input: split_two -> PREFIX.idx, PREFIX.bin.
+// Fuzzes the Megatron .idx/.bin reader (IndexedDataset::open, validate, read)
+// and the GPT samples built over it as train builds them (Megatron's split,
+// epochs and shuffles into the index cache, samples read with the vocabulary
+// check). Input: split_two -> PREFIX.idx, PREFIX.bin.
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "fuzz/fuzz_util.h"
@@ -14,18 +15,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::parse_or_refuse([&] {
     IndexedDataset ds = IndexedDataset::open(prefix);
     std::vector<int32_t> tokens;
-    for (int64_t s = 0; s < ds.num_sequences(); ++s) {
+    for (int64_t s = 0; s < std::min<int64_t>(ds.num_sequences(), 64); ++s) {
       tokens.resize(size_t(ds.sequence_length(s)));
       ds.read(s, 0, int64_t(tokens.size()), tokens.data());
     }
-    check_token_range(ds, 4096, "the fuzzed dataset");
+    ds.validate();
     // What train does with it: a 90/10 split, samples of 8 (+1) tokens, two epochs' worth.
-    const auto splits = split_documents(ds.num_documents(), "90,10,0");
-    if (splits[0].size() > 0) {
-      GptDataset train(ds, splits[0], 8, 0, 1234);
-      GptDataset again(ds, splits[0], 8, 2 * train.size() + 1, 1234);
+    const auto bookends = split_matrix("90,10,0");
+    const SequenceRange range = split_sequences(*bookends[0], ds.num_sequences());
+    if (range.size() > 0 && ds.num_sequences() < 4096) {
+      const GptDatasetSpec spec{prefix, range, 40, "train", 8, 1234};
+      CachedArrays cache = gpt_index_cache(spec, fuzz::scratch_dir() + "/cache");
+      build_gpt_indices(spec, ds, plan_gpt_part(spec, ds), cache, nullptr);
+      auto hit = cache.find();
+      if (!hit) return;
+      GptDataset train(ds, spec, std::move(*hit), 4096);
       std::vector<int32_t> sample(9);
-      for (int64_t i = 0; i < std::min<int64_t>(again.size(), 64); ++i) again.sample(i, sample.data());
+      for (int64_t i = 0; i < std::min<int64_t>(train.size(), 64); ++i) train.sample(i, sample.data());
     }
   });
   return 0;

@@ -20,6 +20,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"preprocess", occ::cmd::preprocess, "tokenize a corpus into a Megatron .bin/.idx dataset"},
     {"train", occ::cmd::train, "train a GPT model"},
+    {"samples", occ::cmd::samples, "print the samples a training run reads, in its order (Megatron's)"},
     {"generate", occ::cmd::generate, "sample text from a checkpoint"},
     {"export", occ::cmd::export_checkpoint, "merge a checkpoint into safetensors, Hugging Face GPT-2 / Llama or GGUF"},
     {"import-hf", occ::cmd::import_hf, "a Hugging Face GPT-2 or Llama folder -> a checkpoint (train --finetune)"},

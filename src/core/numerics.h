@@ -18,6 +18,9 @@
 //      TP >= 3 (--tp-reduce-in-fp32 keeps version 2's); --grad-reduce-in-bf16
 //      reduces the gradients in bf16. fp32 runs, pipeline messages, all-gathers
 //      and the distributed optimizer's parameters are unchanged.
+//   4: Megatron-core's data order (issue 45): the samples of a run, their order
+//      and each evaluation's samples are Megatron's GPTDataset / BlendedDataset
+//      ones (data/megatron_indices.h), no longer per-epoch Philox shuffles.
 namespace occ {
-constexpr int kNumericsVersion = 3;
+constexpr int kNumericsVersion = 4;
 }  // namespace occ

@@ -11,7 +11,7 @@
 namespace occ {
 
 std::string DataBlend::describe() const {
-  if (prefixes.size() == 1 && weights.size() == 1 && weights[0] == 1.0) return prefixes[0];
+  if (!weighted && prefixes.size() == 1) return prefixes[0];
   std::string s;
   for (size_t d = 0; d < prefixes.size(); ++d) s += fmt::format("{}{:g} {}", d ? " " : "", weights[d], prefixes[d]);
   return s;
@@ -27,7 +27,6 @@ DataBlend parse_data_blend(const std::vector<std::string>& words, const std::str
   }
   const std::string fix = fmt::format("give one PREFIX, or weight / prefix pairs such as {} 0.7 A 0.3 B", flag);
   std::vector<double> raw;
-  double sum = 0;
   for (size_t i = 0; i < words.size(); i += 2) {
     const std::string& w = words[i];
     double value = 0;
@@ -38,66 +37,84 @@ DataBlend parse_data_blend(const std::vector<std::string>& words, const std::str
               printable(w), i + 1 < words.size() ? printable(words[i + 1]) : std::string("?"), fix);
     OCC_CHECK(i + 1 < words.size(), "{}: weight {} has no prefix after it ({} words, an odd count); {}", flag,
               printable(w), words.size(), fix);
+    OCC_CHECK(value > 0, "{}: weight 0 for '{}': Megatron's blends take positive weights only; leave the dataset out",
+              flag, printable(words[i + 1]));
     raw.push_back(value);
-    sum += value;
     blend.prefixes.push_back(words[i + 1]);
   }
-  OCC_CHECK(sum > 0, "{}: the weights sum to zero; {}", flag, fix);
-  // Normalised as Megatron does (each weight / the sum, in double).
-  for (double w : raw) blend.weights.push_back(w / sum);
+  blend.weights = normalize_weights(raw);
+  blend.weighted = true;
   return blend;
 }
 
-BlendingIndex build_blending_index(const std::vector<double>& weights, int64_t n) {
-  const size_t D = weights.size();
-  OCC_CHECK(D >= 1 && D <= std::numeric_limits<uint16_t>::max(), "a blend of {} datasets: give 1 to 65535", D);
-  OCC_CHECK(n >= 0, "internal: a blending index of {} samples", n);
-  BlendingIndex index;
-  index.counts.assign(D, 0);
-  if (D == 1) {  // every sample is the dataset's own: no index to keep
-    index.counts[0] = n;
-    return index;
-  }
-  index.dataset.resize(size_t(n));
-  index.sample.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) {
-    // The dataset furthest below its share; the first on ties (strictly greater wins).
-    const double at = std::max(double(i), 1.0);
-    size_t best = 0;
-    double best_error = weights[0] * at - double(index.counts[0]);
-    for (size_t d = 1; d < D; ++d) {
-      const double error = weights[d] * at - double(index.counts[d]);
-      if (error > best_error) best_error = error, best = d;
-    }
-    index.dataset[size_t(i)] = uint16_t(best);
-    index.sample[size_t(i)] = index.counts[best]++;
-  }
-  return index;
+CachedArrays blend_index_cache(const BlendSpec& spec, const std::string& folder) {
+  const nlohmann::json key = {{"class", "BlendedDataset"},
+                              {"indices", "megatron-core BlendedDataset (NVIDIA/Megatron-LM d98e8a64)"},
+                              {"datasets", spec.parts},
+                              {"split", spec.split},
+                              {"weights", spec.weights},
+                              {"size", spec.size}};
+  return CachedArrays(folder, "BlendedDataset", spec.split, key);
 }
 
-BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts, BlendingIndex index)
-    : parts_(std::move(parts)), index_(std::move(index)) {
-  OCC_CHECK(!parts_.empty() && index_.counts.size() == parts_.size(), "internal: a blend of {} parts, {} counts",
-            parts_.size(), index_.counts.size());
-  for (size_t d = 0; d < parts_.size(); ++d)
-    OCC_CHECK(parts_[d]->size() >= index_.counts[d], "internal: part {} holds {} samples, the blend takes {}", d,
-              parts_[d]->size(), index_.counts[d]);
-  OCC_CHECK(parts_.front()->seq_length() > 0, "internal: a blend of samples of length 0");
+void build_blend_index(const BlendSpec& spec, const std::vector<int64_t>& part_sizes, CachedArrays& cache,
+                       std::string* note) {
+  OCC_CHECK(part_sizes.size() == spec.weights.size(), "internal: a blend of {} weights over {} parts",
+            spec.weights.size(), part_sizes.size());
+  const std::string folder = cache.build_folder(note);
+  NpyWriter dataset = cache.create(folder, "dataset_index", NpyType::Int16, {spec.size});
+  NpyWriter sample = cache.create(folder, "dataset_sample_index", NpyType::Int64, {spec.size});
+  build_blending_index(spec.weights, spec.size, dataset.data<int16_t>(), sample.data<int64_t>());
+  std::vector<int64_t> counts(part_sizes.size(), 0);
+  for (int64_t i = 0; i < spec.size; ++i) counts[size_t(dataset.data<int16_t>()[i])] += 1;
+  for (size_t d = 0; d < counts.size(); ++d)
+    OCC_CHECK(counts[d] <= part_sizes[d],
+              "the {} blend asks dataset {} of its blend for {} samples, more than its {}; Megatron refuses this too "
+              "(its mid_level_dataset_surplus): ask for more samples of every dataset, e.g. by a longer run",
+              spec.split, d, counts[d], part_sizes[d]);
+  dataset.commit();
+  sample.commit();
+  nlohmann::json c = nlohmann::json::array();
+  for (int64_t n : counts) c.push_back(n);
+  cache.finish(folder, {{"counts", c}});
 }
 
-int64_t BlendedDataset::size() const {
-  return parts_.size() == 1 ? parts_.front()->size() : int64_t(index_.dataset.size());
+BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts, std::optional<CachedArrays::Hit> index)
+    : parts_(std::move(parts)), blended_(index.has_value()) {
+  OCC_CHECK(!parts_.empty() && (blended_ || parts_.size() == 1), "internal: {} parts without a blending index",
+            parts_.size());
+  if (!blended_) return;
+  try {
+    dataset_index_ = std::move(index->arrays.at("dataset_index"));
+    dataset_sample_index_ = std::move(index->arrays.at("dataset_sample_index"));
+    const auto counts = index->result.at("counts").get<std::vector<int64_t>>();
+    bool ok = counts.size() == parts_.size() && dataset_index_.type() == NpyType::Int16 &&
+              dataset_sample_index_.type() == NpyType::Int64 &&
+              dataset_index_.elements() == dataset_sample_index_.elements();
+    for (size_t d = 0; ok && d < counts.size(); ++d) ok = counts[d] <= parts_[d]->size();
+    OCC_CHECK(ok, "");
+  } catch (const std::exception&) {
+    fail("the data index cache's blending index in {} does not fit its datasets; delete it to rebuild", index->folder);
+  }
 }
+
+int64_t BlendedDataset::size() const { return blended_ ? dataset_index_.elements() : parts_.front()->size(); }
 
 int BlendedDataset::dataset_of(int64_t i) const {
   OCC_CHECK(i >= 0 && i < size(), "internal: sample {} out of range [0, {})", i, size());
-  return parts_.size() == 1 ? 0 : int(index_.dataset[size_t(i)]);
+  return blended_ ? int(dataset_index_.data<int16_t>()[i]) : 0;
 }
 
 void BlendedDataset::sample(int64_t i, int32_t* out) const {
-  if (parts_.size() == 1) return parts_.front()->sample(i, out);
+  if (!blended_) return parts_.front()->sample(i, out);
   OCC_CHECK(i >= 0 && i < size(), "internal: sample {} out of range [0, {})", i, size());
-  parts_[index_.dataset[size_t(i)]]->sample(index_.sample[size_t(i)], out);
+  const int d = dataset_index_.data<int16_t>()[i];
+  const int64_t k = dataset_sample_index_.data<int64_t>()[i];
+  OCC_CHECK(d >= 0 && size_t(d) < parts_.size() && k >= 0 && k < parts_[size_t(d)]->size(),
+            "the data index cache is corrupt: blend sample {} names sample {} of dataset {} (in {}); delete the "
+            "cache's files to rebuild them",
+            i, k, d, dataset_index_.path());
+  parts_[size_t(d)]->sample(k, out);
 }
 
 }  // namespace occ

@@ -1,13 +1,15 @@
 #pragma once
 // Blends of datasets as Megatron mixes corpora: `--data-path 0.7 web 0.2 code 0.1
-// books` (weights normalised). Megatron's blending rule places the samples: global
-// sample i goes to the dataset whose count falls furthest below its share,
-// weight_d * max(i, 1) - count_d (the first dataset on ties), and is that dataset's
-// next sample. So the same weights give Megatron's mix, every dataset's share
-// stays within one sample of weight x n at every n, and each dataset is sampled as
-// on its own (GptDataset: a pure function of the seed, never of the layout).
+// books`. As Megatron's BlendedMegatronDatasetBuilder: the weights are
+// normalised, each dataset's part is asked for ceil(ceil(target x weight) x
+// 1.005) samples (its surplus), and the blend holds the sum of the unpadded
+// ceil(target x weight); its index (helpers.cpp build_blending_indices, data/
+// megatron_indices.h) sends global sample i to the dataset furthest below its
+// share, as that dataset's next sample. The index is built once into the data
+// index cache and mapped, as the parts' are.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +17,14 @@
 
 namespace occ {
 
-// What --data-path (or --train-data-path, ...) names: one prefix (weight 1), or
-// weight / prefix pairs. Weights are normalised to sum 1.
+// What --data-path (or --train-data-path, ...) names: one prefix, or weight /
+// prefix pairs. `weights` are normalised as Megatron's normalize (numpy's sum).
 struct DataBlend {
   std::vector<std::string> prefixes;
   std::vector<double> weights;
+  // Whether the flag gave weights ("1.0 A" is a blend of one dataset to
+  // Megatron, "A" a dataset on its own: their sample counts differ).
+  bool weighted = false;
 
   bool empty() const { return prefixes.empty(); }
   size_t size() const { return prefixes.size(); }
@@ -33,34 +38,42 @@ struct DataBlend {
 // its prefix, or weights that sum to zero. No words: an empty blend.
 DataBlend parse_data_blend(const std::vector<std::string>& words, const std::string& flag);
 
-// Megatron's blending index of n samples (build_blending_indices): which dataset
-// each sample comes from and its index there; counts[d] samples of dataset d in all.
-// One dataset: only counts (sample i is its sample i).
-struct BlendingIndex {
-  std::vector<uint16_t> dataset;
-  std::vector<int64_t> sample;
-  std::vector<int64_t> counts;
+// A blend's index: what it depends on (its parts' cache keys, weights, size).
+struct BlendSpec {
+  std::string split;               // "train", "valid", "test"
+  std::vector<nlohmann::json> parts;  // each part's GPTDataset cache key
+  std::vector<double> weights;     // as build_blending_indices takes them (normalised again)
+  int64_t size = 0;
 };
-BlendingIndex build_blending_index(const std::vector<double>& weights, int64_t n);
+CachedArrays blend_index_cache(const BlendSpec& spec, const std::string& folder);
+// Builds it into the cache; part_sizes[d] is part d's sample count: a blend that
+// asks a part for more is refused, as Megatron refuses it.
+void build_blend_index(const BlendSpec& spec, const std::vector<int64_t>& part_sizes, CachedArrays& cache,
+                       std::string* note);
 
-// Samples [0, size()) of a blend: sample i is sample index.sample[i] of
-// part index.dataset[i]. One part: the part itself, unchanged.
+// Samples [0, size()) of a set: one part on its own, or a blend whose sample i is
+// sample dataset_sample_index[i] of part dataset_index[i].
 class BlendedDataset : public SampleSource {
  public:
-  // parts[d] must hold at least index.counts[d] samples.
-  BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts, BlendingIndex index);
+  // `index`: the blend's cached index; none for a part on its own.
+  BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts, std::optional<CachedArrays::Hit> index);
 
   int64_t size() const override;
   int seq_length() const override { return parts_.front()->seq_length(); }
   void sample(int64_t i, int32_t* out) const override;
   const GptDataset& part(size_t d) const { return *parts_[d]; }
   size_t num_parts() const { return parts_.size(); }
-  // Which part sample i comes from (0 with one part).
+  // Which part sample i comes from (0 without a blend).
   int dataset_of(int64_t i) const;
+  bool blended() const { return blended_; }
+  // The mapped blending index (empty without a blend).
+  const NpyArray& dataset_index() const { return dataset_index_; }
+  const NpyArray& dataset_sample_index() const { return dataset_sample_index_; }
 
  private:
   std::vector<std::unique_ptr<GptDataset>> parts_;
-  BlendingIndex index_;
+  bool blended_ = false;
+  NpyArray dataset_index_, dataset_sample_index_;
 };
 
 }  // namespace occ

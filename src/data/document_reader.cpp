@@ -126,8 +126,7 @@ bool DocumentReader::next(std::string& doc) {
       std::vector<std::string> fields;
       json_fields(line, fields);
       doc = std::move(fields[0]);
-      if (!doc.empty()) return true;
-      continue;
+      return true;  // an empty field too: Megatron writes it as an empty document
     }
     if (blank) {
       if (!doc.empty()) return true;
@@ -136,7 +135,7 @@ bool DocumentReader::next(std::string& doc) {
     if (!doc.empty()) doc += '\n';
     doc += line;
   }
-  return !doc.empty();
+  return !doc.empty();  // (plain text: a document is never empty)
 }
 
 bool DocumentReader::next_fields(std::vector<std::string>& fields) {

@@ -26,8 +26,9 @@ class DocumentReader {
   DocumentReader(const DocumentReader&) = delete;
   DocumentReader& operator=(const DocumentReader&) = delete;
 
-  // The next non-empty document into `doc`; false at the end of the input.
-  // (JSON: the first key's field; a line whose field is empty is skipped.)
+  // The next document into `doc`; false at the end of the input. JSON: the
+  // first key's field, which may be empty (an empty document, as Megatron's
+  // preprocess_data.py writes it); a plain-text document is never empty.
   bool next(std::string& doc);
   // JSON: the next line's fields, one per key (any may be empty); plain text:
   // the next document as the one field. False at the end of the input.

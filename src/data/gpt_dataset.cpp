@@ -1,172 +1,173 @@
 #include "data/gpt_dataset.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
+#include <filesystem>
 #include <limits>
-#include <numeric>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/rng.h"
 
 namespace occ {
 namespace {
 
-// Key tags keep the document and sample shuffles independent streams.
-constexpr uint64_t kDocumentShuffle = 0x646F63;  // "doc"
-constexpr uint64_t kSampleShuffle = 0x736D70;    // "smp"
+// The code the indices reproduce: a cache of other indices is never a hit.
+constexpr const char* kGptIndices = "megatron-core GPTDataset (NVIDIA/Megatron-LM d98e8a64)";
 
-template <class T>
-void shuffle_impl(T* data, int64_t n, uint64_t key) {
-  for (int64_t i = n - 1; i > 0; --i) {
-    auto b = Philox::block(key, 0, uint64_t(i));
-    uint64_t r = (uint64_t(b[1]) << 32) | b[0];
-    // Multiply-shift maps 64 random bits onto [0, i]; the bias (< i / 2^64) is negligible.
-    int64_t j = int64_t((unsigned __int128)r * uint64_t(i + 1) >> 64);
-    std::swap(data[i], data[j]);
-  }
+nlohmann::json plan_json(const GptIndexPlan& p) {
+  return {{"seq_length", p.seq_length},
+          {"num_sequences", p.num_sequences},
+          {"tokens_per_epoch", p.tokens_per_epoch},
+          {"requested_samples", p.requested_samples},
+          {"num_epochs", p.num_epochs},
+          {"separate_final_epoch", p.separate_final_epoch},
+          {"samples_sans_final_epoch", p.samples_sans_final_epoch},
+          {"num_samples", p.num_samples}};
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+GptIndexPlan plan_from_json(const nlohmann::json& j) {
+  GptIndexPlan p;
+  p.seq_length = j.at("seq_length").get<int>();
+  p.num_sequences = j.at("num_sequences").get<int64_t>();
+  p.tokens_per_epoch = j.at("tokens_per_epoch").get<int64_t>();
+  p.requested_samples = j.at("requested_samples").get<int64_t>();
+  p.num_epochs = j.at("num_epochs").get<int64_t>();
+  p.separate_final_epoch = j.at("separate_final_epoch").get<bool>();
+  p.samples_sans_final_epoch = j.at("samples_sans_final_epoch").get<int64_t>();
+  p.num_samples = j.at("num_samples").get<int64_t>();
+  return p;
 }
 
 }  // namespace
 
-void philox_shuffle(int64_t* data, int64_t n, uint64_t key) { shuffle_impl(data, n, key); }
-void philox_shuffle(int32_t* data, int64_t n, uint64_t key) { shuffle_impl(data, n, key); }
+std::string GptDatasetSpec::describe() const {
+  return fmt::format("the {} split of {} (sequences [{}, {}))", split, prefix, range.begin, range.end);
+}
+
+CachedArrays gpt_index_cache(const GptDatasetSpec& spec, const std::string& folder) {
+  std::error_code ec;
+  const std::string where = std::filesystem::weakly_canonical(spec.prefix, ec).string();
+  const nlohmann::json key = {{"class", "GPTDataset"},
+                              {"indices", kGptIndices},
+                              {"dataset", ec ? spec.prefix : where},
+                              {"idx", file_version(spec.prefix + ".idx")},
+                              {"sequences", {spec.range.begin, spec.range.end}},
+                              {"num_samples", spec.num_samples},
+                              {"index_split", spec.split},
+                              {"sequence_length", spec.seq_length},
+                              {"random_seed", spec.seed},
+                              {"add_extra_token_to_sequence", true},
+                              {"drop_last_partial_sequence", true}};
+  return CachedArrays(folder, "GPTDataset", spec.split, key);
+}
 
 int64_t max_samples_per_set(int seq_length) {
   const int64_t L = std::max(seq_length, 1);
   return std::min<int64_t>(int64_t(1) << 40, (std::numeric_limits<int64_t>::max() - 1) / L - 1);
 }
 
-std::array<SplitRange, 3> split_documents(int64_t num_documents, const std::string& split) {
-  OCC_CHECK(num_documents >= 0, "internal: negative document count {}", num_documents);
-  const char* kFix = "use 1 to 3 non-negative weights such as --split 949,50,1";
-  std::vector<double> weights;
-  size_t start = 0;
-  while (true) {
-    size_t stop = split.find_first_of(",/", start);
-    std::string field = trim(split.substr(start, stop == std::string::npos ? std::string::npos : stop - start));
-    double w = 0;
-    auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), w);
-    OCC_CHECK(!field.empty() && ec == std::errc() && end == field.data() + field.size(),
-              "malformed --split '{}': '{}' is not a number; {}", split, field, kFix);
-    OCC_CHECK(std::isfinite(w) && w >= 0, "malformed --split '{}': weight {} is negative or not finite; {}", split,
-              field, kFix);
-    weights.push_back(w);
-    if (stop == std::string::npos) break;
-    start = stop + 1;
-  }
-  OCC_CHECK(weights.size() <= 3, "malformed --split '{}': {} weights, at most 3 (train, validation, test); {}", split,
-            weights.size(), kFix);
-  weights.resize(3, 0.0);
-  const double sum = weights[0] + weights[1] + weights[2];
-  OCC_CHECK(sum > 0, "malformed --split '{}': all weights are zero; {}", split, kFix);
-
-  // Megatron: index[k+1] = index[k] + round(w_k / sum * N) (Python's round is
-  // half-to-even, as nearbyint in the default rounding mode), then every
-  // index is shifted so the last one is N.
-  std::array<int64_t, 4> index{};
-  for (int k = 0; k < 3; ++k)
-    index[k + 1] = index[k] + int64_t(std::nearbyint(weights[k] / sum * double(num_documents)));
-  const int64_t diff = index[3] - num_documents;
-  for (int k = 1; k < 4; ++k) index[k] -= diff;
-  // The shift can push an early boundary below its predecessor; Megatron would
-  // then produce a negative range, so clamp to keep every range well-formed.
-  for (int k = 1; k < 4; ++k) index[k] = std::clamp(index[k], index[k - 1], num_documents);
-  return {SplitRange{index[0], index[1]}, SplitRange{index[1], index[2]}, SplitRange{index[2], index[3]}};
-}
-
-GptDataset::GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length, int64_t num_samples, uint64_t seed,
-                       const std::string& name)
-    : ds_(&ds), seq_length_(seq_length) {
-  const auto& doc_idx = ds.doc_idx();
-  const int64_t num_docs = ds.num_documents();
-  OCC_CHECK(seq_length >= 1, "--seq-length must be at least 1, got {}", seq_length);
-  OCC_CHECK(docs.begin >= 0 && docs.begin <= docs.end && docs.end <= num_docs,
-            "internal: {} split [{}, {}) is outside the {} documents of {}", name, docs.begin, docs.end, num_docs,
-            ds.prefix());
-  OCC_CHECK(docs.size() > 0, "{} split is empty: it gets 0 of the {} documents of {}; adjust --split", name, num_docs,
-            ds.prefix());
+GptIndexPlan plan_gpt_part(const GptDatasetSpec& spec, const IndexedDataset& ds) {
+  ds.validate();
+  OCC_CHECK(spec.range.begin >= 0 && spec.range.begin <= spec.range.end && spec.range.end <= ds.num_sequences(),
+            "internal: {} of a dataset of {} sequences", spec.describe(), ds.num_sequences());
   OCC_CHECK(ds.num_sequences() <= std::numeric_limits<int32_t>::max(),
-            "{} has {} sequences, more than this loader's int32 index supports; split the dataset", ds.prefix(),
+            "{} has {} sequences, more than Megatron's int32 document index holds; split the dataset", spec.prefix,
             ds.num_sequences());
-
-  int64_t seqs_per_epoch = 0;
-  for (int64_t d = docs.begin; d < docs.end; ++d)
-    for (int64_t s = doc_idx[d]; s < doc_idx[d + 1]; ++s) {
-      const int64_t len = ds.sequence_length(s);
-      tokens_per_epoch_ += len;
-      seqs_per_epoch += len > 0;
-    }
-  const int64_t L = seq_length;
-  // A split shorter than one sample is fine (Megatron's GPTDataset): its documents
-  // repeat over as many epochs as the samples need. Without a single token no
-  // number of epochs would do (Megatron's epoch loop would never end).
-  OCC_CHECK(tokens_per_epoch_ >= 1,
+  int64_t tokens = 0;
+  for (int64_t s = spec.range.begin; s < spec.range.end; ++s) tokens += ds.sequence_length(s);
+  // A split shorter than one sample repeats over epochs; without a single token no number
+  // of them would do (Megatron's epoch loop would never end).
+  OCC_CHECK(tokens > 0,
             "{} split has no tokens: its documents [{}, {}) of {} are all empty; adjust --split, or preprocess the "
             "corpus again",
-            name, docs.begin, docs.end, ds.prefix());
+            spec.set_name(), spec.range.begin, spec.range.end, spec.prefix);
+  return plan_gpt_indices(tokens, spec.range.size(), spec.num_samples, spec.seq_length, spec.describe());
+}
 
-  // Fewest epochs whose concatenation yields num_samples samples: a stream of
-  // T tokens holds (T - 1) / L samples since neighbours share a token.
-  OCC_CHECK(num_samples <= max_samples_per_set(seq_length),
-            "internal: {} {} samples of {} tokens, more than the sample index holds ({})", num_samples, name, L,
-            max_samples_per_set(seq_length));
-  int64_t epochs = 1;
-  if (num_samples > 0) epochs = std::max<int64_t>(1, (num_samples * L + 1 + tokens_per_epoch_ - 1) / tokens_per_epoch_);
-  OCC_CHECK(epochs <= std::numeric_limits<int>::max(), "{} samples need {} epochs of the {} split; use more data",
-            num_samples, epochs, name);
-  num_epochs_ = int(epochs);
+int64_t gpt_index_bytes(const GptIndexPlan& plan) {
+  const int64_t header = 128;  // each .npy's header, at most
+  return 3 * header + 4 * plan.document_index_size() + (plan.num_samples + 1) * 2 * (plan.sample_index_int64() ? 8 : 4) +
+         plan.num_samples * (plan.shuffle_index_int64() ? 8 : 4);
+}
 
-  // Document order: a fresh Philox-keyed permutation per epoch, each document
-  // expanded into its (non-empty) sequences.
-  std::vector<int64_t> perm(size_t(docs.size()));
-  order_.reserve(size_t(seqs_per_epoch * epochs));
-  for (int64_t e = 0; e < epochs; ++e) {
-    std::iota(perm.begin(), perm.end(), docs.begin);
-    shuffle_impl(perm.data(), int64_t(perm.size()), make_key(seed, kDocumentShuffle, uint64_t(e)));
-    for (int64_t d : perm)
-      for (int64_t s = doc_idx[d]; s < doc_idx[d + 1]; ++s)
-        if (ds.sequence_length(s) > 0) order_.push_back(int32_t(s));
+void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, const GptIndexPlan& plan,
+                       CachedArrays& cache, std::string* note) {
+  const std::string folder = cache.build_folder(note);
+  NumpyRandomState rng(spec.seed);
+  NpyWriter document = cache.create(folder, "document_index", NpyType::Int32, {plan.document_index_size()});
+  build_document_index(plan, spec.range, rng, document.data<int32_t>());
+  const std::vector<int64_t> rows = {plan.num_samples + 1, 2};
+  NpyWriter sample = cache.create(folder, "sample_index", plan.sample_index_int64() ? NpyType::Int64 : NpyType::Int32, rows);
+  if (plan.sample_index_int64())
+    build_sample_index(plan, ds, document.data<int32_t>(), sample.data<int64_t>());
+  else
+    build_sample_index(plan, ds, document.data<int32_t>(), sample.data<int32_t>());
+  NpyWriter shuffle =
+      cache.create(folder, "shuffle_index", plan.shuffle_index_int64() ? NpyType::Int64 : NpyType::UInt32, {plan.num_samples});
+  if (plan.shuffle_index_int64())
+    build_shuffle_index(plan, rng, shuffle.data<int64_t>());
+  else
+    build_shuffle_index(plan, rng, shuffle.data<uint32_t>());
+  document.commit();
+  sample.commit();
+  shuffle.commit();
+  cache.finish(folder, plan_json(plan));
+}
+
+GptDataset::GptDataset(const IndexedDataset& ds, const GptDatasetSpec& spec, CachedArrays::Hit indices, int vocab_size)
+    : ds_(&ds), spec_(spec), vocab_size_(vocab_size) {
+  try {
+    plan_ = plan_from_json(indices.result);
+    document_ = std::move(indices.arrays.at("document_index"));
+    sample_ = std::move(indices.arrays.at("sample_index"));
+    shuffle_ = std::move(indices.arrays.at("shuffle_index"));
+  } catch (const std::exception&) {
+    fail("the data index cache in {} has an incomplete description of {}; delete it to rebuild", indices.folder,
+         spec.describe());
   }
+  const bool consistent =
+      plan_.seq_length == spec.seq_length && plan_.num_sequences == spec.range.size() &&
+      document_.type() == NpyType::Int32 && document_.elements() == plan_.document_index_size() &&
+      sample_.type() == (plan_.sample_index_int64() ? NpyType::Int64 : NpyType::Int32) &&
+      sample_.shape() == std::vector<int64_t>{plan_.num_samples + 1, 2} &&
+      shuffle_.type() == (plan_.shuffle_index_int64() ? NpyType::Int64 : NpyType::UInt32) &&
+      shuffle_.elements() == plan_.num_samples && sample_.at(0) == 0 && sample_.at(1) == 0;
+  OCC_CHECK(consistent, "the data index cache's {} does not hold the indices of {}; delete it to rebuild",
+            sample_.path(), spec.describe());
+}
 
-  // Sample index: sample k starts at token k * L of the stream.
-  const int64_t total_samples = (tokens_per_epoch_ * epochs - 1) / L;
-  sample_pos_.resize(size_t(total_samples));
-  sample_off_.resize(size_t(total_samples));
-  int64_t pos = 0, pos_start = 0;  // order_[pos] begins at stream token pos_start
-  for (int64_t k = 0; k < total_samples; ++k) {
-    const int64_t target = k * L;
-    while (pos_start + ds.sequence_length(order_[size_t(pos)]) <= target)
-      pos_start += ds.sequence_length(order_[size_t(pos++)]);
-    sample_pos_[size_t(k)] = pos;
-    sample_off_[size_t(k)] = int32_t(target - pos_start);
-  }
-
-  shuffle_.resize(size_t(total_samples));
-  std::iota(shuffle_.begin(), shuffle_.end(), int64_t(0));
-  shuffle_impl(shuffle_.data(), total_samples, make_key(seed, kSampleShuffle));
+void GptDataset::corrupt(int64_t i, const std::string& what) const {
+  fail("the data index cache is corrupt: sample {} of {} has {} (in {}); delete the cache's files to rebuild them", i,
+       spec_.describe(), what, sample_.path());
 }
 
 void GptDataset::sample(int64_t i, int32_t* out) const {
   OCC_CHECK(i >= 0 && i < size(), "internal: sample {} out of range [0, {})", i, size());
-  const int64_t k = shuffle_[size_t(i)];
-  int64_t pos = sample_pos_[size_t(k)];
-  int64_t offset = sample_off_[size_t(k)];
-  int64_t need = int64_t(seq_length_) + 1;
-  while (need > 0) {
-    const int32_t seq = order_[size_t(pos)];
-    const int64_t take = std::min(need, ds_->sequence_length(seq) - offset);
-    ds_->read(seq, offset, take, out);
-    out += take;
-    need -= take;
-    ++pos;
-    offset = 0;
+  const int64_t row = shuffle_.at(i);
+  if (row < 0 || row >= plan_.num_samples) corrupt(i, fmt::format("shuffle index entry {}", row));
+  const int64_t first = sample_.at(2 * row), first_offset = sample_.at(2 * row + 1);
+  const int64_t last = sample_.at(2 * row + 2), last_offset = sample_.at(2 * row + 3);
+  if (first < 0 || first > last || last >= document_.elements())
+    corrupt(i, fmt::format("documents [{}, {}]", first, last));
+  const int64_t want = int64_t(plan_.seq_length) + 1;
+  int64_t done = 0;
+  for (int64_t pos = first; pos <= last; ++pos) {
+    const int64_t seq = document_.data<int32_t>()[pos];
+    if (seq < spec_.range.begin || seq >= spec_.range.end) corrupt(i, fmt::format("sequence {}", seq));
+    const int64_t length = ds_->sequence_length(seq);
+    const int64_t offset = pos == first ? first_offset : 0;
+    const int64_t count = pos < last ? length - offset : last_offset + 1 - offset;
+    if (offset < 0 || count < 0 || offset + count > length || done + count > want)
+      corrupt(i, fmt::format("{} tokens at offset {} of a sequence of {}", count, offset, length));
+    ds_->read(seq, offset, count, out + done);
+    for (int64_t k = done; k < done + count; ++k)
+      OCC_CHECK(out[k] < vocab_size_,
+                "token id {} in document {} of {} is outside the tokenizer's vocabulary of {}; use the "
+                "--tokenizer-model the data was preprocessed with",
+                out[k], ds_->document_of(seq), spec_.prefix, vocab_size_);
+    done += count;
   }
+  if (done != want) corrupt(i, fmt::format("{} tokens instead of {}", done, want));
 }
 
 void MicroBatchTokens::read(const SampleSource& data, int64_t first_sample, int B, size_t slot) {

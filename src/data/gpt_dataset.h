@@ -1,36 +1,51 @@
 #pragma once
-// GPT training samples over an indexed dataset, built as Megatron does: the
-// documents of a split are shuffled per epoch, concatenated into one token
-// stream, and cut into samples of seq_length + 1 tokens, consecutive samples
-// sharing one boundary token (inputs = tokens[:-1], labels = tokens[1:]); a
-// final seeded shuffle orders the samples. Every order is keyed by the seed
-// alone (counter-based Philox), so it never depends on the process layout.
-#include <array>
+// GPT training samples over an indexed dataset, exactly as Megatron-core's
+// GPTDataset makes them (data/megatron_indices.h): a split's sequences repeated
+// over as many epochs as the requested samples need, shuffled with NumPy's
+// RandomState(seed), cut into samples of seq_length + 1 tokens (neighbours share
+// a boundary token: inputs = tokens[:-1], labels = tokens[1:]) and read in a
+// shuffled order. The three indices are built once into the data index cache
+// (data/index_cache.h) and mapped here; they depend on the seed and the data
+// flags only, never on the process layout.
 #include <cstdint>
 #include <string>
-#include <vector>
 
+#include "data/index_cache.h"
 #include "data/indexed_dataset.h"
+#include "data/megatron_indices.h"
 
 namespace occ {
 
-// Documents [begin, end) of a dataset.
-struct SplitRange {
-  int64_t begin = 0, end = 0;
-  int64_t size() const { return end - begin; }
+// One dataset's part of a set: what its indices depend on.
+struct GptDatasetSpec {
+  std::string prefix;           // the dataset, as the flags name it
+  SequenceRange range;          // the split's sequences
+  int64_t num_samples = -1;     // samples asked for (-1: one epoch, Megatron's None)
+  std::string split = "train";  // "train", "valid" or "test" (Megatron's Split names)
+  int seq_length = 0;
+  uint32_t seed = 0;
+  // "the train split of PREFIX (sequences [b, e))", for messages.
+  std::string describe() const;
+  // The set it belongs to: "train", "validation" or "test".
+  std::string set_name() const { return split == "valid" ? "validation" : split; }
 };
-
-// Parses a Megatron --split string ("949,50,1", "98,2,0", "100", "0.9/0.1"):
-// 1 to 3 non-negative weights separated by ',' or '/', normalised; missing
-// weights are 0. Ranges are rounded as Megatron's get_train_valid_test_split_
-// (each share rounded half-to-even, then shifted so the last end is exactly
-// num_documents), kept monotone. Returns train, validation, test.
-std::array<SplitRange, 3> split_documents(int64_t num_documents, const std::string& split);
 
 // The most samples one set (train, validation or test) may ask for: 2^40, and
 // fewer where that many samples of seq_length tokens would overflow a 64-bit
-// token position. (The memory the index needs is checked when it is built.)
+// token position. (The disk the indices need is checked when they are built.)
 int64_t max_samples_per_set(int seq_length);
+
+// The cache entry of a part's indices in `folder`.
+CachedArrays gpt_index_cache(const GptDatasetSpec& spec, const std::string& folder);
+// What its indices will hold, after checking the whole .idx (IndexedDataset::validate)
+// and counting the split's tokens; a split whose documents hold none is refused.
+GptIndexPlan plan_gpt_part(const GptDatasetSpec& spec, const IndexedDataset& ds);
+// The bytes of the three .npy files of a plan.
+int64_t gpt_index_bytes(const GptIndexPlan& plan);
+// Builds them into the cache; `note` is set when the cache folder could not be
+// written and a temporary one was used.
+void build_gpt_indices(const GptDatasetSpec& spec, const IndexedDataset& ds, const GptIndexPlan& plan,
+                       CachedArrays& cache, std::string* note);
 
 // Where a run's samples come from: seq_length + 1 tokens each, indexed [0, size()).
 class SampleSource {
@@ -44,32 +59,29 @@ class SampleSource {
 
 class GptDataset : public SampleSource {
  public:
-  // Builds enough epochs to provide at least `num_samples` samples
-  // (num_samples <= 0: exactly one epoch), however few tokens the split holds:
-  // a split shorter than one sample repeats its documents over several epochs,
-  // as Megatron's. Refuses a split without documents, or without tokens.
-  // `name` ("train", "validation", "test") only labels error messages. `ds`
-  // must outlive this object.
-  GptDataset(const IndexedDataset& ds, SplitRange docs, int seq_length, int64_t num_samples, uint64_t seed,
-             const std::string& name = "train");
+  // Over the indices of a cache hit (checked against the spec's plan). Token ids
+  // at or above vocab_size are refused when read, naming the dataset, the
+  // document and the id. `ds` must outlive this object.
+  GptDataset(const IndexedDataset& ds, const GptDatasetSpec& spec, CachedArrays::Hit indices, int vocab_size);
 
-  // Samples available over all built epochs (>= num_samples).
-  int64_t size() const override { return int64_t(shuffle_.size()); }
-  int seq_length() const override { return seq_length_; }
-  int num_epochs() const { return num_epochs_; }
-  int64_t tokens_per_epoch() const { return tokens_per_epoch_; }
-  // Writes the seq_length + 1 tokens of sample i (0 <= i < size()).
+  int64_t size() const override { return plan_.num_samples; }
+  int seq_length() const override { return plan_.seq_length; }
   void sample(int64_t i, int32_t* out) const override;
+  const GptIndexPlan& plan() const { return plan_; }
+  const GptDatasetSpec& spec() const { return spec_; }
+  // The mapped indices (tests compare them with Megatron's).
+  const NpyArray& document_index() const { return document_; }
+  const NpyArray& sample_index() const { return sample_; }
+  const NpyArray& shuffle_index() const { return shuffle_; }
 
  private:
+  [[noreturn]] void corrupt(int64_t i, const std::string& what) const;
+
   const IndexedDataset* ds_;
-  int seq_length_;
-  int num_epochs_ = 0;
-  int64_t tokens_per_epoch_ = 0;
-  std::vector<int32_t> order_;       // non-empty sequence ids, epoch after epoch
-  std::vector<int64_t> sample_pos_;  // sample start: position in order_ ...
-  std::vector<int32_t> sample_off_;  // ... and token offset within that sequence
-  std::vector<int64_t> shuffle_;     // sample i -> unshuffled sample index
+  GptDatasetSpec spec_;
+  int vocab_size_;
+  GptIndexPlan plan_;
+  NpyArray document_, sample_, shuffle_;
 };
 
 // The tokens of the micro-batches in flight, one slot each: B samples'
@@ -91,9 +103,5 @@ class MicroBatchTokens {
   std::vector<std::vector<int32_t>> inputs_, labels_;
   std::vector<int32_t> sample_;  // one sample: seq_length + 1 tokens
 };
-
-// In-place Fisher-Yates shuffle driven by Philox under `key`; exposed for tests.
-void philox_shuffle(int64_t* data, int64_t n, uint64_t key);
-void philox_shuffle(int32_t* data, int64_t n, uint64_t key);
 
 }  // namespace occ

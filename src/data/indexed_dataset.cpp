@@ -1,7 +1,5 @@
 #include "data/indexed_dataset.h"
 
-#include "data/tokenizer_stamp.h"
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,6 +13,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "data/tokenizer_stamp.h"
 
 // The on-disk format is little-endian; values are copied with memcpy.
 static_assert(std::endian::native == std::endian::little, "indexed datasets assume a little-endian host");
@@ -116,13 +115,18 @@ void IndexedDatasetWriter::add_document(const std::vector<int32_t>& tokens) {
   OCC_CHECK(!finished_, "internal: add_document after finish on {}", prefix_);
   OCC_CHECK(tokens.size() <= size_t(std::numeric_limits<int32_t>::max()),
             "document {} has {} tokens, more than the format's int32 size field holds; split the document",
-            sizes_.size(), tokens.size());
+            num_documents(), tokens.size());
+  if (tokens.empty()) {  // Megatron's preprocess: a document entry without a sequence
+    doc_idx_.push_back(int64_t(sizes_.size()));
+    return;
+  }
   const int64_t max = dtype_max(dtype_code_);
   buffer_.resize(tokens.size() * size_t(itemsize_));
   unsigned char* p = buffer_.data();
   for (int32_t t : tokens) {
     OCC_CHECK(t >= 0 && t <= max, "token id {} in document {} does not fit dtype {} (0..{}); use a wider dtype",
-              t, sizes_.size(), dtype_name(dtype_code_), max);
+              t, num_documents(), dtype_name(dtype_code_), max);
+    max_token_id_ = std::max<int64_t>(max_token_id_, t);
     switch (itemsize_) {
       case 1: { uint8_t v = uint8_t(t); std::memcpy(p, &v, 1); break; }
       case 2: { uint16_t v = uint16_t(t); std::memcpy(p, &v, 2); break; }
@@ -131,9 +135,10 @@ void IndexedDatasetWriter::add_document(const std::vector<int32_t>& tokens) {
     }
     p += itemsize_;
   }
-  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size())
+  if (std::fwrite(buffer_.data(), 1, buffer_.size(), bin_) != buffer_.size())
     fail("cannot write {}: {}; check free disk space", bin_tmp_, std::strerror(errno));
   sizes_.push_back(int32_t(tokens.size()));
+  doc_idx_.push_back(int64_t(sizes_.size()));
   num_tokens_ += int64_t(tokens.size());
 }
 
@@ -146,19 +151,19 @@ void IndexedDatasetWriter::finish() {
 
   const uint64_t n = sizes_.size();
   std::vector<unsigned char> idx;
-  idx.reserve(kHeaderBytes + 12 * n + 8 * (n + 1));
+  idx.reserve(kHeaderBytes + 12 * n + 8 * doc_idx_.size());
   idx.insert(idx.end(), kIndexMagic, kIndexMagic + sizeof(kIndexMagic));
   append<uint64_t>(idx, 1);
   append<uint8_t>(idx, uint8_t(dtype_code_));
   append<uint64_t>(idx, n);
-  append<uint64_t>(idx, n + 1);
+  append<uint64_t>(idx, uint64_t(doc_idx_.size()));
   for (int32_t s : sizes_) append<int32_t>(idx, s);
   int64_t ptr = 0;
   for (int32_t s : sizes_) {
     append<int64_t>(idx, ptr);
     ptr += int64_t(s) * itemsize_;
   }
-  for (uint64_t i = 0; i <= n; ++i) append<int64_t>(idx, int64_t(i));  // one sequence per document
+  for (int64_t d : doc_idx_) append<int64_t>(idx, d);  // one sequence per non-empty document
 
   std::FILE* f = std::fopen(idx_tmp_.c_str(), "wb");
   OCC_CHECK(f, "cannot create {}: {}; check that --output-prefix names a writable directory", idx_tmp_,
@@ -222,16 +227,17 @@ IndexedDataset& IndexedDataset::operator=(IndexedDataset&& o) noexcept {
   unmap(idx_);
   unmap(bin_);
   prefix_ = std::move(o.prefix_);
+  idx_path_ = std::move(o.idx_path_);
   idx_ = std::exchange(o.idx_, Mapping{});
   bin_ = std::exchange(o.bin_, Mapping{});
   dtype_code_ = o.dtype_code_;
   itemsize_ = o.itemsize_;
   num_sequences_ = std::exchange(o.num_sequences_, 0);
   num_tokens_ = std::exchange(o.num_tokens_, 0);
+  num_doc_entries_ = std::exchange(o.num_doc_entries_, 0);
   sizes_ = std::exchange(o.sizes_, nullptr);
   pointers_ = std::exchange(o.pointers_, nullptr);
-  doc_idx_ = std::move(o.doc_idx_);
-  o.doc_idx_.clear();
+  doc_idx_ = std::exchange(o.doc_idx_, nullptr);
   return *this;
 }
 
@@ -239,11 +245,12 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   IndexedDataset ds;
   ds.prefix_ = prefix;
   const std::string idx_path = prefix + ".idx", bin_path = prefix + ".bin";
+  ds.idx_path_ = idx_path;
+  // What fixes a damaged dataset: the command that makes it again (its stamp names the tokenizer).
+  const std::string kRegenerate = regenerate_command(prefix);
   ds.idx_ = map_file(idx_path);
   const unsigned char* h = ds.idx_.data;
   const size_t size = ds.idx_.size;
-  // What fixes a damaged dataset: the command that makes it again (its stamp names the tokenizer).
-  const std::string kRegenerate = regenerate_command(prefix);
 
   OCC_CHECK(size >= kHeaderBytes, "{} is truncated: {} bytes, shorter than the {}-byte header; {}", idx_path, size,
             kHeaderBytes, kRegenerate);
@@ -271,46 +278,71 @@ IndexedDataset IndexedDataset::open(const std::string& prefix) {
   OCC_CHECK(d >= 1, "{} has an empty document index (0 entries; at least [0] is required); {}", idx_path,
             kRegenerate);
   ds.num_sequences_ = int64_t(n);
+  ds.num_doc_entries_ = int64_t(d);
   ds.sizes_ = h + kHeaderBytes;
   ds.pointers_ = ds.sizes_ + 4 * n;
-
+  ds.doc_idx_ = ds.pointers_ + 8 * n;
   ds.bin_ = map_file(bin_path);
-  const int64_t bin_size = int64_t(ds.bin_.size);
-  int64_t expected = 0;
-  for (int64_t i = 0; i < ds.num_sequences_; ++i) {
-    const int32_t len = load<int32_t>(ds.sizes_ + 4 * i);
-    const int64_t ptr = ds.pointer(i);
-    OCC_CHECK(len >= 0, "{} is corrupt: sequence {} has negative size {}; {}", idx_path, i, len, kRegenerate);
-    OCC_CHECK(ptr == expected,
-              "{} is inconsistent: sequence {} starts at byte {} but the sizes before it end at byte {}; {}",
-              idx_path, i, ptr, expected, kRegenerate);
-    expected += int64_t(len) * ds.itemsize_;
-    OCC_CHECK(expected <= bin_size,
-              "{} overruns {}: sequence {} ends at byte {} but the .bin has {} bytes; the .bin is truncated or "
-              "belongs to another dataset: {}",
-              idx_path, bin_path, i, expected, bin_size, kRegenerate);
-  }
-  ds.num_tokens_ = expected / ds.itemsize_;
 
-  ds.doc_idx_.resize(d);
-  std::memcpy(ds.doc_idx_.data(), ds.pointers_ + 8 * n, 8 * d);
-  OCC_CHECK(ds.doc_idx_.front() == 0, "{} has a bad doc_idx: it starts at {} instead of 0; {}", idx_path,
-            ds.doc_idx_.front(), kRegenerate);
-  OCC_CHECK(ds.doc_idx_.back() == ds.num_sequences_, "{} has a bad doc_idx: it ends at {} instead of {} sequences; {}",
-            idx_path, ds.doc_idx_.back(), ds.num_sequences_, kRegenerate);
-  for (size_t i = 1; i < d; ++i)
-    OCC_CHECK(ds.doc_idx_[i] >= ds.doc_idx_[i - 1], "{} has a bad doc_idx: entry {} ({}) is below entry {} ({}); {}",
-              idx_path, i, ds.doc_idx_[i], i - 1, ds.doc_idx_[i - 1], kRegenerate);
+  OCC_CHECK(ds.document_start(0) == 0, "{} has a bad doc_idx: it starts at {} instead of 0; {}", idx_path,
+            ds.document_start(0), kRegenerate);
+  OCC_CHECK(ds.document_start(int64_t(d) - 1) == ds.num_sequences_,
+            "{} has a bad doc_idx: it ends at {} instead of {} sequences; {}", idx_path,
+            ds.document_start(int64_t(d) - 1), ds.num_sequences_, kRegenerate);
+  if (n > 0) {
+    const int64_t last = int64_t(n) - 1, ptr = ds.pointer(last);
+    const int32_t len = load<int32_t>(ds.sizes_ + 4 * last);
+    const int64_t bin_size = int64_t(ds.bin_.size);
+    OCC_CHECK(ptr >= 0 && len >= 0 && ptr <= bin_size && int64_t(len) * ds.itemsize_ <= bin_size - ptr,
+              "{} overruns {}: its last sequence ({} tokens at byte {}) does not fit in the .bin's {} bytes; the .bin "
+              "is truncated or belongs to another dataset: {}",
+              idx_path, bin_path, len, ptr, bin_size, kRegenerate);
+    ds.num_tokens_ = (ptr + int64_t(len) * ds.itemsize_) / ds.itemsize_;
+  }
   return ds;
 }
 
-int64_t IndexedDataset::pointer(int64_t i) const { return load<int64_t>(pointers_ + 8 * i); }
-
-int64_t IndexedDataset::sequence_length(int64_t i) const {
-  OCC_CHECK(i >= 0 && i < num_sequences_, "internal: sequence {} out of range [0, {}) in {}", i, num_sequences_,
-            prefix_);
-  return load<int32_t>(sizes_ + 4 * i);
+void IndexedDataset::validate() const {
+  const int64_t bin_size = int64_t(bin_.size);
+  int64_t expected = 0;
+  for (int64_t i = 0; i < num_sequences_; ++i) {
+    const int32_t len = load<int32_t>(sizes_ + 4 * i);
+    const int64_t ptr = pointer(i);
+    OCC_CHECK(len >= 0, "{} is corrupt: sequence {} has negative size {}; {}", idx_path_, i, len, regenerate_command(prefix_));
+    OCC_CHECK(ptr == expected,
+              "{} is inconsistent: sequence {} starts at byte {} but the sizes before it end at byte {}; {}",
+              idx_path_, i, ptr, expected, regenerate_command(prefix_));
+    expected += int64_t(len) * itemsize_;
+    OCC_CHECK(expected <= bin_size,
+              "{} overruns {}.bin: sequence {} ends at byte {} but the .bin has {} bytes; the .bin is truncated or "
+              "belongs to another dataset: {}",
+              idx_path_, prefix_, i, expected, bin_size, regenerate_command(prefix_));
+  }
+  for (int64_t i = 1; i < num_doc_entries_; ++i)
+    OCC_CHECK(document_start(i) >= document_start(i - 1),
+              "{} has a bad doc_idx: entry {} ({}) is below entry {} ({}); {}", idx_path_, i, document_start(i), i - 1,
+              document_start(i - 1), regenerate_command(prefix_));
 }
+
+int64_t IndexedDataset::document_start(int64_t d) const {
+  OCC_CHECK(d >= 0 && d < num_doc_entries_, "internal: document entry {} out of range [0, {}) in {}", d,
+            num_doc_entries_, prefix_);
+  return load<int64_t>(doc_idx_ + 8 * d);
+}
+
+int64_t IndexedDataset::document_of(int64_t seq) const {
+  // The last document starting at or before seq (empty documents before it share its start).
+  OCC_CHECK(seq >= 0 && seq < num_sequences_, "internal: sequence {} out of range [0, {}) in {}", seq, num_sequences_,
+            prefix_);
+  int64_t lo = 0, hi = num_doc_entries_ - 1;  // start(lo) <= seq < start(hi) = num_sequences
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (document_start(mid) <= seq ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+int64_t IndexedDataset::pointer(int64_t i) const { return load<int64_t>(pointers_ + 8 * i); }
 
 void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
   const int64_t len = sequence_length(seq);
@@ -318,7 +350,11 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
             "internal: read of tokens [{}, {}) from sequence {} of length {} in {}", offset, offset + count, seq, len,
             prefix_);
   if (count == 0) return;
-  const unsigned char* src = bin_.data + pointer(seq) + offset * itemsize_;
+  const int64_t ptr = pointer(seq), bin_size = int64_t(bin_.size);
+  OCC_CHECK(ptr >= 0 && ptr <= bin_size && (offset + count) * itemsize_ <= bin_size - ptr,
+            "{} is corrupt: sequence {} ({} tokens at byte {}) does not fit in {}.bin's {} bytes; {}", idx_path_, seq,
+            len, ptr, prefix_, bin_size, regenerate_command(prefix_));
+  const unsigned char* src = bin_.data + ptr + offset * itemsize_;
   switch (dtype_code_) {
     case 1: convert<uint8_t>(src, count, out); return;
     case 8: convert<uint16_t>(src, count, out); return;
@@ -339,20 +375,6 @@ void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* o
   for (int64_t i = 0; i < count; ++i)
     OCC_CHECK(out[i] >= 0, "{}.bin: token id {} in sequence {} is negative; the dataset is corrupt", prefix_, out[i],
               seq);
-}
-
-void check_token_range(const IndexedDataset& ds, int vocab_size, const std::string& name) {
-  std::vector<int32_t> buf;
-  for (int64_t seq = 0; seq < ds.num_sequences(); ++seq) {
-    const int64_t n = ds.sequence_length(seq);
-    buf.resize(size_t(n));
-    ds.read(seq, 0, n, buf.data());
-    for (int32_t t : buf)
-      OCC_CHECK(t >= 0 && t < vocab_size,
-                "token id {} in {} is outside the tokenizer's vocabulary of {}; use the --tokenizer-model the data "
-                "was preprocessed with",
-                t, name, vocab_size);
-  }
 }
 
 }  // namespace occ

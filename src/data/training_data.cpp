@@ -1,12 +1,12 @@
 #include "data/training_data.h"
 
 #include <algorithm>
-#include <new>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/host_memory.h"
+#include "core/timer.h"
 #include "data/tokenizer_stamp.h"
 
 namespace occ {
@@ -26,10 +26,6 @@ std::string describe_entries(const nlohmann::json& entries) {
   std::string s;
   for (const auto& e : entries) s += fmt::format("{}{:g} {}", s.empty() ? "" : " ", e.value("weight", 0.0), e.value("prefix", "?"));
   return s;
-}
-
-const char* dtype_vocabulary(int dtype_code) {
-  return dtype_code == 8 ? "uint16 token ids: a vocabulary below 65,500" : "int32 token ids: a vocabulary of 65,500 or more";
 }
 
 }  // namespace
@@ -56,27 +52,29 @@ TrainingData::TrainingData(const DataSpec& spec) : spec_(spec) {
   OCC_CHECK(!split_mode_ || (spec.valid.empty() && spec.test.empty()),
             "--{}-data-path goes with --train-data-path, not with --data-path (which --split divides); use one form",
             spec.valid.empty() ? "test" : "valid");
+  OCC_CHECK(spec.seed <= 0xffffffffu,
+            "--seed {} is too large: Megatron's data order draws from NumPy's RandomState, whose seeds are below "
+            "2^32; use a seed below 4294967296",
+            spec.seed);
   for (const DataBlend* b : {&spec.data, &spec.train, &spec.valid, &spec.test})
-    for (const auto& prefix : b->prefixes) open(prefix);
+    for (const auto& prefix : b->prefixes) open_dataset(prefix);
   check_tokenizers();
 
   if (split_mode_) {
-    train_ = build_set(spec.data, 0, spec.train_samples, "train", "--data-path");
-    if (spec.eval_samples > 0) {
-      valid_ = build_set(spec.data, 1, spec.eval_samples, "validation", "--data-path");
-      test_ = build_set(spec.data, 2, spec.eval_samples, "test", "--data-path");
-    }
+    train_plan_ = plan_set(spec.data, 0, spec.train_samples, "--data-path");
+    if (spec.valid_samples > 0) valid_plan_ = plan_set(spec.data, 1, spec.valid_samples, "--data-path");
+    if (spec.test_samples > 0) test_plan_ = plan_set(spec.data, 2, spec.test_samples, "--data-path");
   } else {
-    train_ = build_set(spec.train, -1, spec.train_samples, "train", "--train-data-path");
-    if (spec.eval_samples > 0 && !spec.valid.empty())
-      valid_ = build_set(spec.valid, -1, spec.eval_samples, "validation", "--valid-data-path");
-    if (spec.eval_samples > 0 && !spec.test.empty())
-      test_ = build_set(spec.test, -1, spec.eval_samples, "test", "--test-data-path");
+    train_plan_ = plan_set(spec.train, 0, spec.train_samples, "--train-data-path");
+    if (spec.valid_samples > 0 && !spec.valid.empty())
+      valid_plan_ = plan_set(spec.valid, 1, spec.valid_samples, "--valid-data-path");
+    if (spec.test_samples > 0 && !spec.test.empty())
+      test_plan_ = plan_set(spec.test, 2, spec.test_samples, "--test-data-path");
   }
 
   int64_t documents = 0, tokens = 0;
   for (const auto& prefix : order_) documents += datasets_.at(prefix)->num_documents(), tokens += datasets_.at(prefix)->num_tokens();
-  fingerprint_ = {{"documents", documents}, {"tokens", tokens}};
+  fingerprint_ = {{"documents", documents}, {"tokens", tokens}, {"data_order", kDataOrder}};
   if (split_mode_) {
     fingerprint_["data_path"] = blend_json(spec.data);
     fingerprint_["split"] = spec.split;
@@ -87,112 +85,201 @@ TrainingData::TrainingData(const DataSpec& spec) : spec_(spec) {
   }
 }
 
-const IndexedDataset& TrainingData::open(const std::string& prefix) {
+const IndexedDataset& TrainingData::open_dataset(const std::string& prefix) {
   auto it = datasets_.find(prefix);
   if (it != datasets_.end()) return *it->second;
   auto ds = std::make_unique<IndexedDataset>(IndexedDataset::open(prefix));
-  check_token_range(*ds, spec_.vocab_size, prefix);
   order_.push_back(prefix);
   return *datasets_.emplace(prefix, std::move(ds)).first->second;
 }
 
-// Token ids of two tokenizers mean different words: every pair of datasets must
-// share one (their stamps), or at least the vocabulary's size class (their dtypes).
+// Token ids of two tokenizers mean different words: every pair of datasets with
+// stamps must share one; a stamp's largest id must fit the vocabulary. (uint16 and
+// int32 datasets blend, as in Megatron: their ids are widened to int32.)
 void TrainingData::check_tokenizers() const {
   std::vector<std::optional<nlohmann::json>> stamps;
   for (const auto& prefix : order_) stamps.push_back(read_tokenizer_stamp(prefix));
-  for (size_t a = 0; a < order_.size(); ++a)
+  for (size_t a = 0; a < order_.size(); ++a) {
+    if (stamps[a] && stamps[a]->contains("max_token_id") && (*stamps[a])["max_token_id"].is_number_integer()) {
+      const int64_t max_id = (*stamps[a])["max_token_id"].get<int64_t>();
+      OCC_CHECK(max_id < spec_.vocab_size,
+                "dataset {} holds token ids up to {} (recorded by preprocess), outside the tokenizer's vocabulary of "
+                "{}; use the --tokenizer-model the data was preprocessed with",
+                order_[a], max_id, spec_.vocab_size);
+    }
     for (size_t b = a + 1; b < order_.size(); ++b) {
       const std::string &A = order_[a], &B = order_[b];
-      if (stamps[a] && stamps[b]) {
-        const auto &sa = *stamps[a], &sb = *stamps[b];
-        OCC_CHECK(sa["fingerprint"] == sb["fingerprint"] && sa["vocab_size"] == sb["vocab_size"],
-                  "datasets {} and {} were made with different tokenizers ({}: {}, vocabulary {}; {}: {}, vocabulary "
-                  "{}); their token ids mean different words: preprocess every dataset of a run with one tokenizer",
-                  A, B, A, sa["tokenizer"].get<std::string>(), sa["vocab_size"].get<int64_t>(), B,
-                  sb["tokenizer"].get<std::string>(), sb["vocab_size"].get<int64_t>());
-      }
-      const int da = datasets_.at(A)->dtype_code(), db = datasets_.at(B)->dtype_code();
-      OCC_CHECK(da == db,
-                "datasets {} ({}) and {} ({}) come from different vocabularies; preprocess every dataset of a run "
-                "with one tokenizer",
-                A, dtype_vocabulary(da), B, dtype_vocabulary(db));
+      if (!stamps[a] || !stamps[b]) continue;
+      const auto &sa = *stamps[a], &sb = *stamps[b];
+      OCC_CHECK(sa["fingerprint"] == sb["fingerprint"] && sa["vocab_size"] == sb["vocab_size"],
+                "datasets {} and {} were made with different tokenizers ({}: {}, vocabulary {}; {}: {}, vocabulary "
+                "{}); their token ids mean different words: preprocess every dataset of a run with one tokenizer",
+                A, B, A, sa["tokenizer"].get<std::string>(), sa["vocab_size"].get<int64_t>(), B,
+                sb["tokenizer"].get<std::string>(), sb["vocab_size"].get<int64_t>());
     }
-}
-
-std::unique_ptr<BlendedDataset> TrainingData::build_set(const DataBlend& blend, int part, int64_t samples,
-                                                        const char* name, const char* flag) {
-  std::vector<SplitRange> ranges;
-  for (const auto& prefix : blend.prefixes) {
-    const IndexedDataset& ds = *datasets_.at(prefix);
-    ranges.push_back(part < 0 ? SplitRange{0, ds.num_documents()} : split_documents(ds.num_documents(), spec_.split)[size_t(part)]);
-  }
-  // Training needs every dataset's part (GptDataset says so). A validation or test
-  // set without documents is not built (Megatron builds no dataset for such a split:
-  // no evaluation on it); a dataset of its blend without documents there is left out
-  // of it and the others' weights renormalised. Each is said in one line (notes()).
-  const bool is_train = part <= 0 && std::string(name) == "train";
-  DataBlend kept = blend;
-  if (!is_train) {
-    const std::string where = part < 0 ? fmt::format("{} {}", flag, blend.describe()) : fmt::format("--split {}", spec_.split);
-    kept = DataBlend{};
-    double sum = 0;
-    for (size_t d = 0; d < blend.size(); ++d)
-      if (ranges[d].size() > 0) sum += blend.weights[d];
-    std::vector<SplitRange> nonempty;
-    for (size_t d = 0; d < blend.size(); ++d)
-      if (ranges[d].size() > 0 && sum > 0) {
-        kept.prefixes.push_back(blend.prefixes[d]);
-        kept.weights.push_back(blend.weights[d] / sum);
-        nonempty.push_back(ranges[d]);
-      }
-    if (kept.empty()) {
-      std::string held;
-      for (const auto& prefix : blend.prefixes)
-        held += fmt::format("{}{} ({} documents)", held.empty() ? "" : ", ", prefix, datasets_.at(prefix)->num_documents());
-      notes_.push_back(fmt::format("{} {}: {} gives it no documents of {}; it is not built (no {} loss)", name,
-                                   part < 0 ? "set" : "split", where, held, name));
-      return nullptr;
-    }
-    for (size_t d = 0; d < blend.size(); ++d)
-      if (ranges[d].size() == 0)
-        notes_.push_back(fmt::format("{} {}: {} gives dataset {} none of its {} documents; it is left out of the {} "
-                                     "blend and the other datasets' weights are renormalised",
-                                     name, part < 0 ? "set" : "split", where, blend.prefixes[d],
-                                     datasets_.at(blend.prefixes[d])->num_documents(), name));
-    ranges = nonempty;
-  }
-  check_index_fits(kept, samples, name);
-  try {
-    BlendingIndex index = build_blending_index(kept.weights, samples);
-    std::vector<std::unique_ptr<GptDataset>> parts;
-    for (size_t d = 0; d < ranges.size(); ++d)
-      parts.push_back(std::make_unique<GptDataset>(*datasets_.at(kept.prefixes[d]), ranges[d], spec_.seq_length,
-                                                   index.counts[d], spec_.seed, name));
-    return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
-  } catch (const std::bad_alloc&) {
-    fail("the {} set's sample index of {} samples does not fit in this process's memory; lower {}", name, samples,
-         is_train ? "--train-iters" : "--eval-iters");
   }
 }
 
-// The index's bytes for `samples` samples (GptDataset's arrays: 20 bytes a sample and
-// 4 a sequence of the epochs' document order; a blend's index 10 more a sample),
-// against this machine's memory, before any of it is allocated.
-void TrainingData::check_index_fits(const DataBlend& blend, int64_t samples, const char* name) const {
-  int64_t tokens = 0, sequences = 0;
-  for (const auto& prefix : blend.prefixes)
-    tokens += datasets_.at(prefix)->num_tokens(), sequences += datasets_.at(prefix)->num_sequences();
-  const double tokens_per_sequence = std::max(1.0, double(tokens) / double(std::max<int64_t>(sequences, 1)));
-  const double per_sample = 20.0 + (blend.size() > 1 ? 10.0 : 0.0) + 4.0 * spec_.seq_length / tokens_per_sequence;
-  const double memory = host_memory_bytes();
-  if (memory <= 0 || double(samples) * per_sample <= memory) return;
-  const bool train = std::string(name) == "train";
-  const double gib = double(1 << 30);
-  fail("the {} set's sample index of {} samples needs {:.1f} GiB, more than this machine's {:.1f} GiB of memory; the "
-       "largest {} it holds here is {}",
-       name, samples, double(samples) * per_sample / gib, memory / gib, train ? "--train-iters" : "--eval-iters",
-       int64_t(memory / per_sample) / std::max<int64_t>(spec_.global_batch_size, 1));
+std::string TrainingData::cache_folder(const std::string& prefix) const {
+  return spec_.cache_path.empty() ? default_cache_folder(prefix) : spec_.cache_path;
+}
+
+std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& blend, int k, int64_t samples,
+                                                              const char* flag) {
+  static const char* const kNames[] = {"train", "validation", "test"};
+  static const char* const kSplits[] = {"train", "valid", "test"};
+  auto plan = std::make_unique<SetPlan>();
+  plan->name = kNames[k];
+  plan->split = kSplits[k];
+  // Megatron's bookends: --split's in one blend, the whole dataset for a set's own.
+  const SplitBookends bookends = split_mode_ ? split_matrix(spec_.split)[size_t(k)] : std::make_pair(0.0, 1.0);
+  OCC_CHECK(bookends || k != 0, "--split {} gives training no weight; make its first weight positive", spec_.split);
+  std::vector<GptDatasetSpec> parts;
+  std::vector<double> weights;
+  std::vector<std::string> left_out;
+  for (size_t d = 0; d < blend.size() && bookends; ++d) {  // (a split with no weight is none, as Megatron's)
+    const IndexedDataset& ds = *datasets_.at(blend.prefixes[d]);
+    GptDatasetSpec part{blend.prefixes[d], split_sequences(*bookends, ds.num_sequences()), samples,
+                        kSplits[k],        spec_.seq_length,                               uint32_t(spec_.seed)};
+    if (part.range.size() == 0) {
+      OCC_CHECK(k != 0, "{} has no sequences (--split {} over its {}); training needs every dataset's part: adjust "
+                "--split or leave the dataset out",
+                part.describe(), spec_.split, ds.num_sequences());
+      left_out.push_back(blend.prefixes[d]);
+      continue;
+    }
+    parts.push_back(part);
+    weights.push_back(blend.weights[d]);
+  }
+  // A validation or test set without documents is not built (Megatron's builder would
+  // never finish it); a dataset of its blend without documents there is left out of it
+  // and the others' weights renormalised. Each is said in one line (notes()).
+  const std::string kind = split_mode_ ? "split" : "set";
+  const std::string where = split_mode_ ? fmt::format("--split {}", spec_.split) : fmt::format("{} {}", flag, blend.describe());
+  if (parts.empty()) {
+    std::string held;
+    for (const auto& prefix : blend.prefixes)
+      held += fmt::format("{}{} ({} documents)", held.empty() ? "" : ", ", prefix, datasets_.at(prefix)->num_documents());
+    notes_.push_back(fmt::format("{} {}: {} gives it no documents of {}; it is not built (no {} loss)", plan->name, kind,
+                                 where, held, plan->name));
+    return nullptr;
+  }
+  for (const auto& prefix : left_out)
+    notes_.push_back(fmt::format("{} {}: {} gives dataset {} none of its {} documents; it is left out of the {} blend and "
+                                 "the other datasets' weights are renormalised",
+                                 plan->name, kind, where, prefix, datasets_.at(prefix)->num_documents(), plan->name));
+  // A dataset on its own (Megatron: one prefix without weights, or a set's own single prefix), or a blend.
+  plan->blended = split_mode_ ? blend.weighted : blend.size() > 1;
+  if (plan->blended) {
+    if (weights.size() < blend.size()) weights = normalize_weights(weights);
+    plan->blend.split = plan->split;
+    plan->blend.weights = normalize_weights(weights);  // BlendedDataset normalises them again
+    for (size_t d = 0; d < parts.size(); ++d) {
+      parts[d].num_samples = blend_part_size(samples, weights[d], kBlendSurplus);
+      plan->blend.size += blend_part_size(samples, weights[d]);
+    }
+  }
+  plan->parts = parts;
+  for (const auto& part : parts) {
+    plan->part_caches.push_back(gpt_index_cache(part, cache_folder(part.prefix)));
+    plan->blend.parts.push_back(plan->part_caches.back().key());
+  }
+  if (plan->blended) plan->blend_cache.push_back(blend_index_cache(plan->blend, cache_folder(parts.front().prefix)));
+  return plan;
+}
+
+void TrainingData::check_room(const std::string& set, int64_t bytes, int64_t samples, const std::string& folder) const {
+  const int64_t free = free_bytes(folder);
+  if (free < 0 || bytes <= free) return;
+  // The largest value of the flag the count comes from whose indices would fit.
+  const double fit = double(samples) * double(free) / double(bytes);
+  const int64_t batch = std::max<int64_t>(spec_.global_batch_size, 1);
+  std::string largest;
+  if (set == "train")
+    largest = spec_.train_in_samples ? fmt::format("--train-samples it holds here is {}", int64_t(fit))
+                                     : fmt::format("--train-iters it holds here is {}", int64_t(fit) / batch);
+  else
+    largest = fmt::format("--eval-iters it holds here is {}",
+                          int64_t(double(spec_.eval_iters) * fit / double(std::max<int64_t>(samples, 1))));
+  const double gib = double(int64_t(1) << 30);
+  fail("the {} set's sample index of {} samples needs {:.1f} GiB in {}, more than the {:.1f} GiB free there; the largest "
+       "{} (or pass --data-cache-path on a larger disk)",
+       set, samples, double(bytes) / gib, folder, double(free) / gib, largest);
+}
+
+std::vector<std::string> TrainingData::build_missing_indices() {
+  const double start = now_seconds();
+  int built = 0;
+  std::vector<std::string> folders;
+  std::vector<std::string> lines;
+  auto note = [&lines](const std::string& line) {
+    if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
+  };
+  for (SetPlan* plan : {train_plan_.get(), valid_plan_.get(), test_plan_.get()}) {
+    if (!plan) continue;
+    std::vector<int64_t> sizes;
+    for (size_t d = 0; d < plan->parts.size(); ++d) {
+      auto hit = plan->part_caches[d].find();
+      if (!hit) {
+        const GptDatasetSpec& part = plan->parts[d];
+        const IndexedDataset& ds = *datasets_.at(part.prefix);
+        const GptIndexPlan indices = plan_gpt_part(part, ds);
+        std::string line;
+        check_room(plan->name, gpt_index_bytes(indices), indices.num_samples, plan->part_caches[d].build_folder(&line));
+        note(line);
+        build_gpt_indices(part, ds, indices, plan->part_caches[d], &line);
+        note(line);
+        ++built;
+        hit = plan->part_caches[d].find();
+        OCC_CHECK(hit.has_value(), "internal: the indices of {} were built but are not found", part.describe());
+      }
+      sizes.push_back(hit->result.value("num_samples", int64_t(0)));
+      if (std::find(folders.begin(), folders.end(), hit->folder) == folders.end()) folders.push_back(hit->folder);
+    }
+    if (plan->blended && !plan->blend_cache[0].find()) {
+      std::string line;
+      check_room(plan->name, 10 * plan->blend.size + 256, plan->blend.size, plan->blend_cache[0].build_folder(&line));
+      note(line);
+      build_blend_index(plan->blend, sizes, plan->blend_cache[0], &line);
+      ++built;
+    }
+  }
+  if (built > 0) {
+    std::string where;
+    for (const auto& f : folders) where += (where.empty() ? "" : ", ") + f;
+    lines.push_back(fmt::format("data index cache: built {} index set{} in {:.2f} s into {}", built, built == 1 ? "" : "s",
+                                now_seconds() - start, where));
+  }
+  return lines;
+}
+
+std::unique_ptr<BlendedDataset> TrainingData::open_set(SetPlan& plan) {
+  auto missing = [](const std::string& what, const std::string& why) {
+    fail("the data indices of {} are not in the cache ({}); they are built at start-up by rank 0 (and the first "
+         "rank of each node): was the cache folder changed while the job started?",
+         what, why);
+  };
+  std::vector<std::unique_ptr<GptDataset>> parts;
+  for (size_t d = 0; d < plan.parts.size(); ++d) {
+    std::string why;
+    auto hit = plan.part_caches[d].find(&why);
+    if (!hit) missing(plan.parts[d].describe(), why);
+    parts.push_back(std::make_unique<GptDataset>(*datasets_.at(plan.parts[d].prefix), plan.parts[d], std::move(*hit),
+                                                 spec_.vocab_size));
+  }
+  std::optional<CachedArrays::Hit> index;
+  if (plan.blended) {
+    std::string why;
+    index = plan.blend_cache[0].find(&why);
+    if (!index) missing(fmt::format("the {} blend", plan.name), why);
+  }
+  return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));
+}
+
+void TrainingData::open() {
+  train_ = open_set(*train_plan_);
+  if (valid_plan_) valid_ = open_set(*valid_plan_);
+  if (test_plan_) test_ = open_set(*test_plan_);
 }
 
 nlohmann::json TrainingData::blend_json(const DataBlend& blend) const {
@@ -205,6 +292,15 @@ nlohmann::json TrainingData::blend_json(const DataBlend& blend) const {
                        {"tokens", ds.num_tokens()}});
   }
   return entries;
+}
+
+std::string TrainingData::order_difference(const nlohmann::json& saved) const {
+  const int order = saved.is_object() ? saved.value("data_order", 1) : 1;
+  if (order == kDataOrder) return "";
+  return fmt::format("trained in optimus-cc's sample order {} ({}), but this build reads Megatron-core's GPTDataset "
+                     "order (data order {}): resuming would continue on another stream of samples, some already seen "
+                     "and others never",
+                     order, order == 1 ? "per-epoch Philox shuffles" : "unknown", kDataOrder);
 }
 
 std::string TrainingData::difference(const nlohmann::json& saved) const {
@@ -257,8 +353,9 @@ std::string TrainingData::describe() const {
   auto samples = [](const BlendedDataset* set) {
     if (!set) return std::string("none");
     std::string s;
-    for (size_t d = 0; d < set->num_parts(); ++d) s += fmt::format("{}{}", d ? " + " : "", set->part(d).tokens_per_epoch());
-    return s + " tokens";
+    for (size_t d = 0; d < set->num_parts(); ++d)
+      s += fmt::format("{}{}", d ? " + " : "", set->part(d).plan().tokens_per_epoch);
+    return s + fmt::format(" tokens, {} samples", set->size());
   };
   return fmt::format("data: {}; train {}, validation {}, test {}", describe_fingerprint(fingerprint_),
                      samples(train_.get()), samples(valid_.get()), samples(test_.get()));

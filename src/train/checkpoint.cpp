@@ -175,6 +175,7 @@ TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout&
   if (!pos.loss_scaler.is_null()) meta["loss_scaler"] = pos.loss_scaler;
   if (pos.skipped_nonfinite > 0) meta["skipped_nonfinite"] = pos.skipped_nonfinite;
   if (!pos.data.is_null()) meta["data"] = pos.data;
+  if (pos.consumed_valid_samples >= 0) meta["consumed_valid_samples"] = pos.consumed_valid_samples;
   TensorFileWriter w(meta);
   // Host copies of the fp32 master weights and moments (the checkpoint is the
   // same whichever device trained them).
@@ -278,7 +279,7 @@ CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& 
   stage.params().assign_from_host(p);
   CheckpointPosition pos{meta["iteration"].get<int64_t>(), meta["consumed_samples"].get<int64_t>(),
                          meta.value("loss_scaler", nlohmann::json()), meta.value("skipped_nonfinite", int64_t(0)),
-                         meta.value("data", nlohmann::json())};
+                         meta.value("data", nlohmann::json()), meta.value("consumed_valid_samples", int64_t(-1))};
   return pos;
 }
 

@@ -43,6 +43,9 @@ struct CheckpointPosition {
   nlohmann::json loss_scaler;  // --fp16's scaler state (LossScaler::state()), null otherwise
   int64_t skipped_nonfinite = 0;  // iterations skipped by --skip-nonfinite so far
   nlohmann::json data;            // the dataset trained on: {"documents": N, "tokens": T} (null in old checkpoints)
+  // Validation samples read by the evaluations so far (Megatron's consumed_valid_samples);
+  // -1 in a checkpoint from before it: Megatron's formula then stands in.
+  int64_t consumed_valid_samples = -1;
 };
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank

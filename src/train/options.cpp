@@ -57,10 +57,30 @@ LrSchedule TrainOptions::lr_schedule() const {
   s.max_lr = lr;
   s.min_lr = min_lr;
   s.style = lr_decay_style;
-  s.warmup_iters = lr_warmup_iters >= 0 ? lr_warmup_iters : int64_t(std::llround(lr_warmup_fraction * double(train_iters)));
-  s.decay_iters = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
-  if (s.decay_iters <= s.warmup_iters) s.decay_iters = s.warmup_iters + 1;
+  if (train_samples > 0) {  // counted in samples, as Megatron's sample-based schedule
+    s.steps_per_iteration = global_batch_size;
+    s.warmup_steps = lr_warmup_samples >= 0 ? lr_warmup_samples
+                                            : int64_t(std::llround(lr_warmup_fraction * double(train_samples)));
+    s.decay_steps = lr_decay_samples > 0 ? lr_decay_samples : train_samples;
+  } else {
+    s.warmup_steps = lr_warmup_iters >= 0 ? lr_warmup_iters : int64_t(std::llround(lr_warmup_fraction * double(train_iters)));
+    s.decay_steps = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
+  }
+  if (s.decay_steps <= s.warmup_steps) s.decay_steps = s.warmup_steps + 1;
   return s;
+}
+
+void TrainOptions::resolve_train_samples() {
+  if (train_samples <= 0) return;
+  OCC_CHECK(global_batch_size >= 1 && train_samples >= global_batch_size,
+            "--train-samples {} is less than one global batch of {}; train at least one iteration", train_samples,
+            global_batch_size);
+  train_iters = train_samples / global_batch_size;  // Megatron's update_train_iters, without ramp-up
+}
+
+int64_t TrainOptions::valid_samples() const {
+  const int64_t evaluations = eval_interval > 0 ? train_iters / eval_interval + 1 : 1;
+  return evaluations * eval_iters * global_batch_size;
 }
 
 TokenizerSpec tokenizer_from_config(const nlohmann::json& c) {
@@ -91,10 +111,13 @@ DataSpec TrainOptions::data_spec() const {
   spec.seq_length = model.seq_length;
   spec.seed = seed;
   spec.vocab_size = model.vocab_size;
-  spec.train_samples = train_iters * global_batch_size;
-  // Each evaluation (and the test) reads the same first eval_iters global batches.
-  spec.eval_samples = eval_iters * global_batch_size;
+  spec.train_samples = train_samples > 0 ? train_samples : train_iters * global_batch_size;
+  spec.valid_samples = valid_samples();
+  spec.test_samples = test_samples();
+  spec.cache_path = data_cache_path;
   spec.global_batch_size = global_batch_size;
+  spec.eval_iters = eval_iters;
+  spec.train_in_samples = train_samples > 0;
   return spec;
 }
 
@@ -114,6 +137,10 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(eval_interval >= 0 && eval_iters >= 0, "--eval-interval and --eval-iters must be >= 0");
   // Counts the sample index must hold (no product may overflow on the way).
   const int64_t max_samples = max_samples_per_set(model.seq_length);
+  OCC_CHECK(train_samples <= max_samples,
+            "--train-samples {} is more training samples than the sample index holds ({} at --seq-length {}); the "
+            "largest accepted --train-samples is {}",
+            train_samples, max_samples, model.seq_length, max_samples);
   OCC_CHECK(train_iters <= max_samples / global_batch_size,
             "--train-iters {} x --global-batch-size {} is more training samples than the sample index holds ({} at "
             "--seq-length {}); the largest accepted --train-iters is {}",
@@ -122,6 +149,13 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--eval-iters {} x --global-batch-size {} is more evaluation samples than the sample index holds ({} at "
             "--seq-length {}); the largest accepted --eval-iters is {}",
             eval_iters, global_batch_size, max_samples, model.seq_length, max_samples / global_batch_size);
+  // Megatron's validation samples: one batch of --eval-iters per evaluation the run makes.
+  const int64_t evaluations = eval_interval > 0 ? train_iters / eval_interval + 1 : 1;
+  OCC_CHECK(eval_iters <= max_samples / global_batch_size / evaluations,
+            "--eval-iters {} x --global-batch-size {} x {} evaluations is more validation samples than the sample "
+            "index holds ({} at --seq-length {}); the largest accepted --eval-iters here is {}",
+            eval_iters, global_batch_size, evaluations, max_samples, model.seq_length,
+            max_samples / global_batch_size / evaluations);
   // Every floating-point setting finite and in its range (NaN fails every comparison).
   auto finite_at_least = [](double v, double low) { return std::isfinite(v) && v >= low; };
   OCC_CHECK(finite_at_least(lr, 0), "--lr must be a finite number >= 0 (got {})", lr);
@@ -132,6 +166,17 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--lr-warmup-iters must be >= 0 (got {}); leave it out to use --lr-warmup-fraction", lr_warmup_iters);
   OCC_CHECK(lr_decay_iters == -1 || lr_decay_iters >= 1,
             "--lr-decay-iters must be >= 1 (got {}); leave it out to decay over --train-iters", lr_decay_iters);
+  OCC_CHECK(lr_warmup_samples >= -1,
+            "--lr-warmup-samples must be >= 0 (got {}); leave it out to use --lr-warmup-fraction", lr_warmup_samples);
+  OCC_CHECK(lr_decay_samples == -1 || lr_decay_samples >= 1,
+            "--lr-decay-samples must be >= 1 (got {}); leave it out to decay over --train-samples", lr_decay_samples);
+  // Megatron's rule: a run counts in iterations or in samples, its schedule too.
+  OCC_CHECK(train_samples > 0 || (lr_warmup_samples < 0 && lr_decay_samples < 0),
+            "--lr-warmup-samples and --lr-decay-samples go with --train-samples (a sample-based run); with "
+            "--train-iters use --lr-warmup-iters and --lr-decay-iters");
+  OCC_CHECK(train_samples <= 0 || (lr_warmup_iters < 0 && lr_decay_iters < 0),
+            "--lr-warmup-iters and --lr-decay-iters go with --train-iters; with --train-samples use "
+            "--lr-warmup-samples and --lr-decay-samples");
   OCC_CHECK(finite_at_least(adam.weight_decay, 0), "--weight-decay must be a finite number >= 0 (got {})",
             adam.weight_decay);
   OCC_CHECK(finite_at_least(clip_grad, 0), "--clip-grad must be a finite number >= 0 (0 disables clipping; got {})",
@@ -285,6 +330,8 @@ nlohmann::json TrainOptions::math_json() const {
   j["debug_classifier_values"] = debug_classifier_values;
   j["lr_warmup_iters"] = lr_warmup_iters;
   j["lr_decay_iters"] = lr_decay_iters;
+  j["lr_warmup_samples"] = lr_warmup_samples;
+  j["lr_decay_samples"] = lr_decay_samples;
   j["adam_beta1"] = adam.beta1;
   j["adam_beta2"] = adam.beta2;
   j["adam_eps"] = adam.eps;
@@ -316,6 +363,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"micro_batch_size", micro_batch_size},
           {"global_batch_size", global_batch_size},
           {"train_iters", train_iters},
+          {"train_samples", train_samples},
           {"lr", lr},
           {"min_lr", min_lr},
           {"lr_decay_style", lr_decay_style},

@@ -46,12 +46,18 @@ struct TrainOptions {
   int micro_batch_size = 4;
   int global_batch_size = 16;
   int64_t train_iters = 100;
-  // Learning rate: warm-up in iterations, or as a fraction of train_iters
-  // when lr_warmup_iters < 0; decay over lr_decay_iters (default train_iters).
+  // --train-samples: a sample-based run (Megatron's): train_iters becomes
+  // train_samples / global_batch_size (resolve_train_samples()), the training set
+  // is asked for train_samples, and the learning-rate schedule counts samples.
+  int64_t train_samples = 0;
+  // Learning rate: warm-up in iterations (samples), or as a fraction of train_iters
+  // (train_samples) when lr_warmup_iters < 0 (lr_warmup_samples < 0); decay over
+  // lr_decay_iters (lr_decay_samples), by default the whole run.
   float lr = 6e-4f, min_lr = 6e-5f;
   std::string lr_decay_style = "cosine";
   float lr_warmup_fraction = 0.01f;
   int64_t lr_warmup_iters = -1, lr_decay_iters = -1;
+  int64_t lr_warmup_samples = -1, lr_decay_samples = -1;
   AdamWConfig adam;
   float clip_grad = 1.0f;
   uint64_t seed = 1234;
@@ -59,6 +65,7 @@ struct TrainOptions {
   // blend) divided by --split, or the sets' own blends (exclusive with those two).
   std::vector<std::string> data_path, train_data_path, valid_data_path, test_data_path;
   std::string split = "949,50,1";
+  std::string data_cache_path;  // --data-cache-path: where the data indices are cached ("" = beside each dataset)
   TokenizerSpec tokenizer;
   int64_t eval_interval = 100, eval_iters = 10;
   // Logging, checkpoints.
@@ -150,6 +157,15 @@ struct TrainOptions {
                                                                                  : 1;
   }
   LrSchedule lr_schedule() const;
+  // --train-samples given: train_iters = train_samples / global_batch_size (throws
+  // when that is no iteration). Call once, before validate().
+  void resolve_train_samples();
+  // Megatron's get_train_valid_test_num_samples: train train_iters x global batch
+  // (or --train-samples); validation (train_iters / eval_interval + 1) x eval_iters
+  // x global batch, enough for every evaluation of the run to read on (with
+  // --eval-interval 0, the last only); test eval_iters x global batch.
+  int64_t valid_samples() const;
+  int64_t test_samples() const { return eval_iters * global_batch_size; }
   // The data flags as data/ takes them (parses the blends: throws a one-line occ::Error).
   DataSpec data_spec() const;
   // Checks the flags of a job of this layout, wherever it would run: what does not

@@ -43,6 +43,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
             "--vocab-size) is required to size the vocabulary");
   opt_.resolve_device();
+  opt_.resolve_train_samples();
   opt_.validate(layout_);
   require_device(opt_.device);  // this machine can run it
   check_fits_host(opt_, layout_);
@@ -50,7 +51,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
 
-  data_ = std::make_unique<TrainingData>(opt_.data_spec());
+  data_ = std::make_unique<TrainingData>(opt_.data_spec());  // the indices: build_data_indices(), open_data()
   // The checkpoint to resume: one save's files, before anything is created or trained.
   if (!opt_.load.empty()) verify_checkpoint(opt_.load);
   // Where this rank will write, checked now rather than after the training it would hold.
@@ -80,6 +81,10 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
 Trainer::~Trainer() {
   if (metrics_) std::fclose(metrics_);
 }
+
+std::vector<std::string> Trainer::build_data_indices() { return data_->build_missing_indices(); }
+
+void Trainer::open_data() { data_->open(); }
 
 void Trainer::connect(double comm_timeout_s) {
   topo_ = Topology::create(opt_.tensor_parallel, opt_.pipeline_parallel, comm_timeout_s);
@@ -167,7 +172,23 @@ void Trainer::load() {
   loss_scaler_->load_state(pos.loss_scaler);
   iteration_ = pos.iteration;
   consumed_samples_ = pos.consumed_samples;
+  // Megatron's stand-in for a checkpoint that did not record it: one chunk per evaluation interval passed.
+  consumed_valid_samples_ =
+      pos.consumed_valid_samples >= 0
+          ? pos.consumed_valid_samples
+          : (opt_.eval_interval > 0 ? iteration_ / opt_.eval_interval : 0) * opt_.eval_iters * opt_.global_batch_size;
   nonfinite_.restore(pos.skipped_nonfinite);
+  // A checkpoint of another sample order would continue on another stream of samples.
+  if (const std::string order = data_->order_difference(pos.data); !order.empty()) {
+    OCC_CHECK(opt_.override_data_check,
+              "checkpoint {} was {}; finish that run with the optimus-cc build that started it, or pass "
+              "--override-data-check to continue its weights on Megatron's order from sample {}",
+              opt_.load, order, consumed_samples_);
+    if (is_logger())
+      std::printf("notice: --override-data-check: the checkpoint was %s; continuing in Megatron's order from sample "
+                  "%lld\n",
+                  order.c_str(), (long long)consumed_samples_);
+  }
   if (const std::string diff = data_->difference(pos.data); !diff.empty()) {
     OCC_CHECK(opt_.override_data_check,
               "checkpoint {} was {}; resume on the same data, or pass --override-data-check to continue on this one",
@@ -178,6 +199,15 @@ void Trainer::load() {
   OCC_CHECK(iteration_ <= opt_.train_iters,
             "checkpoint {} is at iteration {}, beyond --train-iters {}; raise --train-iters to continue", opt_.load,
             iteration_, opt_.train_iters);
+  if (const BlendedDataset* valid = data_->valid()) {
+    // The evaluations left read on from there (the last as far as the set's size allows).
+    const int64_t chunk = opt_.eval_iters * opt_.global_batch_size;
+    const int64_t left = opt_.eval_interval > 0 ? opt_.train_iters / opt_.eval_interval - iteration_ / opt_.eval_interval : 0;
+    OCC_CHECK(consumed_valid_samples_ + (left + 1) * chunk <= valid->size(),
+              "checkpoint {} has read {} validation samples; the {} evaluations left need {} more, beyond the "
+              "validation set's {}: resume with the --eval-interval and --eval-iters it was saved with",
+              opt_.load, consumed_valid_samples_, left + 1, (left + 1) * chunk, valid->size());
+  }
   if (is_logger()) std::printf("loaded checkpoint %s at iteration %lld\n", opt_.load.c_str(), (long long)iteration_);
 }
 
@@ -343,7 +373,7 @@ void Trainer::wait_for_params(int64_t offset, int64_t numel) {
     for (auto& e : param_gather_->take_events()) timers.add_event(e.name, e.start, e.end, e.thread);
 }
 
-double Trainer::evaluate(const SampleSource& data) {
+double Trainer::evaluate(const SampleSource& data, const char* set, int64_t first_sample) {
   wait_for_params();  // the whole parameters, not only the layers forward asks for
   const int mbs = opt_.micro_batch_size, T = opt_.model.seq_length;
   const size_t NC = size_t(mbs) * T * size_t(opt_.model.hidden_size);
@@ -352,13 +382,15 @@ double Trainer::evaluate(const SampleSource& data) {
   tokens_.resize(std::max<size_t>(tokens_.slots(), 1));
   DeviceBuffer<float> x_in(opt_.device, NC), out(opt_.device, NC);
   StageActivations acts = stage_->make_activations();
-  // The same first eval_iters global batches every time, so points on the curve compare.
+  OCC_CHECK(first_sample >= 0 && first_sample + total <= data.size(),
+            "internal: evaluation of samples [{}, {}) of a set of {}", first_sample, first_sample + total, data.size());
   // Activations travel compressed as in training (--activation-comp-method): the
   // validation loss is the one of the pipeline as it runs.
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
-    const int64_t base = j * per_step + int64_t(layout_.dp_rank) * mbs;
+    const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;
     read_micro_batch(data, base, 0);
+    if (token_dump_) token_dump_->record_eval(iteration_, set, data, base, mbs);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
       if (!layout_.holds_embedding(chunk)) exchange_->recv_forward(x_in.data(), NC, int(j), chunk, act_recv_.get());
       stage_->forward(acts, micro_batch(0, base, 0.0f), x_in.data(), out.data(), false, chunk);
@@ -439,8 +471,14 @@ void Trainer::run() {
   if (is_logger())
     for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
+  // The validation stream continues from evaluation to evaluation as Megatron's:
+  // each evaluation at a multiple of --eval-interval reads the next eval_iters
+  // global batches. The evaluation at start and the one after a last iteration
+  // off the interval (Megatron's end-of-training evaluation, which follows its
+  // last save) read the next ones without moving on.
+  const int64_t valid_chunk = opt_.eval_iters * opt_.global_batch_size;
   if (data_->valid() && iteration_ == 0) {
-    const double v = evaluate(*data_->valid());
+    const double v = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
     if (is_logger()) std::printf("validation loss at start: %.4f\n", v);
   }
   run_start_ = now_seconds();
@@ -448,9 +486,12 @@ void Trainer::run() {
   while (iteration_ < opt_.train_iters) {
     IterationStats s = train_step();
     const bool last = iteration_ == opt_.train_iters;
-    if (data_->valid() && ((opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0) || last))
-      s.val_loss = evaluate(*data_->valid());
-    if (data_->test() && last) s.test_loss = evaluate(*data_->test());  // Megatron's test after the last iteration
+    const bool on_interval = opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0;
+    if (data_->valid() && (on_interval || last)) {
+      s.val_loss = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
+      if (on_interval) consumed_valid_samples_ += valid_chunk;
+    }
+    if (data_->test() && last) s.test_loss = evaluate(*data_->test(), "test", 0);  // Megatron's test after the last iteration
     log_iteration(s);
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();
@@ -509,7 +550,7 @@ void Trainer::save_checkpoint() {
                 checkpoint_shard(opt_, layout_, *stage_, adam,
                                  {iteration_, consumed_samples_,
                                   loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
-                                  nonfinite_.skipped(), data_fingerprint()}));
+                                  nonfinite_.skipped(), data_fingerprint(), consumed_valid_samples_}));
     // Compressor state differs per DP rank (local errors), so every rank saves its own.
     if (const CompressionState state = compression_state(); !state.empty())
       files.add(CompressionState::file_name(layout_.dp_rank),

@@ -42,13 +42,19 @@ class Trainer {
  public:
   Trainer(TrainOptions options, int world_rank, int world_size);  // local: may throw occ::Error
   ~Trainer();
+  // The data's indices, built into the cache by one rank (then the first rank of
+  // each node) while the others wait (apps/commands/train.cpp); returns lines to
+  // print. Then every rank maps them (local).
+  std::vector<std::string> build_data_indices();
+  void open_data();
   void connect(double comm_timeout_s);                             // collective over MPI_COMM_WORLD
   void load();                                                     // --load, if given (local)
   void announce_compression_state();                               // collective: notices about --load
   // Trains from the current iteration (0, or the loaded checkpoint's) to train_iters.
   void run();
-  // Mean loss per token over the first --eval-iters global batches of `data` (collective).
-  double evaluate(const SampleSource& data);
+  // Mean loss per token over --eval-iters global batches of `data` (the "valid"
+  // or "test" set) from `first_sample` on (collective).
+  double evaluate(const SampleSource& data, const char* set, int64_t first_sample);
   bool is_logger() const { return world_rank_ == 0; }
   const ParallelLayout& layout() const { return layout_; }
 
@@ -107,6 +113,7 @@ class Trainer {
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
   MicroBatchTokens tokens_;                                  // per slot
   int64_t iteration_ = 0, consumed_samples_ = 0;
+  int64_t consumed_valid_samples_ = 0;  // Megatron's consumed_valid_samples: the validation stream's position
   double run_start_ = 0;
   int64_t first_iteration_ = 0;
   std::FILE* metrics_ = nullptr;

@@ -84,9 +84,15 @@ if [[ -f $WORK/T2_sp.jsonl ]]; then
   train_run T2_sp_full 2 $TP 2 $SP --recompute-granularity full && compare_losses T2_sp T2_sp_full 0
   train_run T2_sp_selective 2 $TP 2 $SP --recompute-granularity selective && compare_losses T2_sp T2_sp_selective 0
 fi
+# Within 1e-4, not 1e-5: SP sums the norm gradients' partial sums in another order (fp32
+# noise of ~1e-8), and in a bf16 step such noise now and then moves a value across a bf16
+# rounding boundary, a discrete jump. Measured over seeds 5-8 (5 iterations): 7 of 8 runs
+# (old and Megatron's data order) within 2e-8; seed 5 on Megatron's order 2e-9 until one such
+# flip at iteration 4 (1.2e-5, then 2.7e-5), the same run in fp32 within 2e-8 throughout. A
+# missing reduction would differ by far more.
 if train_run T2P2_bf16_staged 4 $TP 2 $PP 2 --bf16 --debug-host-staging &&
    train_run T2P2_bf16_staged_sp 4 $TP 2 $PP 2 --bf16 --debug-host-staging $SP; then
-  compare_losses T2P2_bf16_staged T2P2_bf16_staged_sp
+  compare_losses T2P2_bf16_staged T2P2_bf16_staged_sp 1e-4
 fi
 
 # ---- 2. bytes ----

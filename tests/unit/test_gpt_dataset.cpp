@@ -1,14 +1,19 @@
-// GPT samples: --split parsing, sample contents against the document stream,
-// epochs, and seed determinism.
+// GPT samples as Megatron's GPTDataset: --split's bookends, the epochs and the
+// separate final epoch, samples against the shuffled document stream, token ids
+// checked as they are read, and the index cache (hits, stale and corrupt files,
+// an unwritable folder). Element-for-element agreement with Megatron's own code:
+// test_megatron_goldens.cpp.
 #include <gtest/gtest.h>
 
 #include "temp_dir.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -17,7 +22,6 @@
 #include "data/indexed_dataset.h"
 
 namespace fs = std::filesystem;
-using occ::SplitRange;
 
 namespace {
 
@@ -25,7 +29,7 @@ using TempDir = occ::test::TempDir;
 
 // Document d holds tokens d*1000 + j, j < len(d): every token names its
 // document and position, so a sample shows exactly where it was cut from.
-int64_t doc_len(int64_t d) { return 3 + (d * 7) % 11; }  // 3..13, includes short and long documents
+int64_t doc_len(int64_t d) { return 3 + (d * 7) % 11; }  // 3..13
 constexpr int64_t kDocs = 20;
 
 std::string make_dataset(const TempDir& dir) {
@@ -40,21 +44,18 @@ std::string make_dataset(const TempDir& dir) {
   return prefix;
 }
 
-std::vector<std::vector<int32_t>> all_samples(const occ::GptDataset& g) {
-  std::vector<std::vector<int32_t>> out;
-  for (int64_t i = 0; i < g.size(); ++i) {
-    std::vector<int32_t> s(size_t(g.seq_length()) + 1);
-    g.sample(i, s.data());
-    out.push_back(s);
-  }
-  return out;
+occ::GptDatasetSpec spec_of(const std::string& prefix, occ::SequenceRange range, int64_t samples, int L, uint32_t seed) {
+  return occ::GptDatasetSpec{prefix, range, samples, "train", L, seed};
 }
 
-// A token may follow another only inside a document or from a document's last
-// token to some document's first.
-bool valid_step(int32_t a, int32_t b) {
-  if (b == a + 1 && b % 1000 < doc_len(b / 1000)) return true;
-  return a % 1000 == doc_len(a / 1000) - 1 && b % 1000 == 0;
+// Builds the part's indices into `cache` (unless there) and opens it.
+occ::GptDataset open_part(const occ::IndexedDataset& ds, const occ::GptDatasetSpec& spec, const std::string& cache,
+                          int vocab = 1 << 30) {
+  occ::CachedArrays entry = occ::gpt_index_cache(spec, cache);
+  if (!entry.find()) occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
+  auto hit = entry.find();
+  EXPECT_TRUE(hit.has_value());
+  return occ::GptDataset(ds, spec, std::move(*hit), vocab);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -68,271 +69,239 @@ std::string error_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST(SplitDocuments, MegatronExamples) {
-  auto s = occ::split_documents(1000, "949,50,1");
-  EXPECT_EQ(s[0].begin, 0);
-  EXPECT_EQ(s[0].end, 949);
-  EXPECT_EQ(s[1].end, 999);
-  EXPECT_EQ(s[2].end, 1000);
+TEST(SplitMatrix, MegatronExamples) {
+  auto m = occ::split_matrix("949,50,1");
+  ASSERT_TRUE(m[0] && m[1] && m[2]);
+  EXPECT_EQ(m[0]->first, 0.0);
+  EXPECT_EQ(m[0]->second, 949.0 / 1000.0);
+  EXPECT_EQ(m[1]->second, 949.0 / 1000.0 + 50.0 / 1000.0);
+  EXPECT_EQ(m[2]->second, (949.0 / 1000.0 + 50.0 / 1000.0) + 1.0 / 1000.0);
+  m = occ::split_matrix("100");
+  EXPECT_TRUE(m[0] && !m[1] && !m[2]) << "splits without weight are none";
+  m = occ::split_matrix("98,2,0");
+  EXPECT_TRUE(m[0] && m[1] && !m[2]);
+  m = occ::split_matrix("0.9/0.1");
+  EXPECT_TRUE(m[0] && m[1] && !m[2]);
+  // Bookends are rounded half to even, as Python's round: 0.5 x 1 -> 0, x 3 -> 2 (1.5), x 5 -> 2 (2.5).
+  const std::pair<double, double> half{0.0, 0.5};
+  EXPECT_EQ(occ::split_sequences(half, 1).end, 0);
+  EXPECT_EQ(occ::split_sequences(half, 3).end, 2);
+  EXPECT_EQ(occ::split_sequences(half, 5).end, 2);
+  EXPECT_EQ(occ::split_sequences(half, 7).end, 4);
+}
 
-  s = occ::split_documents(100, "98,2,0");
-  EXPECT_EQ(s[0].end, 98);
-  EXPECT_EQ(s[1].end, 100);
-  EXPECT_EQ(s[2].size(), 0);
-
-  for (const char* all : {"100,0,0", "100", "1"}) {
-    s = occ::split_documents(37, all);
-    EXPECT_EQ(s[0].end, 37) << all;
-    EXPECT_EQ(s[1].size() + s[2].size(), 0) << all;
+TEST(SplitMatrix, MalformedStringsAreRejected) {
+  for (const char* bad : {"", "a,b", "1,,2", "1,2,3,4", "-1,2", "0,0,0", "1e999,1"}) {
+    const std::string e = error_of([&] { occ::split_matrix(bad); });
+    EXPECT_NE(e.find("--split"), std::string::npos) << bad << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  // Each third of 10 rounds to 3; the shortfall moves every boundary up by one.
-  s = occ::split_documents(10, "1,1,1");
-  EXPECT_EQ(s[0].end, 4);
-  EXPECT_EQ(s[1].end, 7);
-  EXPECT_EQ(s[2].end, 10);
-  // Python rounds half to even: 2.5 -> 2.
-  s = occ::split_documents(5, "1,1");
-  EXPECT_EQ(s[0].end, 3);  // [0,2,4] shifted by the missing 1 -> [0,3,5]
-  s = occ::split_documents(10, " 0.9 / 0.1 ");
-  EXPECT_EQ(s[0].end, 9);
-  EXPECT_EQ(s[1].end, 10);
 }
 
-TEST(SplitDocuments, RangesAlwaysTileAllDocuments) {
-  for (int64_t n : {0, 1, 2, 3, 7, 100, 12345})
-    for (const char* split : {"949,50,1", "0,1,1", "1,0,1", "0,0,1", "3,3,3", "1,2", "0.001,0.001,1000"}) {
-      auto s = occ::split_documents(n, split);
-      EXPECT_EQ(s[0].begin, 0);
-      EXPECT_EQ(s[2].end, n) << n << " " << split;
-      for (int k = 0; k < 3; ++k) EXPECT_LE(s[k].begin, s[k].end) << n << " " << split;
-      EXPECT_EQ(s[0].end, s[1].begin);
-      EXPECT_EQ(s[1].end, s[2].begin);
-    }
+// _get_num_epochs and the separate final epoch, by hand: 100 tokens an epoch in
+// samples of 10 (+1) tokens give (100 - 1) / 10 = 9 samples per epoch.
+TEST(GptIndexPlan, EpochsAndTheSeparateFinalEpoch) {
+  occ::GptIndexPlan p = occ::plan_gpt_indices(100, 5, 9, 10, "split");
+  EXPECT_EQ(p.num_epochs, 1);  // 9 x 10 + 1 = 91 tokens fit one epoch
+  EXPECT_EQ(p.num_samples, 9);
+  EXPECT_FALSE(p.separate_final_epoch);
+  p = occ::plan_gpt_indices(100, 5, 10, 10, "split");  // 101 tokens: 2 epochs; 1 sample of the second < int(0.8 x 9)
+  EXPECT_EQ(p.num_epochs, 2);
+  EXPECT_EQ(p.num_samples, 19);
+  EXPECT_EQ(p.samples_sans_final_epoch, 9);
+  EXPECT_TRUE(p.separate_final_epoch);
+  p = occ::plan_gpt_indices(100, 5, 16, 10, "split");  // 7 of the second epoch's 9 samples: not below 7
+  EXPECT_EQ(p.num_epochs, 2);
+  EXPECT_FALSE(p.separate_final_epoch);
+  p = occ::plan_gpt_indices(100, 5, -1, 10, "split");  // Megatron's None: one epoch
+  EXPECT_EQ(p.num_epochs, 1);
+  EXPECT_EQ(p.document_index_size(), 5);
+  p = occ::plan_gpt_indices(7, 1, 32, 16, "split");  // a split shorter than one sample: many epochs
+  EXPECT_EQ(p.num_epochs, 74);                        // ceil((32 x 16 + 1) / 7)
+  EXPECT_EQ(p.num_samples, (74 * 7 - 1) / 16);
+  EXPECT_FALSE(p.sample_index_int64());
+  EXPECT_FALSE(p.shuffle_index_int64());
+  // A split whose sequences hold no tokens would never end Megatron's epoch loop.
+  const std::string e = error_of([] { occ::plan_gpt_indices(0, 3, 10, 8, "the valid split of X"); });
+  EXPECT_NE(e.find("the valid split of X holds no tokens over 3 documents"), std::string::npos) << e;
+  // One token (which Megatron's helper asserts against): samples of it repeated.
+  p = occ::plan_gpt_indices(1, 1, 4, 8, "split");
+  EXPECT_EQ(p.num_epochs, 33);
+  EXPECT_EQ(p.num_samples, 4);
 }
 
-TEST(SplitDocuments, MalformedStringsAreRejected) {
-  for (const char* bad : {"", "a,b", "1,,1", "-1,2", "1,2,3,4", "0,0,0", "0", "nan", "1e999", "1;2", "1,2,"}) {
-    std::string msg = error_of([&] { occ::split_documents(100, bad); });
-    EXPECT_NE(msg.find("--split"), std::string::npos) << "'" << bad << "': " << msg;
-  }
-  EXPECT_NE(error_of([] { occ::split_documents(10, "0,0"); }).find("zero"), std::string::npos);
+// A split of documents without tokens is refused, naming the set and the documents:
+// no number of epochs gives a sample (Megatron's epoch loop would never end).
+TEST(GptDataset, SplitWithDocumentsButNoTokensIsRefused) {
+  TempDir dir;
+  const std::string prefix = (dir.path / "hollow").string();
+  // Three sequences of 5, 0 and 0 tokens, one per document (zero-length sequences come
+  // from other writers; ours and Megatron's write an empty document without one).
+  std::string idx("MMIDIDX\0\0", 9);
+  auto put = [&idx](auto v) { idx.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint64_t(1)), put(uint8_t(8)), put(uint64_t(3)), put(uint64_t(4));
+  for (int32_t size : {5, 0, 0}) put(size);
+  for (int64_t ptr : {0, 10, 10}) put(ptr);
+  for (int64_t d : {0, 1, 2, 3}) put(d);
+  std::ofstream(prefix + ".idx", std::ios::binary) << idx;
+  std::ofstream(prefix + ".bin", std::ios::binary) << std::string(10, '\1');
+  auto ds = occ::IndexedDataset::open(prefix);
+  occ::GptDatasetSpec spec = spec_of(prefix, {1, 3}, 10, 4, 1);
+  spec.split = "test";
+  const std::string msg = error_of([&] { occ::plan_gpt_part(spec, ds); });
+  EXPECT_NE(msg.find("test split has no tokens: its documents [1, 3) of " + prefix + " are all empty"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
 }
 
-TEST(PhiloxShuffle, PermutesDeterministicallyAndUniformly) {
-  std::vector<int64_t> a(100), b;
-  for (int i = 0; i < 100; ++i) a[size_t(i)] = i;
-  b = a;
-  occ::philox_shuffle(a.data(), 100, 42);
-  occ::philox_shuffle(b.data(), 100, 42);
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), 100u);
-  std::vector<int64_t> c(100);
-  for (int i = 0; i < 100; ++i) c[size_t(i)] = i;
-  occ::philox_shuffle(c.data(), 100, 43);
-  EXPECT_NE(a, c);
-
-  // All 6 orders of 3 items appear about equally over 6000 keys.
-  std::map<std::vector<int32_t>, int> counts;
-  for (uint64_t key = 0; key < 6000; ++key) {
-    std::vector<int32_t> p = {0, 1, 2};
-    occ::philox_shuffle(p.data(), 3, key);
-    ++counts[p];
-  }
-  ASSERT_EQ(counts.size(), 6u);
-  for (auto& [p, n] : counts) EXPECT_NEAR(n, 1000, 150);
+// Megatron's dtypes: the sample index is int32 until the document index holds more
+// than 2^31 - 1 entries (helpers.py: max(len(document_index), sizes.max())), the
+// shuffle index uint32 until 2^32 - 2 samples (_build_shuffle_index).
+TEST(GptIndexPlan, IndexDtypesSwitchAtMegatronsThresholds) {
+  occ::GptIndexPlan p;
+  p.num_sequences = 2147483647;
+  p.num_epochs = 1;
+  EXPECT_FALSE(p.sample_index_int64());
+  p.num_sequences = 1073741824;
+  p.num_epochs = 2;  // 2^31 entries
+  EXPECT_TRUE(p.sample_index_int64());
+  p.num_samples = 4294967293;
+  EXPECT_FALSE(p.shuffle_index_int64());
+  p.num_samples = 4294967294;
+  EXPECT_TRUE(p.shuffle_index_int64());
 }
 
-// One epoch, unique tokens: chaining samples through their shared boundary
-// token rebuilds the stream, which must be whole documents of the split, each
-// once, in a shuffled order.
+// Sample k covers tokens [k L, k L + L] of the stream the document index
+// concatenates; sample i of the dataset is sample shuffle[i].
 TEST(GptDataset, SamplesTileTheShuffledDocumentStream) {
   TempDir dir;
   auto ds = occ::IndexedDataset::open(make_dataset(dir));
-  const SplitRange docs{2, 17};
-  const int L = 8;
-  occ::GptDataset g(ds, docs, L, 0, 1234);
-  int64_t tokens = 0;
-  for (int64_t d = docs.begin; d < docs.end; ++d) tokens += doc_len(d);
-  EXPECT_EQ(g.tokens_per_epoch(), tokens);
-  EXPECT_EQ(g.num_epochs(), 1);
-  ASSERT_EQ(g.size(), (tokens - 1) / L);
-
-  auto samples = all_samples(g);
-  std::map<int32_t, size_t> by_first;
-  std::set<int32_t> lasts;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    by_first[samples[i][0]] = i;
-    lasts.insert(samples[i][L]);
+  const int L = 5;
+  for (int64_t want : {int64_t(-1), int64_t(60), int64_t(100)}) {
+    const occ::GptDatasetSpec spec = spec_of(ds.prefix(), {2, 18}, want, L, 1234);
+    occ::GptDataset g = open_part(ds, spec, dir / "cache");
+    std::vector<int32_t> stream;
+    const occ::NpyArray& doc = g.document_index();
+    for (int64_t p = 0; p < doc.elements(); ++p) {
+      const int64_t seq = doc.at(p);
+      ASSERT_TRUE(seq >= 2 && seq < 18);
+      for (int64_t j = 0; j < doc_len(seq); ++j) stream.push_back(int32_t(seq * 1000 + j));
+    }
+    EXPECT_EQ(int64_t(stream.size()), g.plan().num_epochs * g.plan().tokens_per_epoch);
+    EXPECT_EQ(g.size(), (int64_t(stream.size()) - 1) / L);
+    if (want >= 0) {
+      EXPECT_GE(g.size(), want);
+    }
+    std::vector<bool> seen(size_t(g.size()), false);
+    std::vector<int32_t> s(L + 1);
+    for (int64_t i = 0; i < g.size(); ++i) {
+      g.sample(i, s.data());
+      const int64_t k = g.shuffle_index().at(i);
+      ASSERT_FALSE(seen[size_t(k)]) << "the shuffle index is a permutation";
+      seen[size_t(k)] = true;
+      ASSERT_EQ(s, std::vector<int32_t>(stream.begin() + k * L, stream.begin() + k * L + L + 1)) << "sample " << i;
+    }
+    // A separate final epoch (or the only one) holds every sequence once.
+    if (g.plan().separate_final_epoch || g.plan().num_epochs == 1) {
+      std::vector<int64_t> last;
+      for (int64_t p = doc.elements() - 16; p < doc.elements(); ++p) last.push_back(doc.at(p));
+      std::sort(last.begin(), last.end());
+      for (int64_t k = 0; k < 16; ++k) EXPECT_EQ(last[size_t(k)], 2 + k);
+    }
   }
-  ASSERT_EQ(by_first.size(), samples.size()) << "two samples start at the same token";
-  std::vector<int32_t> stream;
-  int32_t head = -1;
-  for (auto& [first, i] : by_first)
-    if (!lasts.count(first)) head = first;
-  ASSERT_NE(head, -1);
-  for (size_t k = 0; k < samples.size(); ++k) {
-    ASSERT_TRUE(by_first.count(head)) << "chain broken after " << k << " samples";
-    const auto& s = samples[by_first[head]];
-    stream.insert(stream.end(), s.begin() + (k ? 1 : 0), s.end());
-    head = s[L];
-  }
-  ASSERT_EQ(int64_t(stream.size()), g.size() * L + 1);
-  for (size_t i = 1; i < stream.size(); ++i) ASSERT_TRUE(valid_step(stream[i - 1], stream[i])) << i;
-  EXPECT_EQ(stream[0] % 1000, 0) << "the stream starts at a document start";
-  std::vector<int64_t> order;
-  for (int32_t t : stream)
-    if (t % 1000 == 0) order.push_back(t / 1000);
-  std::set<int64_t> seen(order.begin(), order.end());
-  EXPECT_EQ(seen.size(), order.size()) << "a document repeats within one epoch";
-  for (int64_t d : order) EXPECT_TRUE(d >= docs.begin && d < docs.end) << d;
-  int64_t missing = 0;  // only the tail of the stream, under one sample, may be cut off
-  for (int64_t d = docs.begin; d < docs.end; ++d)
-    if (!seen.count(d)) missing += doc_len(d);
-  EXPECT_LT(missing, L);
-  EXPECT_FALSE(std::is_sorted(order.begin(), order.end())) << "documents were not shuffled";
 }
 
-TEST(GptDataset, ManyEpochsCoverEveryTokenEvenly) {
+// The indices are a function of the seed and the data flags: another folder
+// builds the same bytes, another seed another order.
+TEST(GptDataset, OrderDependsOnlyOnSeedAndFlags) {
   TempDir dir;
   auto ds = occ::IndexedDataset::open(make_dataset(dir));
-  const SplitRange docs{0, kDocs};
-  const int L = 16;
-  occ::GptDataset one(ds, docs, L, 0, 7);
-  const int64_t want = one.size() * 3 + 5;
-  occ::GptDataset g(ds, docs, L, want, 7);
-  EXPECT_GE(g.size(), want);
-  EXPECT_EQ(g.num_epochs(), 4);
-  EXPECT_EQ(g.size(), (g.tokens_per_epoch() * 4 - 1) / L);
-  std::map<int32_t, int> count;  // each sample's first L tokens partition the stream
-  for (const auto& s : all_samples(g)) {
-    for (int i = 0; i < L; ++i) ++count[s[size_t(i)]];
-    for (int i = 1; i <= L; ++i) ASSERT_TRUE(valid_step(s[size_t(i - 1)], s[size_t(i)]));
-  }
-  EXPECT_EQ(int64_t(count.size()), g.tokens_per_epoch()) << "some token never appears";
-  for (auto& [t, n] : count) EXPECT_TRUE(n == 3 || n == 4) << "token " << t << " appears " << n << " times";
-  // Sample reading must not depend on the order samples are read in.
-  std::vector<int32_t> a(L + 1), b(L + 1);
-  g.sample(g.size() - 1, a.data());
-  g.sample(0, b.data());
-  g.sample(g.size() - 1, b.data());
-  EXPECT_EQ(a, b);
+  auto shuffle = [&](uint32_t seed, const std::string& cache) {
+    occ::GptDataset g = open_part(ds, spec_of(ds.prefix(), {0, kDocs}, 50, 4, seed), cache);
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < g.size(); ++i) out.push_back(g.shuffle_index().at(i));
+    return out;
+  };
+  EXPECT_EQ(shuffle(9, dir / "one"), shuffle(9, dir / "two"));
+  EXPECT_NE(shuffle(9, dir / "one"), shuffle(10, dir / "one"));
 }
 
-TEST(GptDataset, OrderDependsOnlyOnSeed) {
+// No pass over the tokens at start-up: an id outside the vocabulary is refused
+// when its sample is read, naming the dataset, the document and the id.
+TEST(GptDataset, TokenOutsideTheVocabularyIsRefusedWhenRead) {
   TempDir dir;
   auto ds = occ::IndexedDataset::open(make_dataset(dir));
-  const SplitRange docs{0, 15};
-  occ::GptDataset a(ds, docs, 4, 100, 1234), b(ds, docs, 4, 100, 1234), c(ds, docs, 4, 100, 1235);
-  auto sa = all_samples(a), sb = all_samples(b), sc = all_samples(c);
-  EXPECT_EQ(sa, sb);
-  ASSERT_EQ(sa.size(), sc.size());
-  EXPECT_NE(sa, sc);
-  EXPECT_GE(sa.size(), 100u);
-}
-
-TEST(GptDataset, EmptySplitsAreRejectedClearly) {
-  TempDir dir;
-  auto ds = occ::IndexedDataset::open(make_dataset(dir));
-  std::string msg = error_of([&] { occ::GptDataset(ds, SplitRange{5, 5}, 8, 10, 1, "validation"); });
-  EXPECT_NE(msg.find("validation split is empty"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
-  // Exactly seq_length + 1 tokens make one sample.
-  occ::GptDataset g(ds, SplitRange{0, 1}, 2, 0, 1);
-  ASSERT_EQ(g.size(), 1);
-  int32_t s[3];
-  g.sample(0, s);
-  EXPECT_EQ(std::vector<int32_t>(s, s + 3), (std::vector<int32_t>{0, 1, 2}));
-  EXPECT_THROW(g.sample(1, s), occ::Error);
-}
-
-// Megatron's GPTDataset: a split shorter than one sample repeats its documents
-// over as many epochs as the samples need (a tiny test split of --split 949,50,1).
-TEST(GptDataset, SplitShorterThanOneSampleRepeatsOverEpochs) {
-  TempDir dir;
-  auto ds = occ::IndexedDataset::open(make_dataset(dir));
-  // Document 0 holds 3 tokens (0, 1, 2); samples of 8 + 1 tokens.
-  const int L = 8;
-  occ::GptDataset g(ds, SplitRange{0, 1}, L, 10, 1, "test");
-  // 10 samples need 10 * 8 + 1 = 81 tokens: 27 epochs of 3.
-  EXPECT_EQ(g.num_epochs(), 27);
-  EXPECT_EQ(g.tokens_per_epoch(), 3);
-  ASSERT_EQ(g.size(), (3 * 27 - 1) / L);
-  for (const auto& sample : all_samples(g)) {
-    ASSERT_EQ(sample.size(), size_t(L + 1));
-    for (size_t i = 1; i < sample.size(); ++i) EXPECT_EQ(sample[i], (sample[i - 1] + 1) % 3) << i;
+  occ::GptDataset g = open_part(ds, spec_of(ds.prefix(), {0, kDocs}, -1, 4, 1), dir / "cache", 12000);
+  std::vector<int32_t> s(5);
+  std::string e;
+  for (int64_t i = 0; i < g.size() && e.empty(); ++i) {
+    try {
+      g.sample(i, s.data());
+    } catch (const occ::Error& err) {
+      e = err.what();
+    }
   }
-  // Two documents of 3 + 10 tokens, under one sample of 16 + 1: every epoch holds
-  // both, in an order of its own, and the samples tile the epochs' stream.
-  occ::GptDataset two(ds, SplitRange{0, 2}, 16, 5, 1, "test");
-  EXPECT_EQ(two.num_epochs(), (5 * 16 + 1 + 12) / 13);
-  EXPECT_GE(two.size(), 5);
-  for (const auto& sample : all_samples(two))
-    for (size_t i = 1; i < sample.size(); ++i) ASSERT_TRUE(valid_step(sample[i - 1], sample[i])) << i;
-  // No samples asked for: one epoch, which holds none.
-  occ::GptDataset none(ds, SplitRange{0, 1}, L, 0, 1, "test");
-  EXPECT_EQ(none.num_epochs(), 1);
-  EXPECT_EQ(none.size(), 0);
+  EXPECT_NE(e.find("outside the tokenizer's vocabulary of 12000"), std::string::npos) << e;
+  EXPECT_NE(e.find("in document 1"), std::string::npos) << e;  // ids 12000.. are documents 12 to 19's
+  EXPECT_NE(e.find(ds.prefix()), std::string::npos) << e;
 }
 
-// Documents but no tokens: no number of epochs gives a sample (Megatron's epoch
-// loop would never end); refused, naming the split and the documents.
-TEST(GptDataset, SplitWithDocumentsButNoTokensIsRefused) {
+// The cache: a hit maps the files; a rebuilt dataset (another .idx) is a miss,
+// as is a truncated array or a set without its description, and then is built
+// again; an unwritable folder falls back to a temporary one, with a note.
+TEST(IndexCache, HitsMissesAndRebuilds) {
   TempDir dir;
-  std::string prefix = (dir.path / "hollow").string();
-  {
-    occ::IndexedDatasetWriter w(prefix, 8);
-    w.add_document({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
-    w.add_document({});
-    w.add_document({});
-    w.finish();
-  }
+  const std::string prefix = make_dataset(dir);
   auto ds = occ::IndexedDataset::open(prefix);
-  const std::string msg = error_of([&] { occ::GptDataset(ds, SplitRange{1, 3}, 4, 10, 1, "test"); });
-  EXPECT_NE(msg.find("test split has no tokens"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("[1, 3)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--split"), std::string::npos) << msg;
+  const occ::GptDatasetSpec spec = spec_of(prefix, {0, kDocs}, 30, 4, 3);
+  const std::string cache = dir / "cache";
+  occ::CachedArrays entry = occ::gpt_index_cache(spec, cache);
+  std::string why;
+  EXPECT_FALSE(entry.find(&why));
+  EXPECT_NE(why.find("description.json is missing"), std::string::npos) << why;
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
+  ASSERT_TRUE(entry.find());
+
+  // A truncated array: a miss, naming the file; building again mends it.
+  const std::string shuffle = entry.path(cache, "shuffle_index");
+  fs::resize_file(shuffle, fs::file_size(shuffle) - 4);
+  EXPECT_FALSE(entry.find(&why));
+  EXPECT_NE(why.find("shuffle_index.npy holds"), std::string::npos) << why;
+  EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
+  EXPECT_TRUE(entry.find());
+
+  // A description of other indices (written over ours): a miss.
+  const std::string description = cache + "/" + entry.stem() + "-description.json";
+  { std::ofstream(description) << "{\"format\": \"optimus-cc data index cache 1\", \"key\": {}, \"arrays\": {}}"; }
+  EXPECT_FALSE(entry.find(&why));
+  EXPECT_NE(why.find("describes other indices"), std::string::npos) << why;
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
+  EXPECT_TRUE(entry.find());
+
+  // The dataset written again (another modification time): another key, another set.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1234567, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (prefix + ".idx").c_str(), times, 0), 0);
+  occ::CachedArrays renewed = occ::gpt_index_cache(spec, cache);
+  EXPECT_NE(renewed.stem(), entry.stem());
+  EXPECT_FALSE(renewed.find());
+
+  // An unwritable folder (a file in the way): the temporary one, said in one line.
+  { std::ofstream(dir / "blocked") << "x"; }
+  occ::CachedArrays blocked = occ::gpt_index_cache(spec, dir / "blocked/cache");
+  std::string note;
+  occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), blocked, &note);
+  EXPECT_NE(note.find("cannot be written"), std::string::npos) << note;
+  EXPECT_NE(note.find(occ::fallback_cache_folder()), std::string::npos) << note;
+  EXPECT_EQ(note.find('\n'), std::string::npos);
+  auto hit = blocked.find();
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->folder, occ::fallback_cache_folder());
+  for (const auto& [name, array] : hit->arrays) fs::remove(array.path());
+  fs::remove(occ::fallback_cache_folder() + "/" + blocked.stem() + "-description.json");
 }
 
-TEST(GptDataset, SkipsEmptyDocuments) {
-  TempDir dir;
-  std::string prefix = (dir.path / "gaps").string();
-  {
-    occ::IndexedDatasetWriter w(prefix, 8);
-    for (int d = 0; d < 6; ++d) w.add_document(d % 2 ? std::vector<int32_t>{} : std::vector<int32_t>{d, d, d});
-    w.finish();
-  }
-  auto ds = occ::IndexedDataset::open(prefix);
-  occ::GptDataset g(ds, SplitRange{0, 6}, 2, 0, 3);
-  EXPECT_EQ(g.size(), 4);  // 9 tokens -> (9 - 1) / 2
-  for (const auto& s : all_samples(g))
-    for (int32_t t : s) EXPECT_EQ(t % 2, 0);
-}
-
-// Documents of exactly seq_length tokens: sample k is document k of the stream
-// plus the first token of document k + 1, so samples reveal which document
-// follows which. Identical orders in every epoch would give each document one
-// successor only.
-TEST(GptDataset, EachEpochHasItsOwnOrder) {
-  TempDir dir;
-  std::string prefix = (dir.path / "even").string();
-  const int L = 4;
-  {
-    occ::IndexedDatasetWriter w(prefix, 4);
-    for (int d = 0; d < 10; ++d) w.add_document({d * 1000, d * 1000 + 1, d * 1000 + 2, d * 1000 + 3});
-    w.finish();
-  }
-  auto ds = occ::IndexedDataset::open(prefix);
-  occ::GptDataset g(ds, SplitRange{0, 10}, L, 45, 99);
-  ASSERT_EQ(g.num_epochs(), 5);
-  std::map<int32_t, std::set<int32_t>> successors;
-  std::map<int32_t, int> uses;
-  for (const auto& s : all_samples(g)) {
-    ASSERT_EQ(s[0] % 1000, 0);
-    successors[s[0] / 1000].insert(s[L] / 1000);
-    ++uses[s[0] / 1000];
-  }
-  for (auto& [d, n] : uses) EXPECT_TRUE(n == 5 || n == 4) << "document " << d << " used " << n << " times";
-  size_t most = 0;
-  for (auto& [d, next] : successors) most = std::max(most, next.size());
-  EXPECT_GE(most, 2u) << "every epoch used the same document order";
+// Megatron's default folder: PREFIX/cache/GPTDataset_indices.
+TEST(IndexCache, DefaultFolderIsMegatrons) {
+  EXPECT_EQ(occ::default_cache_folder("data/web_text_document"), "data/web_text_document/cache/GPTDataset_indices");
 }

@@ -53,10 +53,11 @@ std::vector<int32_t> read_all(const occ::IndexedDataset& ds, int64_t seq) {
   return out;
 }
 
-// Expects IndexedDataset::open to fail with a message containing `word`.
+// Expects IndexedDataset::open, or the validation before use, to fail with a
+// message containing `word`.
 void expect_open_error(const std::string& prefix, const std::string& word) {
   try {
-    occ::IndexedDataset::open(prefix);
+    occ::IndexedDataset::open(prefix).validate();
     ADD_FAILURE() << "open succeeded; expected an error mentioning '" << word << "'";
   } catch (const occ::Error& e) {
     std::string msg = e.what();
@@ -96,22 +97,45 @@ TEST(IndexedDataset, WriterProducesExactMegatronBytes) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()), 2);
 }
 
+// An empty document is written as Megatron's preprocess_data.py writes an empty
+// text: a document entry without a sequence (the document index repeats).
+TEST(IndexedDataset, EmptyDocumentIsAnEntryWithoutSequence) {
+  TempDir dir;
+  write_dataset(dir.prefix(), {{5}, {}, {7}}, 8);
+  std::vector<unsigned char> idx = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+  push<uint64_t>(idx, 1);
+  push<uint8_t>(idx, 8);
+  push<uint64_t>(idx, 2);  // sequences
+  push<uint64_t>(idx, 4);  // document entries
+  push<int32_t>(idx, 1);
+  push<int32_t>(idx, 1);
+  push<int64_t>(idx, 0);
+  push<int64_t>(idx, 2);
+  for (int64_t d : {0, 1, 1, 2}) push<int64_t>(idx, d);
+  EXPECT_EQ(read_bytes(dir.prefix() + ".idx"), idx);
+  auto ds = occ::IndexedDataset::open(dir.prefix());
+  EXPECT_EQ(ds.num_documents(), 3);
+  EXPECT_EQ(ds.document_of(1), 2) << "sequence 1 is document 2's (document 1 is empty)";
+}
+
 TEST(IndexedDataset, RoundTripUint16) {
   TempDir dir;
   write_dataset(dir.prefix(), kDocs, 8);
   auto ds = occ::IndexedDataset::open(dir.prefix());
+  ds.validate();
   EXPECT_EQ(ds.dtype_code(), 8);
-  ASSERT_EQ(ds.num_sequences(), 4);
+  ASSERT_EQ(ds.num_sequences(), 3);  // the empty document has none
   EXPECT_EQ(ds.num_documents(), 4);
   EXPECT_EQ(ds.num_tokens(), 6);
-  EXPECT_EQ(ds.doc_idx(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
-  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(read_all(ds, i), kDocs[size_t(i)]) << "sequence " << i;
+  for (int64_t d = 0; d <= 4; ++d) EXPECT_EQ(ds.document_start(d), (std::vector<int64_t>{0, 1, 1, 2, 3})[size_t(d)]);
+  const std::vector<std::vector<int32_t>> sequences = {kDocs[0], kDocs[2], kDocs[3]};
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(read_all(ds, i), sequences[size_t(i)]) << "sequence " << i;
   int32_t two[2];
   ds.read(0, 1, 2, two);
   EXPECT_EQ(two[0], 2);
   EXPECT_EQ(two[1], 3);
   EXPECT_THROW(ds.read(0, 2, 2, two), occ::Error);
-  EXPECT_THROW(ds.sequence_length(4), occ::Error);
+  EXPECT_THROW(ds.sequence_length(3), occ::Error);
 }
 
 TEST(IndexedDataset, RoundTripInt32AndOtherIntegerDtypes) {
@@ -141,7 +165,7 @@ TEST(IndexedDataset, MoveKeepsMappingValid) {
   write_dataset(dir.prefix(), kDocs, 8);
   auto a = occ::IndexedDataset::open(dir.prefix());
   occ::IndexedDataset b(std::move(a));
-  EXPECT_EQ(read_all(b, 2), kDocs[2]);
+  EXPECT_EQ(read_all(b, 1), kDocs[2]);
   auto c = occ::IndexedDataset::open(dir.prefix());
   c = std::move(b);
   EXPECT_EQ(read_all(c, 0), kDocs[0]);
@@ -189,14 +213,14 @@ TEST(IndexedDataset, MissingFileNamesDataPath) {
   expect_open_error(dir.prefix(), "ds.bin");
 }
 
-// Each corruption of a valid 4-sequence uint16 dataset is reported by name.
-// idx layout: header 34 bytes, sizes at 34, pointers at 50, doc_idx at 82.
+// Each corruption of a valid 3-sequence, 4-document uint16 dataset is reported by name.
+// idx layout: header 34 bytes, sizes at 34, pointers at 46, doc_idx at 70 (0 1 1 2 3).
 class CorruptIndex : public ::testing::Test {
  protected:
   void SetUp() override {
     write_dataset(prefix, kDocs, 8);
     idx = read_bytes(prefix + ".idx");
-    ASSERT_EQ(idx.size(), 34u + 12 * 4 + 8 * 5);
+    ASSERT_EQ(idx.size(), 34u + 12 * 3 + 8 * 5);
   }
   void rewrite() { write_bytes(prefix + ".idx", idx); }
   TempDir dir;
@@ -250,7 +274,7 @@ TEST_F(CorruptIndex, HugeCountsInHeader) {
 }
 
 TEST_F(CorruptIndex, SizeOverrunsBin) {
-  put<int32_t>(idx, 34 + 4 * 3, 1000);  // last sequence claims 1000 tokens
+  put<int32_t>(idx, 34 + 4 * 2, 1000);  // last sequence claims 1000 tokens
   rewrite();
   expect_open_error(prefix, "overruns");
 }
@@ -263,7 +287,7 @@ TEST_F(CorruptIndex, TruncatedBin) {
 }
 
 TEST_F(CorruptIndex, InconsistentPointer) {
-  put<int64_t>(idx, 50 + 8 * 2, 8);  // should be 6 (3 + 0 tokens of 2 bytes)
+  put<int64_t>(idx, 46 + 8 * 2, 8);  // should be 10 (3 + 2 tokens of 2 bytes)
   rewrite();
   expect_open_error(prefix, "inconsistent");
 }
@@ -275,19 +299,19 @@ TEST_F(CorruptIndex, NegativeSize) {
 }
 
 TEST_F(CorruptIndex, DocIdxNotStartingAtZero) {
-  put<int64_t>(idx, 82, 1);
+  put<int64_t>(idx, 70, 1);
   rewrite();
   expect_open_error(prefix, "doc_idx");
 }
 
 TEST_F(CorruptIndex, DocIdxNotEndingAtN) {
-  put<int64_t>(idx, 82 + 8 * 4, 3);
+  put<int64_t>(idx, 70 + 8 * 4, 2);
   rewrite();
   expect_open_error(prefix, "doc_idx");
 }
 
 TEST_F(CorruptIndex, DocIdxNotMonotone) {
-  put<int64_t>(idx, 82 + 8 * 1, 3);  // 0, 3, 2, 3, 4
+  put<int64_t>(idx, 70 + 8 * 1, 3);  // 0, 3, 1, 2, 3
   rewrite();
   expect_open_error(prefix, "doc_idx");
 }
@@ -315,5 +339,6 @@ TEST(IndexedDataset, EmptyDatasetOpens) {
   write_dataset(dir.prefix(), {}, 8);
   auto ds = occ::IndexedDataset::open(dir.prefix());
   EXPECT_EQ(ds.num_sequences(), 0);
-  EXPECT_EQ(ds.doc_idx(), std::vector<int64_t>{0});
+  EXPECT_EQ(ds.num_documents(), 0);
+  EXPECT_EQ(ds.document_start(0), 0);
 }

@@ -209,19 +209,31 @@ TEST_F(TokenizerTest, PreprocessReadsZstdJsonLines) {
     std::string escaped;
     for (char c : (*docs)[i]) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
     jsonl += "{\"id\": " + std::to_string(i) + ", \"text\": \"" + escaped + "\"}\n";
-    if (i == 2) jsonl += "{\"text\": \"\"}\n\n";  // empty documents and blank lines are skipped
+    // An empty text is an empty document (Megatron's preprocess_data.py: a document
+    // entry without a sequence, no end-of-document token); blank lines are skipped.
+    if (i == 2) jsonl += "{\"text\": \"\"}\n\n";
   }
   write_text(*dir / "docs.jsonl.zst", zstd_compress(jsonl));
-  {
-    StdoutCapture capture;
-    ASSERT_EQ(run_preprocess({"--input", *dir / "docs.jsonl.zst", "--output-prefix", *dir / "js", "--tokenizer-model",
-                              *dir / "spm.model", "--no-append-eod"}),
-              0);
+  for (const bool eod : {false, true}) {
+    const std::string out = *dir / (eod ? "js_eod" : "js");
+    {
+      StdoutCapture capture;
+      std::vector<std::string> args = {"--input", *dir / "docs.jsonl.zst", "--output-prefix", out, "--tokenizer-model",
+                                       *dir / "spm.model"};
+      if (!eod) args.push_back("--no-append-eod");
+      ASSERT_EQ(run_preprocess(args), 0);
+    }
+    auto tok = occ::SentencePieceTokenizer::load(*dir / "spm.model");
+    auto ds = occ::IndexedDataset::open(out);
+    ASSERT_EQ(ds.num_sequences(), 5);
+    ASSERT_EQ(ds.num_documents(), 6);
+    EXPECT_EQ(ds.document_start(3), ds.document_start(4)) << "document 3 is the empty one";
+    for (int64_t i = 0; i < 5; ++i) {
+      auto want = tok->encode((*docs)[size_t(i)]);
+      if (eod) want.push_back(tok->eod_id());
+      EXPECT_EQ(read_sequence(ds, i), want);
+    }
   }
-  auto tok = occ::SentencePieceTokenizer::load(*dir / "spm.model");
-  auto ds = occ::IndexedDataset::open(*dir / "js");
-  ASSERT_EQ(ds.num_sequences(), 5);
-  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(read_sequence(ds, i), tok->encode((*docs)[size_t(i)]));
 }
 
 TEST_F(TokenizerTest, PreprocessReportsErrorsOnOneLine) {

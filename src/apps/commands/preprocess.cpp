@@ -125,11 +125,11 @@ int preprocess(int argc, char** argv) {
   const int dtype = dtype_for_vocab(tokenizer.vocab_size());
   std::vector<std::unique_ptr<IndexedDatasetWriter>> writers;
   for (const auto& p : prefixes) writers.push_back(std::make_unique<IndexedDatasetWriter>(p, dtype));
-  // Field k of a record goes to dataset k; an empty field adds no document (as an empty "text" line).
+  // Field k of a record goes to dataset k; an empty field is an empty document, as Megatron writes it.
   auto add = [&](size_t k, const std::string& text) {
-    if (text.empty()) return;
     std::vector<int32_t> ids = tokenizer.encode(text);
-    if (append_eod) ids.push_back(eod);
+    // As preprocess_data.py: a text of no tokens is an empty document, without an end-of-document token.
+    if (append_eod && !ids.empty()) ids.push_back(eod);
     writers[k]->add_document(ids);
   };
   if (have_all) {
@@ -147,8 +147,11 @@ int preprocess(int argc, char** argv) {
     OCC_CHECK(writer.num_documents() > 0, "input {} has no documents{}; check --input", input,
               keyed ? fmt::format(" in field \"{}\"", json_keys[k]) : std::string());
     writer.finish();
-    // Which tokenizer made it: train refuses to blend datasets of different tokenizers.
-    write_tokenizer_stamp(prefixes[k], make_tokenizer_stamp(tokenizer, spec));
+    // Which tokenizer made it (train refuses to blend datasets of different tokenizers),
+    // and its largest token id (train refuses a vocabulary too small for it at start-up).
+    nlohmann::json stamp = make_tokenizer_stamp(tokenizer, spec);
+    stamp["max_token_id"] = writer.max_token_id();
+    write_tokenizer_stamp(prefixes[k], stamp);
     fmt::print("preprocess: {}{} documents, {} tokens ({} vocab {}, {}) -> {}.bin/.idx in {:.1f} s\n",
                keyed ? fmt::format("\"{}\": ", json_keys[k]) : std::string(), writer.num_documents(),
                writer.num_tokens(), tokenizer.describe(), tokenizer.vocab_size(), dtype_name(dtype), prefixes[k],

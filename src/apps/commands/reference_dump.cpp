@@ -111,7 +111,7 @@ int reference_dump(int argc, char** argv) {
   meta("steps", steps);
   meta("lr", opt.lr);
   meta("min_lr", opt.min_lr);
-  meta("lr_warmup_iters", schedule.warmup_iters);
+  meta("lr_warmup_iters", schedule.warmup_steps);  // reference-dump counts in iterations
   meta("lr_decay_style", opt.lr_decay_style);
   meta("weight_decay", opt.adam.weight_decay);
   meta("adam_beta1", opt.adam.beta1);

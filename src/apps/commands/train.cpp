@@ -73,6 +73,26 @@ void report_placement(const MpiRuntime& mpi, int tp_size) {
         return;
       }
 }
+// The data's indices: built once per job into the cache (rank 0; then, for a cache
+// folder that is not shared between nodes, the first rank of each other node),
+// while the others wait; then every rank maps them. Each step is agreed, so a
+// failure on the builder ends every rank with its message.
+void build_data_indices(const MpiRuntime& mpi, Trainer& trainer) {
+  auto build = [&] {
+    for (const auto& line : trainer.build_data_indices()) std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  agree(mpi, [&] {
+    if (mpi.rank == 0) build();
+  });
+  if (mpi.size > 1) {
+    const NodeRanks node = node_ranks(MPI_COMM_WORLD);
+    agree(mpi, [&] {
+      if (node.local_rank == 0 && mpi.rank != 0) build();  // finds rank 0's indices on a shared folder
+    });
+  }
+  agree(mpi, [&] { trainer.open_data(); });
+}
 }  // namespace
 
 int train(int argc, char** argv) {
@@ -94,6 +114,7 @@ int train(int argc, char** argv) {
     if (rc >= 0) return rc;
     if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
     agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
+    build_data_indices(mpi, *trainer);
     or_end_job(mpi, [&] { trainer->connect(opt.comm_timeout_s); });
     if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
     agree(mpi, [&] { trainer->load(); });

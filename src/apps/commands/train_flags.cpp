@@ -74,6 +74,9 @@ void add_optimizer_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--lr-warmup-iters", o.lr_warmup_iters, "warm-up iterations (overrides the fraction)");
   app.add_option("--lr-decay-iters", o.lr_decay_iters, "iterations of decay (default: --train-iters)");
+  app.add_option("--lr-warmup-samples", o.lr_warmup_samples,
+                 "warm-up samples, with --train-samples (overrides the fraction, then of --train-samples)");
+  app.add_option("--lr-decay-samples", o.lr_decay_samples, "samples of decay, with --train-samples (default: all)");
   app.add_option("--weight-decay", o.adam.weight_decay, "AdamW weight decay (not on biases / LayerNorm)")
       ->capture_default_str();
   app.add_option("--adam-beta1", o.adam.beta1)->capture_default_str();
@@ -98,6 +101,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--micro-batch-size", o.micro_batch_size)->capture_default_str();
   app.add_option("--global-batch-size", o.global_batch_size)->capture_default_str();
   app.add_option("--train-iters", o.train_iters)->capture_default_str();
+  app.add_option("--train-samples", o.train_samples,
+                 "train on this many samples instead of --train-iters (iterations: samples / --global-batch-size; the "
+                 "learning-rate schedule counts samples)");
   app.add_option("--tensor-model-parallel-size", o.tensor_parallel)->capture_default_str();
   app.add_option("--pipeline-model-parallel-size", o.pipeline_parallel)->capture_default_str();
   app.add_option("--num-layers-per-virtual-pipeline-stage", o.layers_per_virtual_stage,
@@ -113,6 +119,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   add_tokenizer_flags(app, o.tokenizer);
   app.add_option("--split", o.split, "train,valid,test weights over each --data-path dataset's documents")
       ->capture_default_str();
+  app.add_option("--data-cache-path", o.data_cache_path,
+                 "folder of the data index cache (.npy files built once per job, mapped by every rank; default: "
+                 "PREFIX/cache/GPTDataset_indices beside each dataset, as Megatron's)");
   app.add_option("--eval-interval", o.eval_interval, "validate every N iterations (0: only at the end)")
       ->capture_default_str();
   app.add_option("--eval-iters", o.eval_iters, "validation batches per evaluation")->capture_default_str();
@@ -296,6 +305,9 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
        "--activation-comp-topk-fraction", nullptr},
   };
+  if (given("--train-samples") && given("--train-iters"))
+    refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
+           "drop --train-iters");
   // Megatron's data forms exclude each other: one blend divided by --split, or the sets' own.
   if (!o.train_data_path.empty() || !o.valid_data_path.empty() || !o.test_data_path.empty()) {
     const char* set_flag = !o.train_data_path.empty()   ? "--train-data-path"
