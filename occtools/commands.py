@@ -7,6 +7,7 @@ from occtools.gpu_check import hf_tokenizer
 from occtools.gpu_check import verdict_cli as gpu_verdict
 from occtools import check_layers, extract, first_run, lep_shapes, llama
 from occtools.bench import core as bench_core
+from occtools.bench import data_scale
 from occtools.diloco import quality as diloco_quality
 from occtools.diloco import speedup as diloco_speedup
 from occtools.bench import layouts as bench_layouts
@@ -19,7 +20,7 @@ from occtools.regime import cli as regime
 
 GROUPS = (
     ("experiments", (quality, lep_shapes, llama, diloco_quality, regime)),
-    ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, first_run)),
+    ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run)),
     ("planner", (validate_planner, plan_projection, plan_scale_features)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),

@@ -13,6 +13,7 @@ from occtools.diloco import speedup_report as diloco_speedup
 from occtools.regime import ledger as regime_ledger
 from occtools.regime import report as regime_report
 from occtools import lep_shapes
+from occtools.bench import data_scale
 from occtools.quality import report as quality_report
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
@@ -41,6 +42,9 @@ class CommittedResults(unittest.TestCase):
         # The committed file opens with a hand-written line naming the commands it ran; the rest is the report.
         text = "\n".join(lep_shapes.render(committed_json("lep-shapes.json"))) + "\n"
         self.assertTrue(committed("lep-shapes.md").endswith("\n\n" + text))
+
+    def test_data_scale(self):
+        self.assertEqual(data_scale.report(committed_json("data-scale.json")), committed("data-scale.md"))
 
     def test_quality_regime(self):
         ledger = regime_ledger.load(os.path.join(RESULTS, "regime.json"))

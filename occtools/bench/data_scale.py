@@ -1,16 +1,15 @@
-#!/usr/bin/python3
-"""Start-up at scale (issue 45): a tiny model's one-iteration run on 4 ranks over a
+"""python3 -m occtools data-scale: start-up at scale (issue 45): a tiny model's one-iteration run on 4 ranks over a
 sparse 100-billion-token corpus (100 M documents, the .bin made with truncate), cold
 (the data index cache built) and warm (found), against the same command on a small
 corpus (the KJV fixture), with each rank's largest anonymous memory; and, when a
 Megatron-LM tree is given, Megatron's own builder on the same .idx.
 
 Usage (from the repository root, after scripts/setup.sh):
-  /usr/bin/python3 scripts/data_scale_bench.py --work /tmp/occ-scale [--megatron /tmp/mlm]
-      [--documents 100000000] [--repeats 3]
-Writes docs/results/data-scale.json and data-scale.md. --megatron: a Megatron-LM tree
-at d98e8a64 (git archive d98e8a64dd megatron/core | tar -x -C DIR), run under Debian's
-python3-numpy as tests/unit/megatron/make_goldens.py runs it.
+  python3 -m occtools data-scale --work /tmp/occ-scale [--megatron /tmp/mlm] [--documents 100000000] [--repeats 3]
+Writes docs/results/data-scale.json and data-scale.md (--out PREFIX for others; --from-json FILE
+rebuilds the .md from a data-scale.json). --megatron: a Megatron-LM tree at d98e8a64 (git archive
+d98e8a64dd megatron/core | tar -x -C DIR), run under Debian's python3-numpy as
+tests/unit/megatron/make_goldens.py runs it.
 """
 import argparse
 import json
@@ -18,13 +17,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import threading
 import time
 
-import numpy
+from occtools.common import engine
+from occtools.common.errors import Failure
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = engine.ROOT
 SEQ = 1024
 
 
@@ -32,6 +31,7 @@ def write_corpus(prefix, documents):
     """Document i holds 500 + (i * 7919) % 1001 tokens (1,000 on average): its .idx
     written for real (sizes, pointers, document index), its .bin a sparse file of
     zeros (token 0) of the right size."""
+    import numpy
     chunk = 10_000_000
     total = 0
     with open(prefix + ".idx.tmp", "wb") as f:
@@ -106,7 +106,7 @@ def train(binary, data, cache, log):
     wall = time.monotonic() - start
     anon = peak.stop()
     if rc != 0:
-        sys.exit(f"{' '.join(cmd)} failed; see {log}")
+        raise Failure(f"{' '.join(cmd)} failed; see {log}", 1)
     return {"wall_s": round(wall, 3), "anon_mb": [round(a, 1) for a in anon]}
 
 
@@ -139,16 +139,31 @@ print(f"{sum(ok)} of {len(ok)} arrays equal")
 """
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--work", required=True, help="a folder with ~6 GB free (the .idx, the caches)")
-    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "optimus-cc"))
+def add_parser(sub):
+    ap = sub.add_parser("data-scale", help="start-up on a 100-billion-token corpus, cold and warm "
+                                           "(docs/results/data-scale.md)",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", help="a folder with ~6 GB free (the .idx, the caches)")
+    ap.add_argument("--bin", dest="binary", help="optimus-cc (default build/optimus-cc)")
     ap.add_argument("--small", default=os.path.join(ROOT, "build", "test-data", "kjv"))
     ap.add_argument("--documents", type=int, default=100_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--megatron", help="a Megatron-LM tree at d98e8a64 (megatron/core)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "data-scale"))
-    args = ap.parse_args()
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "data-scale"), help="PREFIX of .json, .md")
+    ap.add_argument("--from-json", help="rebuild PREFIX.md from this data-scale.json (no runs)")
+    ap.set_defaults(func=main)
+
+
+def main(args):
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+        with open(args.out + ".md", "w") as f:
+            f.write(report(result))
+        return 0
+    if not args.work:
+        raise Failure("--work DIR is needed (a folder with ~6 GB free)")
+    args.binary = engine.binary(args.binary)
     os.makedirs(args.work, exist_ok=True)
     big = os.path.join(args.work, "big")
     if not os.path.exists(big + ".idx") or os.path.getsize(big + ".idx") != 34 + 20 * args.documents + 8:
@@ -205,17 +220,19 @@ def main():
         json.dump(result, f, indent=1)
         f.write("\n")
     with open(args.out + ".md", "w") as f:
-        f.write(report(result, args))
+        f.write(report(result))
     print(json.dumps(summary))
+    return 0
 
 
-def report(r, args):
+def report(r):
+    """The .md, from the json alone."""
     s = r["summary"]
     lines = [
         "# Start-up at scale: a 100-billion-token corpus",
         "",
-        f"Made by `/usr/bin/python3 scripts/data_scale_bench.py --work DIR --documents {r['documents']} --repeats "
-        f"{args.repeats}{' --megatron MEGATRON_TREE' if 'megatron' in r else ''}` on the 2-vCPU development machine, "
+        f"Made by `python3 -m occtools data-scale --work DIR --documents {r['documents']} --repeats "
+        f"{len(r['cold'])}{' --megatron MEGATRON_TREE' if 'megatron' in r else ''}` on the 2-vCPU development machine, "
         "shared with other jobs (the load average of each round is given).",
         "",
         f"A corpus of {r['documents']:,} documents and {r['tokens']:,} tokens (500 to 1,500 each, uint16): the .idx "
@@ -252,6 +269,3 @@ def report(r, args):
                   "document, sample and shuffle indices)."]
     return "\n".join(lines) + "\n"
 
-
-if __name__ == "__main__":
-    main()
