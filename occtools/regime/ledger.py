@@ -50,7 +50,7 @@ def shape_of(regime, layers=2):
              "corpus": "kjv (SentencePiece)", "eval_interval": 3, "eval_iters": 1}
     else:
         # hidden 1024: at 1920 a 300-iteration run needs at least ~12 min of H200 compute (2.4x the training
-        # FLOPs per token: README, the paper-regime paragraph), more than a device session; 2 layers, one per
+        # FLOPs per token: docs/compression.md, the paper-regime paragraph), more than a device session; 2 layers, one per
         # stage (the CB message's shape does not depend on depth, the 50,304-word head costs as much as four
         # layers, and the CPU's LEP sweep it is compared with had 2; --layers N makes another cohort);
         # seq 1024 and micro-batch 8: every CB message is 8192 x 1024, the paper's shape; 8 micro-batches
