@@ -79,7 +79,7 @@ def predict(runs, eng, key, variant, target):
 
 def auto_plan(eng, ctx, runs):
     """The auto variant's flags: `plan --auto --max-loss-increase 0.5`, calibrated on a baseline of
-    this cohort (its recorded rows) with the compressor sweep's loss costs, as bench-speedup.sh."""
+    this cohort (its recorded rows) with the compressor sweep's loss costs, as the speedup command."""
     base = [r for r in runs if r["variant"] == "baseline" and r.get("calibration_rows") and L.cohort(r) == ctx["cohort"]]
     base.sort(key=lambda r: r.get("device_key") != eng.device_key)  # this device's first
     if not base:
