@@ -5,7 +5,8 @@ from occtools.gpu_bundle import cli as gpu_bundle
 from occtools.gpu_check import cli as gpu_check
 from occtools.gpu_check import hf_tokenizer
 from occtools.gpu_check import verdict_cli as gpu_verdict
-from occtools import check_layers, extract, first_run, lep_shapes, llama
+from occtools import chaos, check_layers, extract, first_run, lep_shapes, llama
+from occtools.bench import async_save as bench_async_save
 from occtools.bench import core as bench_core
 from occtools.bench import data_scale
 from occtools.diloco import quality as diloco_quality
@@ -20,7 +21,8 @@ from occtools.regime import cli as regime
 
 GROUPS = (
     ("experiments", (quality, lep_shapes, llama, diloco_quality, regime)),
-    ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run)),
+    ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run, chaos,
+                    bench_async_save)),
     ("planner", (validate_planner, plan_projection, plan_scale_features)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),

@@ -17,9 +17,11 @@ class Run(NamedTuple):
     label: str = ""  # what the progress line calls it (default: the name)
 
 
-def run_all(runs, model, out, iters, exe, np=4, env=None):
+def run_all(runs, model, out, iters, exe, np=4, env=None, load_file=None):
     """Runs what is not finished yet; prints one line per run started and its last validation
-    loss. Returns the names of the runs that failed (their logs say why)."""
+    loss. Returns the names of the runs that failed (their logs say why). LOAD_FILE, if given,
+    gets a line per run: NAME SEED START LOAD END LOAD (seconds since the epoch, the 1-minute
+    load average), from a name NAME_sSEED; a report states the machine's load from it."""
     start = time.monotonic()
     failed = []
     for r in runs:
@@ -32,7 +34,12 @@ def run_all(runs, model, out, iters, exe, np=4, env=None):
         for stale in (path, log):
             if os.path.exists(stale):
                 os.remove(stale)
+        t0, l0 = time.time(), os.getloadavg()[0]
         f = engine.train(exe, list(model) + list(r.flags), path, log, np=np, env=env)
+        if load_file:
+            name, _, seed = r.name.rpartition("_s")
+            with open(load_file, "a") as lf:
+                lf.write(f"{name} {seed} {t0:.0f} {l0:.2f} {time.time():.0f} {os.getloadavg()[0]:.2f}\n")
         if not f.ok:
             failed.append(r.name)
             print(f"FAILED ({f.why()}): see {log}: {proc.tail(log, 3)}", flush=True)

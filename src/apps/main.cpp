@@ -20,6 +20,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"preprocess", occ::cmd::preprocess, "tokenize a corpus into a Megatron .bin/.idx dataset"},
     {"train", occ::cmd::train, "train a GPT model"},
+    {"launch", occ::cmd::launch, "run a training job to its end: restart it from its last good checkpoint on failure"},
     {"samples", occ::cmd::samples, "print the samples a training run reads, in its order (Megatron's)"},
     {"generate", occ::cmd::generate, "sample text from a checkpoint"},
     {"export", occ::cmd::export_checkpoint, "merge a checkpoint into safetensors, Hugging Face GPT-2 / Llama or GGUF"},

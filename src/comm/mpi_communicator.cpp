@@ -8,11 +8,13 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/heartbeat.h"
 #include "core/timer.h"
 
 namespace occ {
 
 void abort_job(const std::string& message) {
+  heartbeat::fail(message);
   std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
@@ -47,6 +49,16 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, doubl
     : comm_(comm), counters_(counters), timeout_s_(timeout_s), name_(std::move(name)) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  // The world rank of each member, for the heartbeat's "waits for rank R".
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  MPI_Comm_group(comm_, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  std::vector<int> mine(size_t(size_), 0);
+  for (int r = 0; r < size_; ++r) mine[size_t(r)] = r;
+  world_ranks_.assign(size_t(size_), -1);
+  MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -55,10 +67,14 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, int peer, MPI_Status* statuses) {
   const double start = now_seconds();
+  heartbeat::begin_wait(what, name_, peer >= 0 && peer < size_ ? world_ranks_[size_t(peer)] : -1);
   for (int polls = 0;; ++polls) {
     int done = 0;
     MPI_Testall(n, reqs, &done, statuses ? statuses : MPI_STATUSES_IGNORE);
-    if (done) return;
+    if (done) {
+      heartbeat::end_wait();
+      return;
+    }
     if (polls < 32) {
       sched_yield();
     } else {

@@ -82,6 +82,7 @@ class MpiCommunicator final : public Communicator {
   double timeout_s_;
   std::string name_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;  // of each member (the heartbeat names peers by world rank)
   std::vector<char> scratch_;
   std::vector<char> reduce_scatter_copy_;  // reduce_scatter's rotated input
 };

@@ -5,6 +5,7 @@
 #include "comm/nccl_loader.h"
 #include "comm/ring_volume.h"
 #include "core/error.h"
+#include "core/heartbeat.h"
 
 #if defined(OCC_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -156,9 +157,13 @@ struct NcclCommunicator::Impl {
   // Until the stream has finished the operation, watching for NCCL errors and the timeout.
   void wait(const std::string& what) {
     const double start = now_seconds();
+    heartbeat::begin_wait(what.c_str(), name, -1);
     for (int polls = 0;; ++polls) {
       const cudaError_t e = cudaStreamQuery(stream);
-      if (e == cudaSuccess) return;
+      if (e == cudaSuccess) {
+        heartbeat::end_wait();
+        return;
+      }
       if (e != cudaErrorNotReady)
         abort_job(fmt::format("rank {}: CUDA error during NCCL {} ({} group): {}", world_rank(), what, name,
                               cudaGetErrorString(e)));

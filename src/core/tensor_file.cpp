@@ -159,16 +159,35 @@ TensorFileWriter::TensorFileWriter(nlohmann::json meta) : meta_(std::move(meta))
   OCC_CHECK(meta_.is_object(), "internal: tensor file metadata must be a JSON object");
 }
 
-void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape) {
+TensorFileWriter::Entry TensorFileWriter::make_entry(const std::string& name, DType dtype, const void* data,
+                                                    std::vector<int64_t> shape) const {
   OCC_CHECK(!name.empty(), "tensor file: a tensor needs a non-empty name");
   for (const Entry& e : entries_) OCC_CHECK(e.name != name, "tensor file: tensor '{}' was added twice; names must be unique", name);
   int64_t numel = checked_numel(shape);
   OCC_CHECK(numel >= 0, "tensor file: tensor '{}' has a negative or overflowing shape; pass its real dimensions", name);
   OCC_CHECK(numel == 0 || data != nullptr, "tensor file: tensor '{}' has {} elements but no data pointer", name, numel);
-  const uint64_t bytes = static_cast<uint64_t>(numel * dtype_size(dtype));
-  Entry e{name, dtype, std::move(shape), std::vector<uint8_t>(bytes), 0};
-  if (bytes > 0) std::memcpy(e.bytes.data(), data, bytes);
-  e.crc32 = crc32_of(e.bytes.data(), bytes);
+  Entry e;
+  e.name = name;
+  e.dtype = dtype;
+  e.shape = std::move(shape);
+  e.size = static_cast<uint64_t>(numel * dtype_size(dtype));
+  e.crc32 = e.size > 0 ? crc32_of(data, e.size) : crc32_of(nullptr, 0);
+  return e;
+}
+
+void TensorFileWriter::add_raw(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape) {
+  Entry e = make_entry(name, dtype, data, std::move(shape));
+  e.bytes.resize(e.size);
+  if (e.size > 0) std::memcpy(e.bytes.data(), data, e.size);
+  entries_.push_back(std::move(e));
+}
+
+void TensorFileWriter::add_view_raw(const std::string& name, DType dtype, std::shared_ptr<const void> owner,
+                                    const void* data, std::vector<int64_t> shape) {
+  OCC_CHECK(owner != nullptr, "internal: tensor file view '{}' without an owner", name);
+  Entry e = make_entry(name, dtype, data, std::move(shape));
+  e.owner = std::move(owner);
+  e.view = data;
   entries_.push_back(std::move(e));
 }
 
@@ -181,7 +200,7 @@ uint64_t TensorFileWriter::content_digest() const {
     mix(e.name.data(), e.name.size() + 1);
     mix(&e.dtype, sizeof e.dtype);
     for (int64_t d : e.shape) mix(&d, sizeof d);
-    const uint64_t bytes = e.bytes.size();
+    const uint64_t bytes = e.size;
     mix(&bytes, sizeof bytes);
     mix(&e.crc32, sizeof e.crc32);
   }
@@ -199,9 +218,9 @@ void TensorFileWriter::write(const std::string& path) const {
                        {"dtype", dtype_name(e.dtype)},
                        {"shape", e.shape},
                        {"offset", offset},
-                       {"bytes", e.bytes.size()},
+                       {"bytes", e.size},
                        {"crc32", e.crc32}});
-    offset += e.bytes.size();
+    offset += e.size;
   }
   const nlohmann::json header_json = {
       {"format_version", 1}, {"meta", meta_}, {"data_bytes", offset}, {"tensors", tensors}};
@@ -219,8 +238,8 @@ void TensorFileWriter::write(const std::string& path) const {
     uint64_t at = 0;  // position in the data section
     for (size_t i = 0; i < entries_.size(); ++i) {
       write_all(fd, zeros, offsets[i] - at, tmp);
-      write_all(fd, entries_[i].bytes.data(), entries_[i].bytes.size(), tmp);
-      at = offsets[i] + entries_[i].bytes.size();
+      write_all(fd, entries_[i].data(), entries_[i].size, tmp);
+      at = offsets[i] + entries_[i].size;
     }
     write_all(fd, &header_crc, sizeof header_crc, tmp);
   });

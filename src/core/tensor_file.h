@@ -11,6 +11,7 @@
 // The header CRC sits at the end so a file cut short anywhere fails to verify.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,15 @@ class TensorFileWriter {
   void add(const std::string& name, const std::vector<T>& values) {
     add_raw(name, DTypeOf<T>::value, values.data(), {static_cast<int64_t>(values.size())});
   }
+  // Without a copy: the tensor is data[0, numel(shape)), which lies inside
+  // *owner; the writer keeps owner alive until it is destroyed. For a snapshot
+  // already copied once (a checkpoint's host copy of a whole buffer, whose
+  // slices are its tensors), so that it is not copied again.
+  template <TensorElement T>
+  void add_view(const std::string& name, std::shared_ptr<const std::vector<T>> owner, const T* data,
+                std::vector<int64_t> shape) {
+    add_view_raw(name, DTypeOf<T>::value, std::move(owner), data, std::move(shape));
+  }
 
   // Sets (or replaces) one metadata field before write().
   void set_meta(const std::string& key, nlohmann::json value) { meta_[key] = std::move(value); }
@@ -64,10 +74,18 @@ class TensorFileWriter {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes;
-    uint32_t crc32;
+    std::vector<uint8_t> bytes;    // a copy (add), or
+    std::shared_ptr<const void> owner;  // what view points into (add_view)
+    const void* view = nullptr;
+    uint64_t size = 0;
+    uint32_t crc32 = 0;  // computed when added: content_digest() (a save's identifier) needs it before write()
+    const void* data() const { return owner ? view : static_cast<const void*>(bytes.data()); }
   };
+  // The checks of both, and the entry without its data.
+  Entry make_entry(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape) const;
   void add_raw(const std::string& name, DType dtype, const void* data, std::vector<int64_t> shape);
+  void add_view_raw(const std::string& name, DType dtype, std::shared_ptr<const void> owner, const void* data,
+                    std::vector<int64_t> shape);
 
   nlohmann::json meta_;
   std::vector<Entry> entries_;

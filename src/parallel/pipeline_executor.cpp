@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/heartbeat.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace occ {
@@ -64,6 +65,7 @@ void PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
     const PipelineOpTransfers& t = transfers[i];
     const int j = op.micro_batch, c = op.chunk;
     const std::string name = exchange_.label(j, c);
+    heartbeat::phase(op.kind == PipelineOp::Forward ? "forward" : "backward", j, c);
     if (op.kind == PipelineOp::Forward) {
       const int slot = free_slots.back();
       free_slots.pop_back();
@@ -97,6 +99,7 @@ void PipelineExecutor::run(int M, size_t count, const MicroBatchSteps& steps) {
       free_slots.push_back(slot);
     }
   }
+  heartbeat::phase("pipeline sends");
   exchange_.wait_sends();
 }
 

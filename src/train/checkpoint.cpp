@@ -161,8 +161,16 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration) {
   return CheckpointStore(root).begin(iteration);
 }
 
+int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step) {
+  if (ckpt_step >= 0) return ckpt_step;  // iteration_dir() names the saved ones if it is not there
+  auto latest = CheckpointStore(root).latest();
+  OCC_CHECK(latest.has_value(),
+            "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
+  return *latest;
+}
+
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  const AdamMoments& adam, CheckpointPosition pos) {
+                                  HostCopies host, CheckpointPosition pos) {
   nlohmann::json meta = {{"format", "optimus-cc checkpoint"},
                          {"version", 1},
                          {"iteration", pos.iteration},
@@ -177,16 +185,17 @@ TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout&
   if (!pos.data.is_null()) meta["data"] = pos.data;
   if (pos.consumed_valid_samples >= 0) meta["consumed_valid_samples"] = pos.consumed_valid_samples;
   TensorFileWriter w(meta);
-  // Host copies of the fp32 master weights and moments (the checkpoint is the
-  // same whichever device trained them).
-  const std::vector<float> p = stage.params().to_host();
-  const std::vector<float>&m = adam.m, &v = adam.v;
-  OCC_CHECK(m.size() == p.size() && v.size() == p.size(), "internal: Adam moments of {} / {} values for {} parameters",
-            m.size(), v.size(), p.size());
+  // The fp32 master weights and moments on the host (the checkpoint is the same
+  // whichever device trained them); the file's tensors are views into them.
+  const auto &p = host.params, &m = host.m, &v = host.v;
+  OCC_CHECK(p && m && v && p->size() == size_t(stage.param_layout().total()) && m->size() == p->size() &&
+                v->size() == p->size(),
+            "internal: a checkpoint shard of {} parameters with {} / {} Adam moments", p ? p->size() : 0,
+            m ? m->size() : 0, v ? v->size() : 0);
   for (const auto& t : stage.param_layout().tensors()) {
-    w.add("param/" + t.name, p.data() + t.offset, t.shape);
-    w.add("adam_m/" + t.name, m.data() + t.offset, t.shape);
-    w.add("adam_v/" + t.name, v.data() + t.offset, t.shape);
+    w.add_view("param/" + t.name, p, p->data() + t.offset, t.shape);
+    w.add_view("adam_m/" + t.name, m, m->data() + t.offset, t.shape);
+    w.add_view("adam_v/" + t.name, v, v->data() + t.offset, t.shape);
   }
   return w;
 }
@@ -226,7 +235,7 @@ void abort_checkpoint(const std::string& root, int64_t iteration) noexcept {
 
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
                                    GptStage& stage, AdamMoments* adam) {
-  const SavedCheckpoint saved = verify_checkpoint(root);
+  const SavedCheckpoint saved = verify_checkpoint(root, opt.ckpt_step);
   OCC_CHECK(layout.tp_rank < saved.tensor_parallel && layout.pp_rank < saved.pipeline_parallel,
             "checkpoint {} was saved with tensor {} x pipeline {} shards, and has none for tensor rank {} pipeline "
             "rank {}; use the saved run's --tensor-model-parallel-size and --pipeline-model-parallel-size",

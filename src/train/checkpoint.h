@@ -4,6 +4,7 @@
 // committed atomically through CheckpointStore. Dropout and data order are
 // pure functions of (seed, iteration, consumed samples), so they need no state.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,8 +50,9 @@ struct CheckpointPosition {
 };
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank
-// opens the staging directory, every shard owner writes its shard into it,
-// then (after a barrier) one rank commits it.
+// opens the staging directory, every shard owner writes its shard into it
+// (train/checkpoint_writer.h: inline or in the background), then, once every
+// rank has written its files, one rank commits it.
 std::string begin_checkpoint(const std::string& root, int64_t iteration);  // returns the staging dir
 // Adam's moments of the whole stage buffer on the host (the distributed
 // optimizer gathers its shards into this first), so a checkpoint is the same
@@ -58,9 +60,15 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration);  // re
 struct AdamMoments {
   std::vector<float> m, v;
 };
-// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in memory.
+// Host copies of a stage's whole weights and Adam moments (see AdamMoments),
+// which a checkpoint shard's tensors view rather than copy again.
+struct HostCopies {
+  std::shared_ptr<const std::vector<float>> params, m, v;
+};
+// This rank's shard file (dp_rank 0 of each TP x PP position writes one), in
+// memory; it keeps `host` alive until it is written.
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
-                                  const AdamMoments& adam, CheckpointPosition pos);
+                                  HostCopies host, CheckpointPosition pos);
 
 // The files one rank writes into a save (its shard, DiLoCo and compressor state),
 // built in memory first: the save's identifier comes from every rank's contents
@@ -88,9 +96,13 @@ void commit_checkpoint(const std::string& root, int64_t iteration);
 // checkpoint stays the latest). Never throws.
 void abort_checkpoint(const std::string& root, int64_t iteration) noexcept;
 
-// Loads the latest checkpoint into stage (and adam's whole-buffer moments
-// unless null); refuses, with a one-line error, a checkpoint of another model
-// shape or layout.
+// The iteration a run with --load root (and --ckpt-step, when >= 0) resumes
+// from: ckpt_step, or the latest; one-line error when there is none.
+int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step);
+
+// Loads the checkpoint opt.ckpt_step (the latest when < 0) into stage (and
+// adam's whole-buffer moments unless null); refuses, with a one-line error, a
+// checkpoint of another model shape or layout.
 CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
                                    GptStage& stage, AdamMoments* adam);
 

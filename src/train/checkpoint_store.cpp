@@ -193,8 +193,12 @@ std::vector<int64_t> CheckpointStore::iterations() const {
 
 void CheckpointStore::keep_last(int n) const {
   OCC_CHECK(n >= 1, "cannot keep the last {} checkpoints; pass a positive number", n);
-  const std::vector<int64_t> its = iterations();
   const std::optional<int64_t> current = latest();
+  // Only those up to the marker's count: one beyond it is an unfinished save or
+  // one of a timeline since resumed from an earlier checkpoint (left as it is).
+  std::vector<int64_t> its;
+  for (int64_t it : iterations())
+    if (!current || it <= *current) its.push_back(it);
   const size_t drop = its.size() > static_cast<size_t>(n) ? its.size() - static_cast<size_t>(n) : 0;
   for (size_t i = 0; i < drop; ++i) {
     if (current && its[i] == *current) continue;

@@ -53,8 +53,8 @@ class CheckpointStore {
   // Committed iterations present under ROOT, ascending (staging dirs excluded).
   std::vector<int64_t> iterations() const;
 
-  // Deletes committed iterations older than the n most recent, never the one
-  // the marker names.
+  // Deletes committed iterations older than the n most recent at or below the
+  // marker's (--keep-last), never the one the marker names.
   void keep_last(int n) const;
 
  private:

@@ -272,15 +272,18 @@ TensorFileWriter Diloco::state(const DeviceBuffer<float>& params, const AdamW& a
                       {"dp_size", dp_size_},
                       {"dp_rank", dp_rank_},
                       {"diloco", cfg_.to_json()}});
-  const std::vector<float> local = params.to_host(), m = adam.m().to_host(), v = adam.v().to_host();
-  OCC_CHECK(m.size() == local.size() && v.size() == local.size(),
-            "internal: DiLoCo saves whole AdamW moments ({} / {} values for {} parameters)", m.size(), v.size(),
-            local.size());
+  // Host copies, each made once (the file's tensors are views into them).
+  const auto local = std::make_shared<const std::vector<float>>(params.to_host());
+  const auto m = std::make_shared<const std::vector<float>>(adam.m().to_host());
+  const auto v = std::make_shared<const std::vector<float>>(adam.v().to_host());
+  OCC_CHECK(m->size() == local->size() && v->size() == local->size(),
+            "internal: DiLoCo saves whole AdamW moments ({} / {} values for {} parameters)", m->size(), v->size(),
+            local->size());
   for (const Fragment& fr : fragments_)
     for (const Span& s : fr.spans) {
-      w.add("local/param/" + s.name, local.data() + s.offset, s.shape);
-      w.add("local/adam_m/" + s.name, m.data() + s.offset, s.shape);
-      w.add("local/adam_v/" + s.name, v.data() + s.offset, s.shape);
+      w.add_view("local/param/" + s.name, local, local->data() + s.offset, s.shape);
+      w.add_view("local/adam_m/" + s.name, m, m->data() + s.offset, s.shape);
+      w.add_view("local/adam_v/" + s.name, v, v->data() + s.offset, s.shape);
       w.add("outer/param/" + s.name, outer_.data() + s.offset, s.shape);
       w.add("outer/momentum/" + s.name, momentum_.data() + s.offset, s.shape);
     }

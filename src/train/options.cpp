@@ -192,6 +192,12 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
   OCC_CHECK(tensorboard.log_interval >= 1, "--tensorboard-log-interval must be >= 1 (got {})", tensorboard.log_interval);
   OCC_CHECK(save_interval >= 0, "--save-interval must be >= 0");
   OCC_CHECK(save_interval == 0 || !save.empty(), "--save-interval needs --save DIR");
+  OCC_CHECK(!async_save || !save.empty(), "--async-save needs --save DIR");
+  OCC_CHECK(keep_last >= 0, "--keep-last must be >= 0 (0 keeps every checkpoint; got {})", keep_last);
+  OCC_CHECK(keep_last == 0 || !save.empty(), "--keep-last needs --save DIR");
+  OCC_CHECK(ckpt_step >= -1, "--ckpt-step must be a saved iteration (>= 0; got {})", ckpt_step);
+  OCC_CHECK(ckpt_step < 0 || !load.empty(), "--ckpt-step needs --load DIR (the checkpoint directory it picks from)");
+  OCC_CHECK(debug_save_delay_s >= 0, "--debug-save-delay must be >= 0 seconds");
   OCC_CHECK(dp_bucket_elems >= 1, "--dp-bucket-size must be >= 1");
   OCC_CHECK(!overlap_param_gather || use_distributed_optimizer,
             "--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "

@@ -77,6 +77,15 @@ struct TrainOptions {
   // functions of the seed and the position).
   bool finetune = false, no_load_optim = false, no_load_rng = false;
   int64_t save_interval = 0;
+  // --async-save (Megatron's flag): a save's tensors are copied to host memory
+  // at the iteration boundary and written by a thread while training goes on
+  // (train/checkpoint_writer.h).
+  bool async_save = false;
+  int keep_last = 0;          // --keep-last K: keep the K newest checkpoints under --save (0: all, as Megatron)
+  int64_t ckpt_step = -1;     // --ckpt-step N (Megatron's): load iteration N of --load, not the latest
+  // --heartbeat-dir (set by `optimus-cc launch`): each rank's heartbeat file (core/heartbeat.h).
+  std::string heartbeat_dir;
+  double debug_save_delay_s = 0;  // test-only (hidden flag): the checkpoint writer waits this long before writing
   TensorBoardOptions tensorboard;  // --tensorboard-dir and its Megatron companions
   // Backend and memory.
   std::string device_name;                  // --device as given ("" = default_device())

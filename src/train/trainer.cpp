@@ -10,12 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/heartbeat.h"
 #include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
+#include "train/checkpoint_writer.h"
 #include "train/host_fit.h"
 #include "train/output_paths.h"
 
@@ -50,6 +52,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.resolve_error_feedback(opt_.grad_comp);
   nonfinite_ = NonfiniteGuard(opt_.skip_nonfinite);
   exit_ = std::make_unique<ExitControl>(opt_.exit);
+  checkpoint_writer_ = std::make_unique<CheckpointWriter>(opt_.async_save, opt_.debug_save_delay_s);
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());  // the indices: build_data_indices(), open_data()
   // The checkpoint to resume: one save's files, before anything is created or trained.
@@ -143,6 +146,7 @@ void Trainer::connect(double comm_timeout_s) {
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
+  heartbeat::Busy busy("loading the checkpoint");
   if (opt_.finetune) {
     // Megatron's --finetune: the weights only (saved in any layout), iteration 0, a fresh optimizer.
     load_merged_weights(merge_checkpoint(opt_.load), opt_.load, opt_.model, *stage_);
@@ -161,8 +165,8 @@ void Trainer::load() {
   }
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
-  CheckpointStore store(opt_.load);
-  const std::string loaded_dir = store.iteration_dir(*store.latest());
+  const std::string loaded_dir =
+      CheckpointStore(opt_.load).iteration_dir(checkpoint_iteration_to_load(opt_.load, opt_.ckpt_step));
   compression_notice_ = compression_state().load(compression_state_path(loaded_dir));
   // DiLoCo: this replica's own parameters, moments and the outer state replace the common ones.
   if (diloco_)
@@ -272,9 +276,11 @@ IterationStats Trainer::train_step() {
   topo_->counters.reset();
   const int T = opt_.model.seq_length;
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
+  heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
   run_schedule(int(M));
+  heartbeat::phase("gradient sync");
   grad_sync_->finish();
   const ParamLayout& pl = stage_->param_layout();
   auto& grads = stage_->grads();
@@ -295,6 +301,7 @@ IterationStats Trainer::train_step() {
   {
     // Its own phase: stages that finished early wait here for the slowest one.
     ScopedPhase t(timers, "norm_allreduce");
+    heartbeat::phase("gradient norm");
     // Sharded, each rank's owned gradients are the averaged ones: sum them over every rank.
     double sq = local_grad_sq_norm(stage_->ops(), pl, grads.data(), shards_ ? &shards_->owned() : nullptr);
     (shards_ ? topo_->world : topo_->model)->allreduce_sum(&sq, 1, Traffic::Other);
@@ -316,6 +323,7 @@ IterationStats Trainer::train_step() {
   wait_for_params();
   if (!skip) {
     ScopedPhase t(timers, "optimizer");
+    heartbeat::phase("optimizer");
     clip_grads(stage_->ops(), grads.data(), int64_t(grads.size()), s.grad_norm, opt_.clip_grad);
     optimizer_->update(stage_->params().data(), grads.data(), s.lr, s.iteration);
   }
@@ -338,6 +346,7 @@ IterationStats Trainer::train_step() {
   }
   iteration_ += 1;
   consumed_samples_ += opt_.global_batch_size;
+  heartbeat::end_iteration(iteration_);
   s.ms = (now_seconds() - start) * 1e3;
   timers.add("cpu", process_cpu_seconds() - cpu_start);
   timers.add("iteration", s.ms / 1e3);
@@ -389,6 +398,7 @@ double Trainer::evaluate(const SampleSource& data, const char* set, int64_t firs
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;
+    heartbeat::phase("evaluation", int(j));
     read_micro_batch(data, base, 0);
     if (token_dump_) token_dump_->record_eval(iteration_, set, data, base, mbs);
     for (int chunk = 0; chunk < layout_.vp_size; ++chunk) {
@@ -411,6 +421,7 @@ void Trainer::log_iteration(const IterationStats& s) {
   if (!is_logger()) return;
   nlohmann::json j = iteration_row(s, consumed_samples_);
   summarize_rank_metrics(ranks, j);
+  if (const std::string warning = straggler_.observe(ranks, j); !warning.empty()) std::printf("%s\n", warning.c_str());
   j["wire"] = wire_json(opt_.wire_formats(), shards_ != nullptr);
   traffic_.add(j);
   if (metrics_) {
@@ -471,6 +482,7 @@ void Trainer::run() {
   if (is_logger())
     for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
+  heartbeat::training_started();
   // The validation stream continues from evaluation to evaluation as Megatron's:
   // each evaluation at a multiple of --eval-interval reads the next eval_iters
   // global batches. The evaluation at start and the one after a last iteration
@@ -493,12 +505,15 @@ void Trainer::run() {
     }
     if (data_->test() && last) s.test_loss = evaluate(*data_->test(), "test", 0);  // Megatron's test after the last iteration
     log_iteration(s);
+    finish_save(false);  // a background save every rank has written is committed now
     const bool saved = !opt_.save.empty() && ((opt_.save_interval > 0 && iteration_ % opt_.save_interval == 0) || last);
     if (saved) save_checkpoint();
     if (last) break;
+    heartbeat::phase("stop check");
     if (const std::string reason = exit_->stop_reason(*topo_->world, iteration_, now_seconds() - run_start_);
         !reason.empty()) {
       if (!opt_.save.empty() && !saved) save_checkpoint();
+      finish_save(true);
       if (is_logger())
         std::printf("exiting after iteration %lld of %lld: %s; %s\n", (long long)iteration_,
                     (long long)opt_.train_iters, reason.c_str(),
@@ -508,6 +523,7 @@ void Trainer::run() {
       break;
     }
   }
+  finish_save(true);   // an exit waits for the save in flight
   wait_for_params();  // nothing in flight when the run ends
   if (!opt_.trace_path.empty()) write_chrome_trace(*topo_, stage_->timers().take_trace(), opt_.trace_path);
   if (is_logger() && world_size_ > 1) traffic_.print(iteration_ - first_iteration_);
@@ -525,6 +541,9 @@ std::string Trainer::deepest_save_path() const {
 }
 
 void Trainer::save_checkpoint() {
+  const double start = now_seconds();
+  finish_save(true);  // one save at a time: the previous one is committed first
+  heartbeat::phase("checkpoint save");
   wait_for_params();  // a checkpoint holds the whole updated parameters
   std::string staging;
   if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
@@ -534,20 +553,31 @@ void Trainer::save_checkpoint() {
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
   // one bucket's worth at a time, so a save does not undo the memory saving).
-  AdamMoments adam{optimizer_->m().to_host(), optimizer_->v().to_host()};
+  // Host copies into the last save's buffers, once its writer has let them go:
+  // fresh ones would cost the training thread their page faults every save.
+  auto host_copy = [](std::shared_ptr<std::vector<float>>& slot, const DeviceBuffer<float>& from) {
+    if (!slot || slot.use_count() > 1) slot = std::make_shared<std::vector<float>>();
+    slot->resize(from.size());
+    from.copy_to_host(slot->data(), from.size());
+  };
+  host_copy(host_m_, optimizer_->m());
+  host_copy(host_v_, optimizer_->v());
   if (shards_) {
-    adam.m = shards_->gather_full(adam.m, Traffic::Other, layout_.dp_rank == 0);
-    adam.v = shards_->gather_full(adam.v, Traffic::Other, layout_.dp_rank == 0);
+    *host_m_ = shards_->gather_full(*host_m_, Traffic::Other, layout_.dp_rank == 0);
+    *host_v_ = shards_->gather_full(*host_v_, Traffic::Other, layout_.dp_rank == 0);
     gather_master_weights();
   }
-  // This rank's files, in memory; the save's identifier, from every rank's contents
+  // This rank's files, copied to host memory now (training may go on while they
+  // are written: --async-save); the save's identifier, from every rank's contents
   // (an XOR of 8 bytes over MPI_COMM_WORLD), goes into each of them.
   std::string error;
   CheckpointFiles files;
   try {
+    heartbeat::Busy busy("checkpoint snapshot");
+    if (layout_.dp_rank == 0) host_copy(host_params_, std::as_const(*stage_).params());
     if (layout_.dp_rank == 0)
       files.add(kShardStateFile,
-                checkpoint_shard(opt_, layout_, *stage_, adam,
+                checkpoint_shard(opt_, layout_, *stage_, {host_params_, host_m_, host_v_},
                                  {iteration_, consumed_samples_,
                                   loss_scaler_->active() ? loss_scaler_->state() : nlohmann::json(),
                                   nonfinite_.skipped(), data_fingerprint(), consumed_valid_samples_}));
@@ -563,24 +593,50 @@ void Trainer::save_checkpoint() {
   }
   uint64_t digest = files.digest(layout_, iteration_);
   MPI_Allreduce(MPI_IN_PLACE, &digest, 1, MPI_UINT64_T, MPI_BXOR, topo_->world->handle());
-  try {
-    if (error.empty()) files.write(staging, layout_, save_id(digest));
-  } catch (const Error& e) {
-    error = e.what();
+  {
+    heartbeat::Busy busy("checkpoint write");  // (inline unless --async-save)
+    checkpoint_writer_->start(iteration_, std::move(files), staging, layout_, save_id(digest), std::move(error));
   }
-  // In place of a barrier: do all shards exist? A full disk fails several ranks at
-  // once; the lowest of them reports (one line for the job), nothing is committed,
-  // and the previous checkpoint stays the latest.
-  float failed = error.empty() ? 0.0f : float(world_size_ - world_rank_);
-  topo_->world->allreduce_max(&failed, 1, Traffic::Other);
-  if (failed > 0) {
-    if (is_logger()) abort_checkpoint(opt_.save, iteration_);  // no half-written save left behind
-    throw AgreedError(error, world_size_ - int(failed));
+  save_snapshot_s_ = now_seconds() - start;
+  if (!opt_.async_save) finish_save(true);
+}
+
+void Trainer::finish_save(bool block) {
+  CheckpointWriter& writer = *checkpoint_writer_;
+  if (!writer.pending()) return;
+  const double start = now_seconds();
+  bool written = writer.written();
+  if (block && !written) {
+    heartbeat::Busy busy("waiting for the checkpoint write");
+    writer.wait();
+    written = true;
   }
+  const std::string error = written ? writer.wait() : std::string();
+  // In place of a barrier, every rank says [failed, still writing]. A full disk
+  // fails several ranks at once; the lowest of them reports (one line for the
+  // job), nothing is committed, and the previous checkpoint stays the latest.
+  heartbeat::phase("checkpoint agreement");
+  float flags[2] = {error.empty() ? 0.0f : float(world_size_ - world_rank_), written ? 0.0f : 1.0f};
+  topo_->world->allreduce_max(flags, 2, Traffic::Other);
+  if (flags[0] > 0) {
+    if (is_logger()) abort_checkpoint(opt_.save, writer.iteration());  // no half-written save left behind
+    writer.clear();
+    throw AgreedError(error, world_size_ - int(flags[0]));
+  }
+  if (flags[1] > 0) return;  // a rank is still writing: asked again after the next iteration
+  const int64_t iteration = writer.iteration();
   if (is_logger()) {
-    commit_checkpoint(opt_.save, iteration_);
-    std::printf("saved checkpoint %s/iter_%07lld\n", opt_.save.c_str(), (long long)iteration_);
+    commit_checkpoint(opt_.save, iteration);
+    if (opt_.keep_last > 0) CheckpointStore(opt_.save).keep_last(opt_.keep_last);
+    const double ms = (save_snapshot_s_ + (opt_.async_save ? 0.0 : now_seconds() - start)) * 1e3;
+    if (opt_.async_save)
+      std::printf("saved checkpoint %s/iter_%07lld (written in the background in %.0f ms; %.1f ms of the training "
+                  "thread)\n",
+                  opt_.save.c_str(), (long long)iteration, writer.write_seconds() * 1e3, ms);
+    else
+      std::printf("saved checkpoint %s/iter_%07lld (%.1f ms)\n", opt_.save.c_str(), (long long)iteration, ms);
   }
+  writer.clear();
 }
 
 void Trainer::gather_master_weights() {

@@ -26,6 +26,7 @@
 #include "parallel/pipeline_executor.h"
 #include "parallel/topology.h"
 #include "train/adamw.h"
+#include "train/checkpoint_writer.h"
 #include "train/diloco.h"
 #include "train/gradient_sync.h"
 #include "train/job_comm.h"
@@ -33,6 +34,7 @@
 #include "train/nonfinite_guard.h"
 #include "train/loss_scaler.h"
 #include "train/options.h"
+#include "train/straggler_watch.h"
 #include "train/tensorboard_log.h"
 #include "train/token_dump.h"
 
@@ -68,7 +70,12 @@ class Trainer {
   // numel) of the last update have been all-gathered (numel < 0: all of them),
   // adding the time waited to dp_allgather (the exposed part).
   void wait_for_params(int64_t offset = 0, int64_t numel = -1);
+  // Starts a save of this iteration (committed at once, or with --async-save
+  // once every rank has written its files: finish_save).
   void save_checkpoint();
+  // Collective, where a save is pending: commits it if every rank has written
+  // its files (block: after waiting for this rank's); throws AgreedError if one failed.
+  void finish_save(bool block);
   std::string deepest_save_path() const;
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
@@ -108,6 +115,9 @@ class Trainer {
   std::unique_ptr<Diloco> diloco_;                          // --diloco-inner-steps: the outer steps
   LepProbe lep_probe_;                                      // --check-lep
   std::unique_ptr<ExitControl> exit_;                       // --exit-signal-handler / -interval / -duration
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;     // inline, or --async-save's thread
+  double save_snapshot_s_ = 0;                              // the training thread's part of the pending save
+  std::shared_ptr<std::vector<float>> host_params_, host_m_, host_v_;  // a save's host copies, reused
   NonfiniteGuard nonfinite_{0};                             // --skip-nonfinite
   CompressionNotice compression_notice_ = CompressionNotice::None;  // set by load()
   std::vector<StageActivations> acts_;                      // one per in-flight micro-batch
@@ -120,6 +130,7 @@ class Trainer {
   std::unique_ptr<TensorBoardLog> tensorboard_;             // --tensorboard-dir, on the logging rank
   std::unique_ptr<TokenDump> token_dump_;                   // --debug-dump-tokens (tests)
   TrafficTotals traffic_;
+  StragglerWatch straggler_;                                 // on the logging rank
   bool tty_ = false;
 };
 

@@ -2,8 +2,9 @@
 # labels: ops;checkpoint
 # Storage faults (issue 13, item 3): the disk fills up during a save (a small tmpfs, where
 # the machine lets root mount one; skipped with the reason otherwise) and a --save
-# directory that cannot be created. Each is one clear error line and a non-zero exit of
-# the job; the previous checkpoint stays the latest and loads; a resumed run continues.
+# directory that cannot be created; the disk filling up under a background save (--async-save).
+# Each is one clear error line and a non-zero exit of the job; the previous checkpoint stays
+# the latest and loads; a resumed run continues.
 source "$(dirname "$0")/fixture/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 RUN=("${TINY[@]}" --train-iters 4 --eval-interval 1000 --pipeline-model-parallel-size 2)
@@ -48,5 +49,16 @@ if [[ $rc == 0 && $(cat "$WORK/room/latest_checkpointed_iteration.txt") == 4 ]] 
 else
   cat "$WORK/resume.log"
   failed "resume after disk full: status $rc"
+fi
+# The same with --async-save: the background write fails, and the job ends with its error.
+rm -rf "$WORK/small/ck"
+"${MPI[@]}" "$BIN" train "${RUN[@]}" --save "$WORK/small/ack" --save-interval 2 --async-save > "$WORK/afull.log" 2>&1
+rc=$?
+if [[ $rc != 0 && $(grep -c '^error:' "$WORK/afull.log") == 1 ]] && grep -q '^error: cannot write .*No space left on device' "$WORK/afull.log" &&
+    [[ $(cat "$WORK/small/ack/latest_checkpointed_iteration.txt") == 2 ]]; then
+  pass "disk full during a background save (--async-save): exit $rc, one line, checkpoint 2 still the latest"
+else
+  cat "$WORK/afull.log"
+  failed "disk full, --async-save: status $rc, latest $(cat "$WORK/small/ack/latest_checkpointed_iteration.txt" 2> /dev/null)"
 fi
 finish

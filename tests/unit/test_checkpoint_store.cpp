@@ -164,13 +164,17 @@ TEST(CheckpointStore, KeepLastNeverDeletesTheLatest) {
   EXPECT_EQ(store.iterations(), (std::vector<int64_t>{400, 500}));
   EXPECT_EQ(read_value(store.iteration_dir(500)), 500.0f);
 
-  // Resumed from 100 and re-saved it: 100 is now the latest, though oldest.
+  // Resumed from 100 and re-saved it: 100 is now the latest, though oldest. The
+  // saves beyond it belong to the abandoned run: kept until this one replaces them.
   save(store, 100, 7.0f);
   store.keep_last(1);
-  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{100, 500}));
+  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{100, 400, 500}));
   EXPECT_EQ(store.latest(), 100);
+  save(store, 200, 8.0f);
+  store.keep_last(1);
+  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{200, 400, 500}));
   store.keep_last(5);  // fewer than 5 saved: nothing to do
-  EXPECT_EQ(store.iterations().size(), 2u);
+  EXPECT_EQ(store.iterations().size(), 3u);
   EXPECT_NE(error_of([&] { store.keep_last(0); }).find("positive"), std::string::npos);
   for (const auto& e : fs::directory_iterator(dir.str()))
     EXPECT_EQ(e.path().filename().string().find(".del"), std::string::npos);

@@ -239,5 +239,23 @@ TEST(TensorFile, WriterCopiesTheData) {
   EXPECT_EQ(TensorFileReader::open(dir.file("a.occt")).read_vector<int32_t>("a"), (std::vector<int32_t>{1, 2, 3}));
 }
 
+TEST(TensorFile, ViewsWriteTheSameBytesAsCopies) {
+  TempDir dir;
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.25f;
+  TensorFileWriter copies(nlohmann::json{{"k", 1}}), views(nlohmann::json{{"k", 1}});
+  copies.add("first", values.data(), {10, 30});
+  copies.add("rest", values.data() + 300, {700});
+  auto owner = std::make_shared<const std::vector<float>>(values);
+  views.add_view("first", owner, owner->data(), {10, 30});
+  views.add_view("rest", owner, owner->data() + 300, {700});
+  owner.reset();  // the writer keeps the buffer alive
+  copies.write(dir.file("c.occt"));
+  views.write(dir.file("v.occt"));
+  std::ifstream c(dir.file("c.occt"), std::ios::binary), v(dir.file("v.occt"), std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(c), {}), std::string(std::istreambuf_iterator<char>(v), {}));
+  EXPECT_EQ(TensorFileReader::open(dir.file("v.occt")).read_vector<float>("rest")[1], 301 * 0.25f);
+}
+
 }  // namespace
 }  // namespace occ

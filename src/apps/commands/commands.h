@@ -6,6 +6,7 @@ namespace occ::cmd {
 
 int preprocess(int argc, char** argv);
 int train(int argc, char** argv);
+int launch(int argc, char** argv);  // the supervisor that restarts a failed `train` job (apps/commands/launch.cpp)
 int samples(int argc, char** argv);  // the samples a run reads, in its order
 int generate(int argc, char** argv);
 int bench(int argc, char** argv);

@@ -30,6 +30,7 @@
 #include "train/checkpoint_store.h"
 #include "train/output_paths.h"
 #include "train/checkpoint_merge.h"
+#include "train/checkpoint_store.h"
 #include "train/options.h"
 
 namespace occ::cmd {
@@ -401,9 +402,11 @@ int import_hf(int argc, char** argv) {
   }
   stage.params().assign_from_host(params);
   const std::string staging = begin_checkpoint(save, 0);
-  AdamMoments adam{std::vector<float>(params.size(), 0.0f), std::vector<float>(params.size(), 0.0f)};
+  const auto zeros = std::make_shared<const std::vector<float>>(params.size(), 0.0f);  // Adam's moments
   CheckpointFiles files;
-  files.add(kShardStateFile, checkpoint_shard(opt, layout, stage, adam, CheckpointPosition{}));
+  files.add(kShardStateFile, checkpoint_shard(opt, layout, stage,
+                                              {std::make_shared<const std::vector<float>>(params), zeros, zeros},
+                                              CheckpointPosition{}));
   files.write(staging, layout, save_id(files.digest(layout, 0)));
   commit_checkpoint(save, 0);
   std::printf("import-hf: %s (%s, %s; %d layers, hidden %d, %d heads, vocabulary %d of %s padded to %d) -> %s "

@@ -16,6 +16,7 @@
 #include "comm/node_ranks.h"
 #include "core/cuda_module_loading.h"
 #include "core/error.h"
+#include "core/heartbeat.h"
 
 namespace occ::cmd {
 
@@ -76,6 +77,7 @@ void agree(const MpiRuntime& mpi, F&& step) {
   int first_failed = error.empty() ? mpi.size : mpi.rank;
   MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (first_failed == mpi.size) return;
+  heartbeat::fail(mpi.rank == first_failed ? error : std::string());  // for `optimus-cc launch`
   if (mpi.rank == first_failed) {
     std::fprintf(stderr, "error: %s%s\n", error.c_str(), mpi.size > 1 ? fmt::format(" (rank {})", mpi.rank).c_str() : "");
     std::fflush(stderr);

@@ -12,6 +12,7 @@
 #include "apps/commands/mpi_runtime.h"
 #include "apps/commands/train_flags.h"
 #include "comm/mpi_communicator.h"
+#include "core/heartbeat.h"
 #include "train/trainer.h"
 
 namespace occ::cmd {
@@ -100,16 +101,20 @@ int train(int argc, char** argv) {
                "TP x PP x DP parallelism.",
                "train"};
   TrainOptions opt;
-  add_train_flags(app, opt);
-  app.add_option("--vocab-size", opt.model.vocab_size, "vocabulary size when no --tokenizer-model is given");
+  add_train_command_flags(app, opt);
   MpiRuntime mpi(argc, argv);
   choose_cuda_module_loading(mpi);
+  // --heartbeat-dir: stopped after the trainer is gone (its threads may report).
+  struct HeartbeatSession {
+    ~HeartbeatSession() { heartbeat::stop(); }
+  } heartbeat_session;
   std::unique_ptr<Trainer> trainer;
   try {
     int rc = -1;
     agree(mpi, [&] {
       rc = parse_command_line(app, argc, argv);
       if (rc < 0) refuse_inapplicable_flags(app, opt);
+      if (rc < 0 && !opt.heartbeat_dir.empty()) heartbeat::start(opt.heartbeat_dir, mpi.rank, mpi.size);
     });
     if (rc >= 0) return rc;
     if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
@@ -128,6 +133,7 @@ int train(int argc, char** argv) {
   } catch (const AgreedError& e) {
     // Every rank stopped at the same point (a decision on all-reduced values):
     // one prints, all exit 1, no abort needed.
+    heartbeat::fail(mpi.rank == e.reporter ? e.what() : "");
     if (mpi.size == 1) throw;
     if (mpi.rank == e.reporter) {
       std::fprintf(stderr, "error: %s\n", e.what());
@@ -135,6 +141,7 @@ int train(int argc, char** argv) {
     }
     return 1;
   } catch (const std::exception& e) {
+    heartbeat::fail(failure_message(e));
     end_job(mpi, e);
   }
   trainer.reset();

@@ -136,6 +136,17 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--no-load-rng", o.no_load_rng,
                "accepted for Megatron's command lines: checkpoints hold no RNG state (dropout and data order follow "
                "the seed and position)");
+  app.add_option("--ckpt-step", o.ckpt_step,
+                 "with --load: resume from this saved iteration instead of the latest one (Megatron's flag)");
+  app.add_option("--keep-last", o.keep_last,
+                 "keep only the K newest checkpoints under --save, deleting older ones after each save (0: keep all)")
+      ->capture_default_str();
+  app.add_flag("--async-save", o.async_save,
+               "write checkpoints in the background: the tensors are copied to host memory at the iteration "
+               "boundary and written, fsynced and committed while training goes on (Megatron's flag)");
+  app.add_option("--heartbeat-dir", o.heartbeat_dir,
+                 "each rank keeps a heartbeat file here (where it is and what it waits for); set by `optimus-cc "
+                 "launch`, which reads them to detect hangs");
   app.add_option("--metrics", o.metrics_path, "append one JSON object per iteration to this file");
   app.add_option("--trace", o.trace_path, "write a Chrome/Perfetto trace of the run (one process per rank)");
   app.add_option("--tensorboard-dir", o.tensorboard.dir,
@@ -211,6 +222,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
       ->group("");  // hidden
+  app.add_option("--debug-save-delay", o.debug_save_delay_s,
+                 "test only: the checkpoint writer waits this many seconds before writing a save's files")
+      ->group("");  // hidden
   app.add_option("--debug-dump-tokens", o.debug_dump_tokens,
                  "test only: every input-reading rank appends the training samples it reads to PREFIX.rank<R>")
       ->group("");  // hidden
@@ -280,6 +294,11 @@ void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec) {
   app.add_option("--tokenizer-model", spec.model, "SentencePiece model (from preprocess)");
   app.add_option("--vocab-file", spec.vocab_file, "GPT-2 BPE vocabulary: encoder.json / vocab.json");
   app.add_option("--merge-file", spec.merge_file, "GPT-2 BPE merges: vocab.bpe / merges.txt");
+}
+
+void add_train_command_flags(CLI::App& app, TrainOptions& o) {
+  add_train_flags(app, o);
+  app.add_option("--vocab-size", o.model.vocab_size, "vocabulary size when no --tokenizer-model is given");
 }
 
 void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {

@@ -12,6 +12,8 @@ void add_model_flags(CLI::App& app, GptConfig& model);
 void add_optimizer_flags(CLI::App& app, TrainOptions& o);
 void add_attention_backend_flag(CLI::App& app, TrainOptions& o);  // --attention-backend (train and bench)
 void add_train_flags(CLI::App& app, TrainOptions& o);  // model + optimizer + data + logging + checkpoints
+// The train command's flags: add_train_flags and --vocab-size (train, and launch's check of its train command).
+void add_train_command_flags(CLI::App& app, TrainOptions& o);
 // --tokenizer-type, --tokenizer-model, --vocab-file, --merge-file (Megatron's names).
 void add_tokenizer_flags(CLI::App& app, TokenizerSpec& spec);
 
