@@ -83,7 +83,8 @@ class Package(unittest.TestCase):
         self.assertGreaterEqual(len(listed), len(names), r.stdout)
         for command in ("gpu-check", "gpu-verdict", "gpu-bundle", "quality", "compressors", "lep-shapes", "diloco-quality",
                         "diloco-speedup", "llama-vs-gpt2", "regime", "speedup", "bench-core", "bench-layouts",
-                        "validate-planner", "plan-projection", "plan-scale-features", "first-run-time", "chaos",
+                        "validate-planner", "plan-projection", "plan-scale-features", "first-run-time", "chaos", "bench-async-save",
+                        "data-scale", "entropy-report",
                         "check-layers", "extract-kjv", "extract-gcide"):
             self.assertIn(command, listed)
         for command in listed:  # every command's own --help
