@@ -11,27 +11,43 @@
 namespace occ {
 
 std::string DataBlend::describe() const {
-  if (!weighted && prefixes.size() == 1) return prefixes[0];
   std::string s;
-  for (size_t d = 0; d < prefixes.size(); ++d) s += fmt::format("{}{:g} {}", d ? " " : "", weights[d], prefixes[d]);
+  for (size_t d = 0; d < prefixes.size(); ++d) {
+    if (weighted) s += fmt::format("{}{:g} {}", d ? " " : "", weights[d], prefixes[d]);
+    else s += fmt::format("{}{}", d ? " " : "", prefixes[d]);
+  }
   return s;
 }
+
+namespace {
+bool is_number(const std::string& w) {
+  double value = 0;
+  auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), value);
+  return !w.empty() && ec == std::errc() && end == w.data() + w.size();
+}
+}  // namespace
 
 DataBlend parse_data_blend(const std::vector<std::string>& words, const std::string& flag) {
   DataBlend blend;
   if (words.empty()) return blend;
-  if (words.size() == 1) {
-    blend.prefixes = {words[0]};
-    blend.weights = {1.0};
+  // Megatron's get_blend_from_list: an odd word count, or no word in a weight's
+  // place that reads as a number, is prefixes without weights (each dataset's one
+  // epoch, blended by its size: TrainingData); some numbers and some not is a typo.
+  bool any_weight = false;
+  for (size_t i = 0; i < words.size(); i += 2) any_weight = any_weight || is_number(words[i]);
+  if (words.size() == 1 || !any_weight || (words.size() % 2 == 1 && !is_number(words[0]))) {
+    blend.prefixes = words;
+    blend.weights.assign(words.size(), 1.0);  // placeholders: the parts' sizes weigh them
     return blend;
   }
-  const std::string fix = fmt::format("give one PREFIX, or weight / prefix pairs such as {} 0.7 A 0.3 B", flag);
+  const std::string fix = fmt::format(
+      "give weight / prefix pairs such as {} 0.7 A 0.3 B, or prefixes alone (each dataset once, blended by size)", flag);
   std::vector<double> raw;
   for (size_t i = 0; i < words.size(); i += 2) {
     const std::string& w = words[i];
     double value = 0;
-    auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), value);
-    OCC_CHECK(!w.empty() && ec == std::errc() && end == w.data() + w.size(),
+    std::from_chars(w.data(), w.data() + w.size(), value);
+    OCC_CHECK(is_number(w),
               "{}: '{}' (word {} of {}) is not a weight; {}", flag, printable(w), i + 1, words.size(), fix);
     OCC_CHECK(std::isfinite(value) && value >= 0, "{}: weight {} of '{}' is negative or not finite; {}", flag,
               printable(w), i + 1 < words.size() ? printable(words[i + 1]) : std::string("?"), fix);

@@ -17,8 +17,10 @@
 
 namespace occ {
 
-// What --data-path (or --train-data-path, ...) names: one prefix, or weight /
-// prefix pairs. `weights` are normalised as Megatron's normalize (numpy's sum).
+// What --data-path (or --train-data-path, ...) names: one prefix, weight /
+// prefix pairs, or prefixes without weights (Megatron: each dataset's one epoch,
+// blended by their sizes). `weights` are normalised as Megatron's normalize
+// (numpy's sum); without weights they are placeholders (1 each).
 struct DataBlend {
   std::vector<std::string> prefixes;
   std::vector<double> weights;
@@ -27,15 +29,18 @@ struct DataBlend {
   bool weighted = false;
 
   bool empty() const { return prefixes.empty(); }
+  // Several prefixes without weights ("A B").
+  bool unweighted() const { return !weighted && prefixes.size() > 1; }
   size_t size() const { return prefixes.size(); }
-  // As the flag's words: "PREFIX", or "0.7 A 0.3 B" (normalised weights).
+  // As the flag's words: "PREFIX", "0.7 A 0.3 B" (normalised weights) or "A B".
   std::string describe() const;
 };
 
-// Parses the words of `flag` (Megatron's forms): a single PREFIX, or W1 P1 W2 P2 ...
-// with non-negative weights of positive sum. Throws a one-line occ::Error for a
-// weight that is not a number or is negative, an odd word count, a weight without
-// its prefix, or weights that sum to zero. No words: an empty blend.
+// Parses the words of `flag` (Megatron's get_blend_from_list): a single PREFIX,
+// W1 P1 W2 P2 ... with positive weights, or P1 P2 ... without weights (an odd
+// count not starting with a number, or no number in a weight's place). Throws a
+// one-line occ::Error for weights mixed with non-numbers, a negative or zero
+// weight, or a weight without its prefix. No words: an empty blend.
 DataBlend parse_data_blend(const std::vector<std::string>& words, const std::string& flag);
 
 // A blend's index: what it depends on (its parts' cache keys, weights, size).

@@ -21,10 +21,19 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
+// An entry's weight: null for the datasets of a blend without weights (their sizes weigh them).
+nlohmann::json weight_of(const nlohmann::json& entry) {
+  return entry.contains("weight") ? entry["weight"] : nlohmann::json();
+}
+
 std::string describe_entries(const nlohmann::json& entries) {
-  if (entries.size() == 1 && entries[0].value("weight", 0.0) == 1.0) return entries[0].value("prefix", "?");
+  if (entries.size() == 1 && weight_of(entries[0]) == nlohmann::json(1.0)) return entries[0].value("prefix", "?");
   std::string s;
-  for (const auto& e : entries) s += fmt::format("{}{:g} {}", s.empty() ? "" : " ", e.value("weight", 0.0), e.value("prefix", "?"));
+  for (const auto& e : entries) {
+    const nlohmann::json w = weight_of(e);
+    if (w.is_number()) s += fmt::format("{}{:g} {}", s.empty() ? "" : " ", w.get<double>(), e.value("prefix", "?"));
+    else s += fmt::format("{}{}", s.empty() ? "" : " ", e.value("prefix", "?"));
+  }
   return s;
 }
 
@@ -169,8 +178,16 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
                                  "the other datasets' weights are renormalised",
                                  plan->name, kind, where, prefix, datasets_.at(prefix)->num_documents(), plan->name));
   // A dataset on its own (Megatron: one prefix without weights, or a set's own single prefix), or a blend.
-  plan->blended = split_mode_ ? blend.weighted : blend.size() > 1;
-  if (plan->blended) {
+  plan->blended = split_mode_ ? blend.weighted || blend.unweighted() : blend.size() > 1;
+  if (blend.unweighted()) {
+    // Megatron's blend without weights: each dataset's part is one epoch (its
+    // num_samples None) and the blend weighs them by their sample counts, known
+    // once their indices exist (resolve_unweighted_blend).
+    plan->unweighted = true;
+    plan->target_samples = samples;
+    plan->blend.split = plan->split;
+    for (auto& part : parts) part.num_samples = -1;
+  } else if (plan->blended) {
     if (weights.size() < blend.size()) weights = normalize_weights(weights);
     plan->blend.split = plan->split;
     plan->blend.weights = normalize_weights(weights);  // BlendedDataset normalises them again
@@ -184,8 +201,28 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
     plan->part_caches.push_back(gpt_index_cache(part, cache_folder(part.prefix)));
     plan->blend.parts.push_back(plan->part_caches.back().key());
   }
-  if (plan->blended) plan->blend_cache.push_back(blend_index_cache(plan->blend, cache_folder(parts.front().prefix)));
+  if (plan->blended && !plan->unweighted)
+    plan->blend_cache.push_back(blend_index_cache(plan->blend, cache_folder(parts.front().prefix)));
   return plan;
+}
+
+void TrainingData::resolve_unweighted_blend(SetPlan& plan, const std::vector<int64_t>& part_samples) const {
+  if (!plan.unweighted || !plan.blend_cache.empty()) return;
+  int64_t total = 0;
+  std::vector<double> sizes;
+  for (int64_t n : part_samples) total += n, sizes.push_back(double(n));
+  std::string each;
+  for (size_t d = 0; d < part_samples.size(); ++d)
+    each += fmt::format("{}{} {}", d ? ", " : "", plan.parts[d].prefix, part_samples[d]);
+  // Megatron builds the blend min(asked, one epoch of each) long and its run fails
+  // when the samples run out; here the run is refused before it starts.
+  OCC_CHECK(total >= plan.target_samples,
+            "the {} set of a blend without weights is one epoch of each dataset ({} samples: {}), fewer than the {} "
+            "it needs; give weights to repeat the datasets (--data-path 0.5 A 0.5 B), or fewer iterations",
+            plan.name, total, each, plan.target_samples);
+  plan.blend.weights = normalize_weights(sizes);
+  plan.blend.size = std::min(plan.target_samples, total);
+  plan.blend_cache.push_back(blend_index_cache(plan.blend, cache_folder(plan.parts.front().prefix)));
 }
 
 void TrainingData::check_room(const std::string& set, int64_t bytes, int64_t samples, const std::string& folder) const {
@@ -236,6 +273,7 @@ std::vector<std::string> TrainingData::build_missing_indices() {
       sizes.push_back(hit->result.value("num_samples", int64_t(0)));
       if (std::find(folders.begin(), folders.end(), hit->folder) == folders.end()) folders.push_back(hit->folder);
     }
+    resolve_unweighted_blend(*plan, sizes);
     if (plan->blended && !plan->blend_cache[0].find()) {
       std::string line;
       check_room(plan->name, 10 * plan->blend.size + 256, plan->blend.size, plan->blend_cache[0].build_folder(&line));
@@ -268,6 +306,9 @@ std::unique_ptr<BlendedDataset> TrainingData::open_set(SetPlan& plan) {
                                                  spec_.vocab_size));
   }
   std::optional<CachedArrays::Hit> index;
+  std::vector<int64_t> sizes;
+  for (const auto& part : parts) sizes.push_back(part->size());
+  resolve_unweighted_blend(plan, sizes);
   if (plan.blended) {
     std::string why;
     index = plan.blend_cache[0].find(&why);
@@ -287,7 +328,7 @@ nlohmann::json TrainingData::blend_json(const DataBlend& blend) const {
   for (size_t d = 0; d < blend.size(); ++d) {
     const IndexedDataset& ds = *datasets_.at(blend.prefixes[d]);
     entries.push_back({{"prefix", blend.prefixes[d]},
-                       {"weight", blend.weights[d]},
+                       {"weight", blend.unweighted() ? nlohmann::json() : nlohmann::json(blend.weights[d])},
                        {"documents", ds.num_documents()},
                        {"tokens", ds.num_tokens()}});
   }
@@ -329,7 +370,7 @@ std::string TrainingData::difference(const nlohmann::json& saved) const {
     if (a != b || (a && saved[key].size() != mine[key].size())) same = false;
     if (!same || !a) continue;
     for (size_t d = 0; d < mine[key].size(); ++d)
-      if (saved[key][d].value("weight", -1.0) != mine[key][d].value("weight", -2.0)) same = false;
+      if (weight_of(saved[key][d]) != weight_of(mine[key][d])) same = false;
   }
   if (!same)
     return fmt::format("trained on {}, but this run has {}", describe_fingerprint(saved), describe_fingerprint(mine));

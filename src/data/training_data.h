@@ -92,6 +92,9 @@ class TrainingData {
     std::vector<GptDatasetSpec> parts;
     std::vector<CachedArrays> part_caches;
     bool blended = false;
+    // A blend without weights: its weights and size come from its parts' sizes.
+    bool unweighted = false;
+    int64_t target_samples = 0;
     BlendSpec blend;
     std::vector<CachedArrays> blend_cache;  // one entry when blended
   };
@@ -102,6 +105,8 @@ class TrainingData {
   // Refuses indices of `bytes` for `samples` samples of a set that `folder` has no room for.
   void check_room(const std::string& set, int64_t bytes, int64_t samples, const std::string& folder) const;
   std::string cache_folder(const std::string& prefix) const;
+  // A blend without weights: weights, size and cache entry from its parts' sample counts.
+  void resolve_unweighted_blend(SetPlan& plan, const std::vector<int64_t>& part_samples) const;
   std::unique_ptr<BlendedDataset> open_set(SetPlan& plan);
   nlohmann::json blend_json(const DataBlend& blend) const;
 

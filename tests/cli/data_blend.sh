@@ -96,8 +96,17 @@ one_line_error "a zero weight (Megatron refuses it)" "--data-path: weight 0 for 
 one_line_error "an odd word count" "--data-path: weight 0.3 has no prefix after it \(3 words, an odd count\)" "$WORK/e3.log" $?
 "$BIN" train "${T[@]}" --data-path 0.7 "$A" 0.3 "$WORK/missing" > "$WORK/e4.log" 2>&1
 one_line_error "a missing prefix" "$WORK/missing" "$WORK/e4.log" $?
-"$BIN" train "${T[@]}" --data-path "$A" "$B" > "$WORK/e5.log" 2>&1
-one_line_error "prefixes without weights" "'.*kjv' \(word 1 of 2\) is not a weight" "$WORK/e5.log" $?
+# Prefixes without weights (Megatron's form): each dataset's one epoch, blended by size;
+# a run that needs more samples than that is refused before it starts.
+if "$BIN" train "${T[@]}" --data-path "$A" "$B" > "$WORK/e5.log" 2>&1 &&
+   grep -q "^data: --data-path .*kjv .*/B --split 949,50,1; train " "$WORK/e5.log" &&
+   grep -q "^iter 2/2" "$WORK/e5.log"; then
+  pass "prefixes without weights: a blend of each dataset's one epoch by size ($(grep -o '^data: .*' "$WORK/e5.log" | cut -c1-140))"
+else
+  tail -n 5 "$WORK/e5.log"; failed "prefixes without weights: the run did not train"
+fi
+"$BIN" train "${T[@]}" --data-path "$A" "$B" --train-iters 1000000 > "$WORK/e5b.log" 2>&1
+one_line_error "more samples than one epoch of each" "the train set of a blend without weights is one epoch of each dataset \([0-9]+ samples: .*\), fewer than the 8000000 it needs; give weights" "$WORK/e5b.log" $?
 "$BIN" train "${T[@]}" --data-path 0.5 "$B" 0.5 "$WORK/C" > "$WORK/e6.log" 2>&1
 one_line_error "datasets of different tokenizers" "datasets .*/B and .*/C were made with different tokenizers \(.*/B: SentencePiece.*vocabulary 512; .*/C: .*vocabulary 400\)" "$WORK/e6.log" $?
 "$BIN" train "${T[@]}" --data-path "$A" --train-data-path "$B" > "$WORK/e7.log" 2>&1

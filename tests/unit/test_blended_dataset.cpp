@@ -76,6 +76,23 @@ TEST(DataBlend, PairsAreNormalisedAsMegatronDoes) {
   EXPECT_NE(in_order, 1.0);
 }
 
+// Megatron's get_blend_from_list: prefixes without weights (an even count with no
+// number in a weight's place, or an odd count not starting with one) blend each
+// dataset's one epoch by size; a lone prefix is a dataset on its own.
+TEST(DataBlend, PrefixesWithoutWeightsAreAnUnweightedBlend) {
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{{"a", "b"}, {"a", "b", "c"},
+                                                                                     {"a", "0.5", "c"}}) {
+    const occ::DataBlend blend = occ::parse_data_blend(words, "--data-path");
+    EXPECT_EQ(blend.prefixes, words);
+    EXPECT_FALSE(blend.weighted);
+    EXPECT_TRUE(blend.unweighted());
+  }
+  EXPECT_EQ(occ::parse_data_blend({"a", "b"}, "--data-path").describe(), "a b");
+  const occ::DataBlend one = occ::parse_data_blend({"a"}, "--data-path");
+  EXPECT_FALSE(one.unweighted());
+  EXPECT_FALSE(occ::parse_data_blend({"1", "a"}, "--data-path").unweighted());
+}
+
 TEST(DataBlend, BadWeightsAreOneLineErrors) {
   auto err = [](std::vector<std::string> words) { return error_of([&] { occ::parse_data_blend(words, "--data-path"); }); };
   {
@@ -85,8 +102,8 @@ TEST(DataBlend, BadWeightsAreOneLineErrors) {
     EXPECT_NE(zero.find("weight 0 for 'a': Megatron's blends take positive weights only"), std::string::npos) << zero;
     const std::string odd = err({"0.5", "a", "0.5"});
     EXPECT_NE(odd.find("weight 0.5 has no prefix after it (3 words, an odd count)"), std::string::npos) << odd;
-    const std::string nan = err({"a", "b"});
-    EXPECT_NE(nan.find("'a' (word 1 of 2) is not a weight"), std::string::npos) << nan;
+    const std::string nan = err({"a", "b", "1", "c"});  // weights mixed with prefixes: a typo
+    EXPECT_NE(nan.find("'a' (word 1 of 4) is not a weight"), std::string::npos) << nan;
     const std::string inf = err({"inf", "a", "1", "b"});
     EXPECT_NE(inf.find("negative or not finite"), std::string::npos) << inf;
   }

@@ -131,6 +131,12 @@ SCENARIOS = [
     ("one_weighted", dict(seq_length=16, seed=1234, data_path=["1.0", "corpus_b"], split="949,50,1"), [160, 16, 16]),
     ("per_set", dict(seq_length=16, seed=5, train_data_path=["0.6", "corpus_a", "0.4", "corpus_c"],
                      valid_data_path=["corpus_b"], test_data_path=["0.5", "corpus_b", "0.5", "corpus_c"]), [480, 64, 32]),
+    # prefixes without weights: each dataset's one epoch (num_samples None), blended by their sizes
+    ("unweighted", dict(seq_length=16, seed=1234, data_path=["corpus_a", "corpus_b"], split="90,5,5"), [400, 16, 8]),
+    ("unweighted_odd", dict(seq_length=8, seed=3, data_path=["corpus_a", "corpus_b", "corpus_c"], split="90,5,5"),
+     [1500, 64, 32]),
+    ("unweighted_per_set", dict(seq_length=16, seed=5, train_data_path=["corpus_a", "corpus_c"],
+                                valid_data_path=["corpus_b"], test_data_path=["corpus_b", "corpus_c"]), [480, 64, 32]),
 ]
 SET_NAMES = ["train", "valid", "test"]
 
