@@ -26,6 +26,11 @@ speedup_variants() {
     # DiLoCo (issue 34; not in the default list: OCC_VARIANTS="baseline diloco_h8 ..."), the
     # settings of scripts/experiment-diloco.sh.
     [pp_int8]="--activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
+    # The block-scaled codecs on both pipeline links (issue 40; not in the default list), with LEP on
+    # the backward one, and the same rANS-coded on the host (lossless: the same training).
+    [pp_mxfp4_lep]="--activation-comp-method mxfp4 --inter-grad-comp --inter-grad-comp-method mxfp4 --use-error-feedback"
+    [pp_mxfp4_lep_rans]="--activation-comp-method mxfp4 --inter-grad-comp --inter-grad-comp-method mxfp4 --use-error-feedback --activation-comp-lossless rans --inter-grad-comp-lossless rans"
+    [pp_int3_lep]="--activation-comp-method int3 --inter-grad-comp --inter-grad-comp-method int3 --use-error-feedback"
     [diloco_h8]="--diloco-inner-steps 8"
     [diloco_h32]="--diloco-inner-steps 32"
     [streaming_int8]="--diloco-inner-steps 8 --diloco-fragments 3 --diloco-overlap-steps 2 --diloco-mixing 0.5 --diloco-outer-comp-method int8"
