@@ -6,6 +6,8 @@ DEFAULT = ["baseline", "dp_powersgd", "cb_lep_ec", "fe", "full", "nocomm"]
 CB = "--inter-grad-comp --inter-grad-comp-rank 16 --use-error-feedback --inter-grad-comp-epilogue-only"
 DPC = "--grad-comp --grad-comp-rank 16 --use-error-feedback --grad-comp-warm-up 0.1"
 PP_INT8 = "--activation-comp-method int8 --inter-grad-comp --inter-grad-comp-method int8"
+PP_MXFP4 = "--activation-comp-method mxfp4 --inter-grad-comp --inter-grad-comp-method mxfp4"
+RANS = "--activation-comp-lossless rans --inter-grad-comp-lossless rans"
 
 
 def flags(pipeline):
@@ -25,6 +27,11 @@ def flags(pipeline):
         "dp_powersgd_overlap": f"{DPC} --use-distributed-optimizer --overlap-param-gather",
         # DiLoCo (issue 34; not in the default list): the settings of `diloco-quality`.
         "pp_int8": PP_INT8,
+        # The block-scaled codecs on both pipeline links (issue 40; not in the default list), with LEP
+        # on the backward one, and the same rANS-coded on the host (lossless: the same training).
+        "pp_mxfp4_lep": f"{PP_MXFP4} --use-error-feedback",
+        "pp_mxfp4_lep_rans": f"{PP_MXFP4} --use-error-feedback {RANS}",
+        "pp_int3_lep": "--activation-comp-method int3 --inter-grad-comp --inter-grad-comp-method int3 --use-error-feedback",
         "diloco_h8": "--diloco-inner-steps 8",
         "diloco_h32": "--diloco-inner-steps 32",
         "streaming_int8": "--diloco-inner-steps 8 --diloco-fragments 3 --diloco-overlap-steps 2 --diloco-mixing 0.5 "

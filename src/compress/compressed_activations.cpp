@@ -1,18 +1,23 @@
 #include "compress/compressed_activations.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace occ {
 
 const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
-  static const std::vector<CompressionMethod> m{CompressionMethod::Int8, CompressionMethod::Fp8E4m3,
-                                                CompressionMethod::Topk};
+  static const std::vector<CompressionMethod> m{CompressionMethod::Int8,  CompressionMethod::Fp8E4m3,
+                                                CompressionMethod::Topk,  CompressionMethod::Mxfp4,
+                                                CompressionMethod::Nvfp4, CompressionMethod::Int4,
+                                                CompressionMethod::Int3};
   return m;
 }
 
 CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
-                                             CompressorPlacement where)
-    : compressor_(make_compressor(cfg.spec(), rows, cols, 0, 0, where)) {}
+                                             CompressorPlacement where, const std::string& dump_name)
+    : LinkCodec(make_compressor(cfg.spec(), rows, cols, 0, 0, where), cfg.spec(), cfg.lossless, where, cfg.debug_dump,
+                dump_name) {}
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
                                                 int64_t tokens, int64_t hidden, CompressorPlacement where) {
@@ -23,7 +28,9 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
   const int64_t rows = tokens / layout.tp_size, cols = hidden;
   // Interleaved, the last rank feeds the first one's next chunk: every rank sends and receives.
   const bool ring = layout.vp_size > 1 && layout.pp_size > 1;
-  if (ring || !layout.last_stage()) links.send = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
+  if (ring || !layout.last_stage())
+    links.send = std::make_unique<CompressedActivations>(
+        cfg, rows, cols, where, fmt::format("pp_fwd_pp{}_tp{}_dp{}", layout.pp_rank, layout.tp_rank, layout.dp_rank));
   if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
   return links;
 }

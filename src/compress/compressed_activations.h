@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "compress/compressor_factory.h"
+#include "compress/link_codec.h"
 #include "core/layout.h"
 #include "parallel/message_codec.h"
 
@@ -21,23 +22,21 @@ struct ActivationCompressionConfig {
   bool enabled = false;                                   // --activation-comp-method other than none
   CompressionMethod method = CompressionMethod::Int8;     // --activation-comp-method
   double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
-  CompressorSpec spec() const { return {method, 0, topk_fraction}; }
+  bool stochastic = false;                                // --activation-comp-rounding stochastic (block methods)
+  LosslessCoding lossless = LosslessCoding::None;         // --activation-comp-lossless (compress/link_codec.h)
+  std::string debug_dump = {};                            // --debug-dump-messages DIR (compress/message_dump.h)
+  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic}; }
   // The methods forward activations accept (stateless, no error feedback needed).
   static const std::vector<CompressionMethod>& methods();
 };
 
 // The codec of one forward link: a stateless compressor of the link's slice.
-class CompressedActivations final : public MessageCodec {
+class CompressedActivations final : public LinkCodec {
  public:
-  // where: the device of the stage's messages (compressor_factory.h).
+  // where: the device of the stage's messages (compressor_factory.h);
+  // dump_name: the sender's name for --debug-dump-messages ("": none).
   CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
-                        CompressorPlacement where = {});
-  int64_t wire_floats() const override { return compressor_->wire_floats(); }
-  void encode(const float* slice, float* wire) override { compressor_->encode(slice, wire); }
-  void decode(const float* wire, float* slice) const override { compressor_->decode(wire, slice); }
-
- private:
-  std::unique_ptr<MatrixCompressor> compressor_;
+                        CompressorPlacement where = {}, const std::string& dump_name = "");
 };
 
 // A stage's forward links: `send` to the next stage (none on the last),

@@ -6,20 +6,25 @@
 
 namespace occ {
 
-CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
-                                       uint64_t link_key, int chunk, CompressorPlacement where)
-    : state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
-                                                               : fmt::format("cb/{}/", method_name(cfg.method))) +
-                    (chunk > 0 ? fmt::format("chunk{}/", chunk) : std::string())) {
+namespace {
+// The link's compressor: the method, under LEP's error feedback where asked (a sender's).
+std::unique_ptr<MatrixCompressor> backprop_compressor(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols,
+                                                      uint64_t seed, uint64_t link_key, CompressorPlacement where) {
   auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key, where);
-  if (cfg.lazy_error) {
-    auto fb = std::make_unique<ErrorFeedback>(std::move(inner), *where.ops);
-    feedback_ = fb.get();
-    compressor_ = std::move(fb);
-  } else {
-    compressor_ = std::move(inner);
-  }
+  if (!cfg.lazy_error) return inner;
+  return std::make_unique<ErrorFeedback>(std::move(inner), *where.ops);
 }
+}  // namespace
+
+CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
+                                       uint64_t link_key, int chunk, CompressorPlacement where,
+                                       const std::string& dump_name)
+    : LinkCodec(backprop_compressor(cfg, rows, cols, seed, link_key, where), cfg.spec(), cfg.lossless, where,
+                cfg.debug_dump, dump_name),
+      feedback_(cfg.lazy_error ? static_cast<const ErrorFeedback*>(compressor_.get()) : nullptr),
+      state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
+                                                               : fmt::format("cb/{}/", method_name(cfg.method))) +
+                    (chunk > 0 ? fmt::format("chunk{}/", chunk) : std::string())) {}
 
 const DeviceBuffer<float>* CompressedBackprop::residual() const {
   return feedback_ ? &feedback_->residual() : nullptr;
@@ -43,7 +48,9 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
     links.send.push_back(virtual_stage == 0 ? nullptr
                                             : std::make_unique<CompressedBackprop>(
                                                   cfg, rows, cols, seed,
-                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where));
+                                                  uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where,
+                                                  fmt::format("pp_bwd_vs{}_tp{}_dp{}", virtual_stage, layout.tp_rank,
+                                                              layout.dp_rank)));
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
                              : std::make_unique<CompressedBackprop>(receiver, rows, cols, seed, 0, c, where));

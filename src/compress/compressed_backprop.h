@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "compress/compressor_factory.h"
+#include "compress/link_codec.h"
 #include "compress/powersgd.h"
 #include "core/layout.h"
 #include "parallel/message_codec.h"
@@ -31,19 +32,22 @@ struct CompressedBackpropConfig {
   int rank = 16;                 // --inter-grad-comp-rank
   CompressionMethod method = CompressionMethod::PowerSgd;  // --inter-grad-comp-method
   double topk_fraction = 0.1;    // --inter-grad-comp-topk-fraction
+  bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
-  CompressorSpec spec() const { return {method, rank, topk_fraction}; }
+  LosslessCoding lossless = LosslessCoding::None;  // --inter-grad-comp-lossless (compress/link_codec.h)
+  std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.
-class CompressedBackprop final : public MessageCodec {
+class CompressedBackprop final : public LinkCodec {
  public:
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
   // the sender's model chunk (interleaved schedule; its state is saved apart).
   // where: the device of the stage's messages (compressor_factory.h).
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
-                     int chunk = 0, CompressorPlacement where = {});
+                     int chunk = 0, CompressorPlacement where = {}, const std::string& dump_name = "");
 
   // Is a backward send compressed? after_last_forward: the sender makes it
   // after its last forward of the iteration (pipeline_schedule.h's
@@ -53,11 +57,7 @@ class CompressedBackprop final : public MessageCodec {
     return cfg.enabled && (!cfg.epilogue_only || after_last_forward);
   }
 
-  int64_t wire_floats() const override { return compressor_->wire_floats(); }
-  // Sender: encodes grad[rows x cols] (plus the LEP residual) into wire.
-  void encode(const float* grad, float* wire) override { compressor_->encode(grad, wire); }
-  // Receiver: rebuilds the gradient from a message of this link's shape.
-  void decode(const float* wire, float* out) const override { compressor_->decode(wire, out); }
+  // (encode: the gradient plus the LEP residual; decode: the gradient; LinkCodec.)
   // The LEP residual after the last encode, on the link's device (null without LEP).
   const DeviceBuffer<float>* residual() const;
 
@@ -66,7 +66,6 @@ class CompressedBackprop final : public MessageCodec {
   bool load_state(const TensorFileReader& r) { return compressor_->load_state(r, state_prefix_); }
 
  private:
-  std::unique_ptr<MatrixCompressor> compressor_;
   const ErrorFeedback* feedback_ = nullptr;
   // "cb/" for PowerSGD (as before other methods existed), "cb/METHOD/" for the others, so a
   // residual saved under one method is never taken for another's.

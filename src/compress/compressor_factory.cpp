@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "compress/block_compressor.h"
 #include "compress/fp8_compressor.h"
 #include "compress/int8_compressor.h"
 #include "compress/powersgd.h"
@@ -21,6 +22,10 @@ const char* method_name(CompressionMethod m) {
     case CompressionMethod::Fp8E5m2: return "fp8-e5m2";
     case CompressionMethod::Topk: return "topk";
     case CompressionMethod::Sign: return "sign";
+    case CompressionMethod::Mxfp4: return "mxfp4";
+    case CompressionMethod::Nvfp4: return "nvfp4";
+    case CompressionMethod::Int4: return "int4";
+    case CompressionMethod::Int3: return "int3";
   }
   return "?";
 }
@@ -28,8 +33,26 @@ const char* method_name(CompressionMethod m) {
 const std::vector<CompressionMethod>& all_methods() {
   static const std::vector<CompressionMethod> all{CompressionMethod::PowerSgd, CompressionMethod::Int8,
                                                   CompressionMethod::Fp8E4m3,  CompressionMethod::Fp8E5m2,
-                                                  CompressionMethod::Topk,     CompressionMethod::Sign};
+                                                  CompressionMethod::Topk,     CompressionMethod::Sign,
+                                                  CompressionMethod::Mxfp4,    CompressionMethod::Nvfp4,
+                                                  CompressionMethod::Int4,     CompressionMethod::Int3};
   return all;
+}
+
+kernels::BlockCode block_code_of(CompressionMethod m) {
+  switch (m) {
+    case CompressionMethod::Mxfp4: return kernels::BlockCode::Mxfp4;
+    case CompressionMethod::Nvfp4: return kernels::BlockCode::Nvfp4;
+    case CompressionMethod::Int4: return kernels::BlockCode::Int4;
+    case CompressionMethod::Int3: return kernels::BlockCode::Int3;
+    default: throw Error(fmt::format("internal: {} is not a block method", method_name(m)));
+  }
+}
+
+bool parse_rounding(const std::string& value, const std::string& flag) {
+  if (value == "nearest") return false;
+  if (value == "stochastic") return true;
+  throw UsageError(fmt::format("{} '{}' is not a rounding; use nearest|stochastic", flag, value));
 }
 
 CompressionMethod parse_method(const std::string& value, const std::string& flag,
@@ -50,7 +73,9 @@ std::string describe(const CompressorSpec& spec) {
   switch (spec.method) {
     case CompressionMethod::PowerSgd: return fmt::format("powersgd rank {}", spec.rank);
     case CompressionMethod::Topk: return fmt::format("topk {:g}%", 100.0 * spec.topk_fraction);
-    default: return method_name(spec.method);
+    default:
+      return method_is_block(spec.method) && spec.stochastic ? fmt::format("{} stochastic", method_name(spec.method))
+                                                             : method_name(spec.method);
   }
 }
 
@@ -64,6 +89,11 @@ std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, in
     case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2, ops);
     case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction, ops);
     case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols, ops);
+    case CompressionMethod::Mxfp4:
+    case CompressionMethod::Nvfp4:
+    case CompressionMethod::Int4:
+    case CompressionMethod::Int3:
+      return std::make_unique<BlockCompressor>(rows, cols, block_code_of(spec.method), spec.stochastic, seed, key, ops);
   }
   throw Error("unknown compression method");
 }
@@ -80,6 +110,11 @@ int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t
                       wire::words_for_bytes(TopkCompressor::bitmap_bytes(rows, cols, k)));
     }
     case CompressionMethod::Sign: return wire::words_for_bytes(SignCompressor::wire_bytes(rows, cols));
+    case CompressionMethod::Mxfp4:
+    case CompressionMethod::Nvfp4:
+    case CompressionMethod::Int4:
+    case CompressionMethod::Int3:
+      return wire::words_for_bytes(BlockCompressor::wire_bytes(block_code_of(spec.method), rows, cols));
   }
   throw Error("unknown compression method");
 }

@@ -13,9 +13,9 @@
 
 namespace occ {
 
-enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign };
+enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3 };
 
-// The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign.
+// The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign, mxfp4, nvfp4, int4, int3.
 const char* method_name(CompressionMethod m);
 // Parses a flag value; throws occ::UsageError naming `flag` and `allowed` on
 // anything else. `also`: other values the flag accepts, listed first (e.g. "none").
@@ -28,15 +28,26 @@ inline bool method_is_stateful(CompressionMethod m) { return m == CompressionMet
 // Can the wire be summed as floats (all-reduced)? Only PowerSGD's P and Q;
 // the byte wires (int8, fp8, topk, sign) can only be copied.
 inline bool method_is_summable(CompressionMethod m) { return m == CompressionMethod::PowerSgd; }
+// The block-scaled 3/4-bit codes (compress/block_compressor.h): the methods
+// that round, to nearest or stochastically.
+inline bool method_is_block(CompressionMethod m) {
+  return m == CompressionMethod::Mxfp4 || m == CompressionMethod::Nvfp4 || m == CompressionMethod::Int4 ||
+         m == CompressionMethod::Int3;
+}
+// The block code of a block method (kernels/block_codes.h).
+kernels::BlockCode block_code_of(CompressionMethod m);
+// The rounding flag's values (--*-comp-rounding): nearest (default) | stochastic.
+bool parse_rounding(const std::string& value, const std::string& flag);
 
 // One link's compressor: the method and its parameter.
 struct CompressorSpec {
   CompressionMethod method = CompressionMethod::PowerSgd;
   int rank = 16;                 // powersgd
   double topk_fraction = 0.1;    // topk
+  bool stochastic = false;       // block methods: stochastic rounding (else to nearest, ties to even)
   bool operator==(const CompressorSpec&) const = default;
 };
-// "powersgd rank 16", "int8", "topk 10%" ...
+// "powersgd rank 16", "int8", "topk 10%", "mxfp4 stochastic" ...
 std::string describe(const CompressorSpec& spec);
 
 // Where a compressor runs: the device of `ops`, whose memory holds the
@@ -47,8 +58,8 @@ struct CompressorPlacement {
   Device device() const { return ops->device(); }
 };
 // Builds the compressor of a rows x cols matrix. seed and key fix PowerSGD's
-// initial Q (ends of a link, or ranks of a group, pass the same key); the
-// other methods are stateless and ignore them.
+// initial Q (ends of a link, or ranks of a group, pass the same key) and the
+// block methods' stochastic rounding bits; the other methods ignore them.
 std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, int64_t rows, int64_t cols,
                                                   uint64_t seed, uint64_t key, CompressorPlacement where = {});
 // wire_floats() of that compressor, without building it (the planner's sizes).

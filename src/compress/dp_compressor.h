@@ -29,10 +29,11 @@ struct GradCompressionConfig {
   bool error_feedback = false;  // --use-error-feedback
   CompressionMethod method = CompressionMethod::PowerSgd;  // --grad-comp-method
   double topk_fraction = 0.01;  // --grad-comp-topk-fraction
+  bool stochastic = false;      // --grad-comp-rounding stochastic (block methods)
 
   // Does stage `stage` compress its DP gradients at all?
   bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
-  CompressorSpec spec() const { return {method, rank, topk_fraction}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
 };
 
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its

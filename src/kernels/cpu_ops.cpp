@@ -290,6 +290,12 @@ class CpuOps final : public Ops {
   void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) override {
     kernels::decode_topk(wire, out, n, c, k, bitmap);
   }
+  void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) override {
+    kernels::encode_blocks(m, wire, n, c, coding);
+  }
+  void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) override {
+    kernels::decode_blocks(wire, out, n, c, code);
+  }
 
  private:
   std::vector<float> swiglu_grad_;  // linear_backward_swiglu's g = dout w

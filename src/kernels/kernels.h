@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/rng.h"  // OCC_HD
+#include "kernels/block_codes.h"
 #include "kernels/row_codes.h"
 
 namespace occ::kernels {
@@ -170,5 +171,11 @@ void decode_signs(const float* wire, float* out, int64_t n, int64_t c);
 // kept entries in zeros. (Decoding skips an index outside the row.)
 void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap);
 void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap);
+// ---- block-scaled 3/4-bit codes (mxfp4, nvfp4, int4, int3: block_codes.h) ----------
+// Packs m[n, c] into wire (block_wire_bytes(code, n, c) bytes, zero-padded to a
+// whole 32-bit word), and back: out[n, c] = the codes' values (NaN where the
+// encoder met a non-finite entry).
+void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding);
+void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code);
 
 }  // namespace occ::kernels

@@ -228,6 +228,9 @@ class Ops {
   virtual void decode_signs(const float* wire, float* out, int64_t n, int64_t c) = 0;
   virtual void encode_topk(const float* m, float* wire, int64_t n, int64_t c, int64_t k, bool bitmap) = 0;
   virtual void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) = 0;
+  // ---- the block compressors' codes (mxfp4, nvfp4, int4, int3; block_codes.h) --------
+  virtual void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) = 0;
+  virtual void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) = 0;
 };
 
 // The reference backend.

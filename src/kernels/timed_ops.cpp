@@ -275,5 +275,11 @@ void TimedOps::encode_topk(const float* m, float* wire, int64_t n, int64_t c, in
 void TimedOps::decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) {
   timed("decode_topk", 0, [&] { inner_.decode_topk(wire, out, n, c, k, bitmap); });
 }
+void TimedOps::encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) {
+  timed("encode_blocks", 0, [&] { inner_.encode_blocks(m, wire, n, c, coding); });
+}
+void TimedOps::decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) {
+  timed("decode_blocks", 0, [&] { inner_.decode_blocks(wire, out, n, c, code); });
+}
 
 }  // namespace occ::kernels

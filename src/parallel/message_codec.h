@@ -15,12 +15,16 @@ namespace occ {
 class MessageCodec {
  public:
   virtual ~MessageCodec() = default;
-  // Floats (4-byte words) of one encoded message.
+  // Floats (4-byte words) of one encoded message; of a variable_size() codec, the most.
   virtual int64_t wire_floats() const = 0;
-  // Sender: encodes one TP rank's slice of the message into wire[wire_floats()].
-  virtual void encode(const float* slice, float* wire) = 0;
-  // Receiver: rebuilds the slice from a message of this link's shape.
-  virtual void decode(const float* wire, float* slice) const = 0;
+  // Sender: encodes one TP rank's slice of the message into wire[wire_floats()];
+  // returns the words of this message (wire_floats() unless variable_size()).
+  virtual int64_t encode(const float* slice, float* wire) = 0;
+  // Receiver: rebuilds the slice from a message of `floats` words.
+  virtual void decode(const float* wire, int64_t floats, float* slice) const = 0;
+  // Do messages vary in size (a lossless stage)? Their receiver then takes up
+  // to wire_floats() words and passes on how many came; only MPI links can.
+  virtual bool variable_size() const { return false; }
 };
 
 }  // namespace occ

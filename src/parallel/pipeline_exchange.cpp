@@ -80,12 +80,11 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
   const std::string name = d.letter + label(mb, sender_chunk);
   if (encoder) {
     const size_t floats = size_t(encoder->wire_floats());
-    bytes = floats * sizeof(float);
     // The wire is the message in flight, except staged (copied out below):
     // on the device where the link sends device memory, or on the CPU.
     float* wire = staged_ ? device_wire(floats) : device_out_.take(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
-    encoder->encode(message, wire);
+    bytes = size_t(encoder->encode(message, wire)) * sizeof(float);  // (at most floats words)
     device_out_.give_back(x);  // read by the encoding, which later work on x follows
     message = wire;
   } else if (packed()) {
@@ -116,7 +115,8 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   const size_t slice = count / size_t(layout_.tp_size);
   float* part = x + slice * size_t(layout_.tp_rank);
   const bool unpack = !decoder && packed();
-  const size_t bytes = decoder ? size_t(decoder->wire_floats()) * sizeof(float) : slice * wire_value_bytes(wire_);
+  // A variable-size codec's message: up to this many bytes; `bytes` becomes what came.
+  size_t bytes = decoder ? size_t(decoder->wire_floats()) * sizeof(float) : slice * wire_value_bytes(wire_);
   const size_t floats = words(bytes);
   const std::string name = d.letter + label(mb, sender_chunk);
   const std::string event = "recv " + name + (decoder ? " (compressed)" : "");
@@ -131,7 +131,10 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   OCC_CHECK(d.link, "internal: no pipeline link for the {}", d.recv_what);
   {
     ScopedPhase t(timers_, "pp_wait", event);
-    d.link->recv(message, bytes, d.recv_what);
+    if (decoder && decoder->variable_size())
+      bytes = d.link->recv_upto(message, bytes, d.recv_what);
+    else
+      d.link->recv(message, bytes, d.recv_what);
   }
   if (staged_) {
     ScopedPhase t(timers_, "pp_stage");
@@ -141,7 +144,7 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   }
   if (decoder) {
     ScopedPhase t(timers_, "decompress", "decompress " + name);
-    decoder->decode(message, part);
+    decoder->decode(message, int64_t(words(bytes)), part);
   } else if (unpack) {
     ops_->copy(part, ConstTensorRef(message, wire_), int64_t(slice));  // widened exactly
   }

@@ -44,6 +44,10 @@ class MpiLink final : public PipelineLink {
               "the message's size",
               got, what, bytes);
   }
+  size_t recv_upto(void* data, size_t capacity, const char* what) override {
+    auto r = pair_->irecv(data, capacity, peer(), kTag, what);
+    return pair_->wait_received(r);
+  }
 
  private:
   static constexpr int kTag = 0;
@@ -63,6 +67,11 @@ class NcclLink final : public PipelineLink {
   uint64_t sends_done() override { return pair_->sends_done(); }
   void wait_sends() override { pair_->wait_sends(); }
   void recv(void* data, size_t bytes, const char*) override { pair_->recv(data, bytes, 1 - pair_->rank()); }
+  size_t recv_upto(void*, size_t, const char* what) override {
+    throw Error(fmt::format("the {} vary in size (a lossless stage), which NCCL pipeline links cannot receive; drop "
+                            "the --*-comp-lossless flag",
+                            what));
+  }
 
  private:
   std::unique_ptr<NcclCommunicator> pair_;

@@ -45,6 +45,10 @@ class PipelineLink {
   virtual void wait_sends() = 0;
   // Returns when the link's next message is in data.
   virtual void recv(void* data, size_t bytes, const char* what) = 0;
+  // The same for a message of at most `capacity` bytes (a variable-size
+  // codec's, parallel/message_codec.h); returns its bytes. MPI links only: an
+  // NCCL receive must know the size (throws occ::Error).
+  virtual size_t recv_upto(void* data, size_t capacity, const char* what) = 0;
 };
 
 struct PipelineLinks {

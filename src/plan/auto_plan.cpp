@@ -17,6 +17,7 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
   if (spec.method == CompressionMethod::PowerSgd) return fmt::format(" --{}-rank {}", prefix, spec.rank);
   std::string f = fmt::format(" --{}-method {}", prefix, method_name(spec.method));
   if (spec.method == CompressionMethod::Topk) f += fmt::format(" --{}-topk-fraction {:g}", prefix, spec.topk_fraction);
+  if (method_is_block(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
   return f;
 }
 }  // namespace
@@ -24,13 +25,14 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
 std::string compression_flags(const PlanConfig& c) {
   std::string f;
   if (c.activation_comp.enabled) {
-    f += fmt::format(" --activation-comp-method {}", method_name(c.activation_comp.method));
-    if (c.activation_comp.method == CompressionMethod::Topk)
-      f += fmt::format(" --activation-comp-topk-fraction {:g}", c.activation_comp.topk_fraction);
+    f += method_flags("activation-comp", c.activation_comp.spec());
+    if (c.activation_comp.lossless != LosslessCoding::None)
+      f += fmt::format(" --activation-comp-lossless {}", lossless_name(c.activation_comp.lossless));
   }
   if (c.cb.enabled) {
     f += " --inter-grad-comp" + method_flags("inter-grad-comp", c.cb.spec());
     if (c.cb.epilogue_only) f += " --inter-grad-comp-epilogue-only";
+    if (c.cb.lossless != LosslessCoding::None) f += fmt::format(" --inter-grad-comp-lossless {}", lossless_name(c.cb.lossless));
   }
   // --use-error-feedback is LEP and DP error feedback at once (the prototype's
   // flag); DP error feedback alone has its own flag.
@@ -53,9 +55,7 @@ std::string compression_flags(const PlanConfig& c) {
     if (d.fragments > 1) f += fmt::format(" --diloco-fragments {}", d.fragments);
     if (d.overlap_steps > 0) f += fmt::format(" --diloco-overlap-steps {} --diloco-mixing {:g}", d.overlap_steps, d.mixing);
     if (d.outer_comp) {
-      f += fmt::format(" --diloco-outer-comp-method {}", method_name(*d.outer_comp));
-      if (*d.outer_comp == CompressionMethod::Topk)
-        f += fmt::format(" --diloco-outer-comp-topk-fraction {:g}", d.outer_topk_fraction);
+      f += method_flags("diloco-outer-comp", d.outer_spec());
     }
   }
   return f.empty() ? "(none)" : f.substr(1);
@@ -63,10 +63,14 @@ std::string compression_flags(const PlanConfig& c) {
 
 std::string compression_summary(const PlanConfig& c) {
   std::vector<std::string> parts;
-  if (c.activation_comp.enabled) parts.push_back("activations " + describe(c.activation_comp.spec()));
+  // The lossless stage's bytes depend on the data: the plan counts the codec's raw wire (an upper bound).
+  const char* rans = " + rANS (its bytes modelled as the raw wire's: an upper bound)";
+  if (c.activation_comp.enabled)
+    parts.push_back("activations " + describe(c.activation_comp.spec()) +
+                    (c.activation_comp.lossless != LosslessCoding::None ? rans : ""));
   if (c.cb.enabled)
-    parts.push_back(fmt::format("CB {}{}{}", describe(c.cb.spec()), c.cb.lazy_error ? " + LEP" : "",
-                                c.cb.epilogue_only ? " + EC" : ""));
+    parts.push_back(fmt::format("CB {}{}{}{}", describe(c.cb.spec()), c.cb.lazy_error ? " + LEP" : "",
+                                c.cb.epilogue_only ? " + EC" : "", c.cb.lossless != LosslessCoding::None ? rans : ""));
   if (c.emb_comm_opt) parts.push_back("FE");
   if (c.grad_comp.enabled)
     parts.push_back(fmt::format("DP {}{}{}", describe(c.grad_comp.spec()),
@@ -157,6 +161,7 @@ DilocoConfig diloco_of(const LinkSetting& s) {
   d.inner_steps = s.inner_steps, d.fragments = s.fragments, d.overlap_steps = s.overlap;
   d.mixing = float(s.mixing), d.outer_lr = float(s.outer_lr), d.outer_momentum = float(s.outer_momentum);
   if (!s.outer_comp.empty()) d.outer_comp = parse_method(s.outer_comp, "diloco outer_comp", DilocoConfig::outer_methods());
+  d.outer_stochastic = s.outer_stochastic;
   return d;
 }
 
@@ -166,28 +171,28 @@ CompressorSpec spec_of(const LinkSetting& s) {
   spec.method = parse_method(s.method, "compressors.json method", all_methods());
   if (s.rank > 0) spec.rank = s.rank;
   if (s.fraction > 0) spec.topk_fraction = s.fraction;
+  spec.stochastic = s.stochastic;
   return spec;
 }
 
 // Quality-aware candidates: every combination of measured settings (and none)
-// per link class, with EC / SC variants and FE.
+// per link class (alone or in a measured combination), with EC / SC variants and FE.
 std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTable& t) {
   std::vector<ActivationCompressionConfig> fwds{{}};
   if (base.pp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::Forward)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::Forward)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::Forward)) {
       const CompressorSpec spec = spec_of(s);
-      fwds.push_back({.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction});
+      fwds.push_back(
+          {.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic});
     }
   std::vector<CompressedBackpropConfig> bwds{{}};
   if (base.pp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::Backward)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::Backward)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::Backward)) {
       const CompressorSpec spec = spec_of(s);
       for (bool ec : {false, true}) {
         if (s.ec && !ec) continue;
         bwds.push_back({.enabled = true, .rank = spec.rank, .method = spec.method, .topk_fraction = spec.topk_fraction,
-                        .lazy_error = s.lep, .epilogue_only = ec});
+                        .stochastic = spec.stochastic, .lazy_error = s.lep, .epilogue_only = ec});
       }
     }
   // The dp link: DP compression, or DiLoCo instead of per-step averaging.
@@ -197,8 +202,7 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
   };
   std::vector<DpChoice> dps{{}};
   if (base.dp > 1)
-    for (const MeasuredCost& m : t.singles(LinkClass::DataParallel)) {
-      const LinkSetting& s = *m.links[size_t(LinkClass::DataParallel)];
+    for (const LinkSetting& s : t.measured_settings(LinkClass::DataParallel)) {
       if (s.diloco()) {
         dps.push_back({{}, diloco_of(s)});
         continue;
@@ -208,7 +212,7 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
         if (s.sc > 0 && (k == base.pp || k > s.sc)) continue;
         dps.push_back({{.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
                         .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
-                        .method = spec.method, .topk_fraction = spec.topk_fraction},
+                        .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic},
                        {}});
       }
     }

@@ -15,6 +15,7 @@ std::string LinkSetting::describe() const {
   std::string s = method;
   if (method == "powersgd") s += fmt::format(" r{}", rank);
   if (method == "topk") s += fmt::format(" {:g}%", fraction * 100);
+  if (stochastic) s += " stochastic";
   if (lep) s += " +LEP";
   if (ec) s += " +EC";
   if (error_feedback) s += " +EF";
@@ -24,7 +25,7 @@ std::string LinkSetting::describe() const {
     s += fmt::format(" H{}", inner_steps);
     if (fragments > 1) s += fmt::format(" F{}", fragments);
     if (overlap > 0) s += fmt::format(" overlap {} mixing {:g}", overlap, mixing);
-    if (!outer_comp.empty()) s += " outer " + outer_comp;
+    if (!outer_comp.empty()) s += " outer " + outer_comp + (outer_stochastic ? " stochastic" : "");
     if (float(outer_lr) != 0.7f || float(outer_momentum) != 0.9f)
       s += fmt::format(" outer lr {:g} momentum {:g}", outer_lr, outer_momentum);
   }
@@ -38,12 +39,13 @@ bool same_setting(const LinkSetting& a, const LinkSetting& b) {
 bool covers(const LinkSetting& m, const LinkSetting& p) {
   // The warm-up is a float in the engine's options and a double in the JSON: compare as floats.
   if (m.method != p.method || m.error_feedback != p.error_feedback || m.lep != p.lep ||
-      float(m.warmup) != float(p.warmup))
+      m.stochastic != p.stochastic || float(m.warmup) != float(p.warmup))
     return false;
   if (m.diloco())  // floats in the engine's options, doubles in the JSON: compared as floats
     return m.inner_steps == p.inner_steps && m.fragments == p.fragments && m.overlap == p.overlap &&
            (m.overlap == 0 || float(m.mixing) == float(p.mixing)) && float(m.outer_lr) == float(p.outer_lr) &&
-           float(m.outer_momentum) == float(p.outer_momentum) && m.outer_comp == p.outer_comp;
+           float(m.outer_momentum) == float(p.outer_momentum) && m.outer_comp == p.outer_comp &&
+           m.outer_stochastic == p.outer_stochastic;
   if (m.method == "powersgd" && m.rank != p.rank) return false;
   if (m.method == "topk" && std::abs(m.fraction - p.fraction) > 1e-9) return false;
   // EC / SC compress a subset: a measurement without them bounds a plan with them.
@@ -60,6 +62,7 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   s.method = j.at("method").get<std::string>();
   s.rank = j.value("rank", 0);
   s.fraction = j.value("fraction", 0.0);
+  s.stochastic = j.value("stochastic", false);
   s.error_feedback = j.value("error_feedback", false);
   s.lep = j.value("lep", false);
   s.ec = j.value("ec", false);
@@ -72,6 +75,7 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   s.outer_lr = j.value("outer_lr", 0.7);
   s.outer_momentum = j.value("outer_momentum", 0.9);
   s.outer_comp = j.value("outer_comp", std::string());
+  s.outer_stochastic = j.value("outer_stochastic", false);
   return s;
 }
 
@@ -123,12 +127,25 @@ void LossCostTable::read(const std::string& path, const Source& source) {
   }
 }
 
+std::vector<LinkSetting> LossCostTable::measured_settings(LinkClass c) const {
+  std::vector<LinkSetting> out;
+  auto add = [&](const MeasuredCost& m) {
+    const auto& s = m.links[size_t(c)];
+    if (s && std::none_of(out.begin(), out.end(), [&](const LinkSetting& o) { return same_setting(o, *s); }))
+      out.push_back(*s);
+  };
+  for (const MeasuredCost& m : singles_[size_t(c)]) add(m);
+  for (const MeasuredCost& m : variants_) add(m);
+  return out;
+}
+
 std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanConfig& cfg) {
   std::array<std::optional<LinkSetting>, 3> s;
   auto parameters = [](LinkSetting& l, const CompressorSpec& spec) {
     l.method = method_name(spec.method);
     if (spec.method == CompressionMethod::PowerSgd) l.rank = spec.rank;
     if (spec.method == CompressionMethod::Topk) l.fraction = spec.topk_fraction;
+    l.stochastic = method_is_block(spec.method) && spec.stochastic;
   };
   if (cfg.activation_comp.enabled) {
     LinkSetting l;
@@ -148,6 +165,7 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     l.inner_steps = d.inner_steps, l.fragments = d.fragments, l.overlap = d.overlap_steps, l.mixing = d.mixing;
     l.outer_lr = d.outer_lr, l.outer_momentum = d.outer_momentum;
     if (d.outer_comp) l.outer_comp = method_name(*d.outer_comp);
+    l.outer_stochastic = d.outer_comp && method_is_block(*d.outer_comp) && d.outer_stochastic;
     s[size_t(LinkClass::DataParallel)] = l;
   }
   if (cfg.grad_comp.enabled && cfg.dp > 1) {

@@ -33,6 +33,7 @@ struct LinkSetting {
   std::string method;  // powersgd, int8, ...
   int rank = 0;        // powersgd
   double fraction = 0; // topk
+  bool stochastic = false;  // block methods (mxfp4, nvfp4, int4, int3): stochastic rounding
   bool error_feedback = false, lep = false, ec = false;
   int sc = 0;          // --selective-grad-comp-way K (0: every stage)
   double warmup = 0;   // --grad-comp-warm-up
@@ -40,6 +41,7 @@ struct LinkSetting {
   int inner_steps = 0, fragments = 1, overlap = 0;
   double mixing = 0.5, outer_lr = 0.7, outer_momentum = 0.9;  // mixing counts only with overlap > 0
   std::string outer_comp;  // the outer gradients' byte method ("": fp32)
+  bool outer_stochastic = false;  // ... with stochastic rounding (block methods)
   bool diloco() const { return method == "diloco"; }
   std::string describe() const;
 };
@@ -70,6 +72,10 @@ class LossCostTable {
   const std::vector<std::string>& paths() const { return paths_; }
   // The single-link measurements of one link class (complete variants only).
   const std::vector<MeasuredCost>& singles(LinkClass c) const { return singles_[size_t(c)]; }
+  // Every setting measured on link class c, alone or in a measured combination (a method the
+  // sweep ran only in combinations, such as the block codecs on both pipeline links, is still
+  // a candidate: estimate() costs it by its combination), each once.
+  std::vector<LinkSetting> measured_settings(LinkClass c) const;
   // The plan's compression on each link, as LinkSettings.
   static std::array<std::optional<LinkSetting>, 3> settings_of(const PlanConfig& cfg);
   LossEstimate estimate(const PlanConfig& cfg) const;

@@ -9,7 +9,9 @@ namespace occ {
 const std::vector<CompressionMethod>& DilocoConfig::outer_methods() {
   static const std::vector<CompressionMethod> methods{CompressionMethod::Int8, CompressionMethod::Fp8E4m3,
                                                       CompressionMethod::Fp8E5m2, CompressionMethod::Topk,
-                                                      CompressionMethod::Sign};
+                                                      CompressionMethod::Sign, CompressionMethod::Mxfp4,
+                                                      CompressionMethod::Nvfp4, CompressionMethod::Int4,
+                                                      CompressionMethod::Int3};
   return methods;
 }
 
@@ -65,7 +67,8 @@ nlohmann::json DilocoConfig::to_json() const {
           {"overlap_steps", overlap_steps},
           {"mixing", mixing},
           {"outer_comp_method", outer_comp ? method_name(*outer_comp) : "none"},
-          {"outer_comp_topk_fraction", outer_topk_fraction}};
+          {"outer_comp_topk_fraction", outer_topk_fraction},
+          {"outer_comp_rounding", outer_stochastic ? "stochastic" : "nearest"}};
 }
 
 }  // namespace occ

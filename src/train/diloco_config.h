@@ -25,11 +25,14 @@ struct DilocoConfig {
   // --diloco-outer-comp-method: the outer gradients as a byte wire (int8, fp8, ...); nullopt: fp32 all-reduce.
   std::optional<CompressionMethod> outer_comp;
   double outer_topk_fraction = 0.01;  // --diloco-outer-comp-topk-fraction (with topk)
+  bool outer_stochastic = false;      // --diloco-outer-comp-rounding stochastic (block methods)
 
   bool enabled() const { return inner_steps > 0; }
   // The methods an outer gradient may be sent with: the byte wires (they are all-gathered).
   static const std::vector<CompressionMethod>& outer_methods();
-  CompressorSpec outer_spec() const { return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction}; }
+  CompressorSpec outer_spec() const {
+    return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction, outer_stochastic};
+  }
   // Checks the settings, and what else the run asks for that DiLoCo replaces or
   // cannot do (one-line errors naming the fix).
   void validate(int num_layers, bool grad_comp, bool emb_comm_opt, bool distributed_optimizer) const;

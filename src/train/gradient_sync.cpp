@@ -1,5 +1,6 @@
 #include "train/gradient_sync.h"
 
+#include <cmath>
 #include <string>
 #include <unordered_map>
 
@@ -49,6 +50,7 @@ GradientSync::GradientSync(const TrainOptions& opt, Topology& topo, const ParamL
 }
 
 void GradientSync::begin_iteration(int64_t iteration) {
+  iteration_ = iteration;
   compressing_ =
       dp_comp_ && double(iteration) >= double(opt_.grad_comp.warmup_fraction) * double(opt_.train_iters);
   reducer_->begin_iteration(compressing_);
@@ -61,8 +63,14 @@ void GradientSync::finish() {
   timers_.add_event("dp_allreduce wait", t0, now_seconds());
   for (auto& e : reducer_->take_events()) timers_.add_event(e.name, e.start, e.end, 1);
   // Staged, the reducer has already written its buckets back; the rest runs on the device.
-  if (compressing_)
+  if (compressing_) {
+    if (opt_.debug_inject_nan_dp == iteration_ + 1 && topo_.layout.dp_rank == 0 && topo_.layout.tp_rank == 0 &&
+        !dp_comp_->tensors().empty()) {
+      // Test only: a NaN in the first compressed gradient, before its DP compressor encodes it.
+      ops_.fill(grads_.device_data() + dp_comp_->tensors()[0].offset, std::nanf(""), 1);
+    }
     dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm(), opt_.wire_formats().gradients}, timers_);
+  }
   for (const Span& w : word_embeddings_) {
     ScopedPhase scope(timers_, "emb_allreduce");
     size_t lo = size_t(w.offset), n = size_t(w.numel);

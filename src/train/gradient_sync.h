@@ -87,6 +87,7 @@ class GradientSync {
   WireScratch emb_wire_;               // the embedding gradient in its wire's format
   std::vector<Span> word_embeddings_;  // either copy of the tied word embedding, in layout order
   bool compressing_ = false;           // DP compression runs this iteration
+  int64_t iteration_ = 0;              // of begin_iteration (0-based)
   bool sharded_ = false;               // distributed optimizer: buckets are reduce-scattered
 };
 

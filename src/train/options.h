@@ -126,6 +126,7 @@ struct TrainOptions {
   bool override_data_check = false;  // --override-data-check: resume on a dataset other than the checkpoint's
   int64_t skip_nonfinite = 0;        // --skip-nonfinite N: iterations with a non-finite loss/norm that may be skipped
   int64_t debug_inject_nan = 0;      // test-only (hidden flag): a NaN gradient at this iteration on the last stage
+  int64_t debug_inject_nan_dp = 0;   // test-only (hidden flag): ... in the first DP-compressed gradient, before encoding
   std::string debug_dump_tokens;     // test-only (hidden flag): train/token_dump.h
   // Test-only (hidden flag): on the CPU, route every transfer through the host
   // staging a GPU job uses (core/host_staging.h), so that path runs in CI.

@@ -16,15 +16,19 @@
 #   words(method, n, m): 4-byte words of one compressed n x m message (compress/*_compressor.h):
 #     powersgd k (n + m); int8, fp8-e4m3, fp8-e5m2 ceil((4n + n m) / 4);
 #     topk (k = clamp(round(f m), 1, m)) min(2 n k, ceil((4 n k + n ceil(m/8)) / 4));
-#     sign ceil((4n + ceil(n m / 8)) / 4).
+#     sign ceil((4n + ceil(n m / 8)) / 4);
+#     block methods, nb = ceil(m / B) blocks per row (the last one padded):
+#     mxfp4 ceil(17 n nb / 4) (B = 32); nvfp4 ceil((4n + 9 n nb) / 4) (B = 16);
+#     int4 ceil(18 n nb / 4), int3 ceil(14 n nb / 4) (B = 32).
 #   c_p compressed backward sends of stage p > 0 per iteration:
 #     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
 #   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
-#   pp_fwd  stage p < P-1: M * 4 n m; with --activation-comp-method A: M * 4 words(A, n, m).
-#   pp_bwd  stage p > 0:   c_p * 4 words(CB method, n, m)  +  (M - c_p) * 4 n m.
+#   pp_fwd  stage p < P-1: M * v n m; with --activation-comp-method A: M * 4 words(A, n, m).
+#   pp_bwd  stage p > 0:   c_p * 4 words(CB method, n, m)  +  (M - c_p) * v n m.
+#           v: bytes per value of the uncompressed wire, 4 (fp32) or 2 (--bf16).
 #           A compressed message is smaller than an uncompressed one iff k (n + m) < n m,
 #           i.e. r < n m / (n + m); checked on the measured bytes against the baseline.
-#   bytes_saved.pp_bwd (where reported): c_p * (4 n m - 4 words); pp_fwd likewise with M sends.
+#   bytes_saved.pp_bwd (where reported): c_p * (v n m - 4 words); pp_fwd likewise with M sends.
 #   tp      (T > 1) as tests/cli/byte_counters.sh (compression does not change it: the
 #           decoded slice is all-gathered over TP like a received one).
 #   dp      buckets = make_buckets (parallel/grad_sync.h) over the rank's ParamLayout with
@@ -93,6 +97,7 @@ n, m = N // T, C
 k = min(r_cb, n, m)
 cbm, dpm, am = p.get("cbm", "powersgd"), p.get("dpm", "powersgd"), p.get("am", "none")
 cbf, dpf, af = float(p.get("cbf", 0.1)), float(p.get("dpf", 0.01)), float(p.get("af", 0.25))
+vb = int(p.get("vb", 4))  # bytes per value of the uncompressed pipeline wire (2 in a --bf16 run)
 
 
 def words(method, rows, cols, rank, frac):
@@ -107,6 +112,10 @@ def words(method, rows, cols, rank, frac):
         return min(2 * rows * kk, math.ceil((4 * rows * kk + rows * math.ceil(cols / 8)) / 4))
     if method == "sign":
         return math.ceil((4 * rows + math.ceil(rows * cols / 8)) / 4)
+    block = {"mxfp4": (32, 0, 17), "nvfp4": (16, 4, 9), "int4": (32, 0, 18), "int3": (32, 0, 14)}
+    if method in block:
+        B, per_row, per_block = block[method]
+        return math.ceil((per_row * rows + per_block * rows * math.ceil(cols / B)) / 4)
     raise ValueError(method)
 
 
@@ -143,8 +152,8 @@ def compressed_sends(pp):
 def expected(it, tp, pp, dp, rank):
     first, last = pp == 0, pp == P - 1
     c = compressed_sends(pp)
-    e = {"pp_fwd": 0 if last else M * 4 * fwd_words,
-         "pp_bwd": 0 if first else c * 4 * cb_words + (M - c) * 4 * n * m}
+    e = {"pp_fwd": 0 if last else M * (vb * n * m if am == "none" else 4 * fwd_words),
+         "pp_bwd": 0 if first else c * 4 * cb_words + (M - c) * vb * n * m}
     tpe = 0
     if T > 1:
         NC = N * C
@@ -175,8 +184,8 @@ def expected(it, tp, pp, dp, rank):
     else:
         e["emb"] = 0
     e["other"] = 8 * ring(1, T * P, pp * T + tp) + 8 * ring(1, W, rank)
-    saved = {"pp_bwd": c * (4 * n * m - 4 * cb_words),
-             "pp_fwd": 0 if last or am == "none" else M * (4 * n * m - 4 * fwd_words)}
+    saved = {"pp_bwd": c * (vb * n * m - 4 * cb_words),
+             "pp_fwd": 0 if last or am == "none" else M * (vb * n * m - 4 * fwd_words)}
     encodes = c > 0 or dp_on or (am != "none" and not last)
     decodes = (pp < P - 1 and compressed_sends(pp + 1) > 0) or dp_on or (am != "none" and not first)
     return e, c, saved, encodes, decodes
@@ -295,6 +304,18 @@ check P2D2_dp_int8_warmup gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=int8 warmup
 check P2D2_dp_topk_sc gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=topk dpf=0.02 sc=1 fe=1 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --grad-comp --grad-comp-method topk --grad-comp-topk-fraction 0.02 \
   --selective-grad-comp-way 1 --emb-comm-opt
+# The block methods at hidden 48 (32-blocks padded by 16; nvfp4's 16-blocks exact), every link.
+check P4_h48_act_nvfp4_cb_mxfp4 gb=12 T=1 P=4 D=1 bucket=262144 $OFF C=48 cb=4 cbm=mxfp4 am=nvfp4 -- "${P4[@]}" \
+  --hidden-size 48 --global-batch-size 12 --inter-grad-comp --inter-grad-comp-method mxfp4 \
+  --inter-grad-comp-rounding stochastic --use-error-feedback --activation-comp-method nvfp4
+check P2D2_h48_all_int gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=48 cb=4 ec=1 cbm=int3 dp=4 dpm=int4 am=int3 -- \
+  "${P2D2[@]}" --hidden-size 48 --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int3 \
+  --use-error-feedback --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method int4 --activation-comp-method int3
+# In --bf16 the uncompressed pipeline messages are 2 bytes per value (EC leaves some), the
+# codecs' bytes are unchanged, and what they save is counted against the 16-bit wire.
+check P4_h48_bf16_act_mxfp4_cb_int3_ec gb=12 T=1 P=4 D=1 bucket=262144 $OFF C=48 vb=2 cb=4 ec=1 cbm=int3 am=mxfp4 \
+  -- "${P4[@]}" --bf16 --hidden-size 48 --global-batch-size 12 --inter-grad-comp --inter-grad-comp-method int3 \
+  --use-error-feedback --inter-grad-comp-epilogue-only --activation-comp-method mxfp4
 check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8

@@ -8,7 +8,8 @@
 #      loss) sequence, compared as exact repr strings, and bit-identical final checkpoints:
 #      every file of the final iteration directory, i.e. the model shards AND each rank's
 #      compress_dp_*.bin. Then the same for every other method (int8, fp8-e4m3, fp8-e5m2,
-#      topk, sign) on CB (+ LEP + EC) and DP (+ error feedback, SC), with activation
+#      topk, sign, and the block methods mxfp4, nvfp4, int4, int3 with stochastic rounding
+#      on CB and DP) on CB (+ LEP + EC) and DP (+ error feedback, SC), with activation
 #      compression on the forward link.
 #   2. A checkpoint saved without compression loads into the compressed run, and a
 #      compressed checkpoint into an uncompressed run: each prints a "notice:" line about the
@@ -133,6 +134,15 @@ for method in int8 fp8-e4m3 fp8-e5m2 topk sign; do
     --inter-grad-comp-epilogue-only --activation-comp-method $act --grad-comp --grad-comp-method $method \
     "${topk[@]}" --selective-grad-comp-way 1 --emb-comm-opt
 done
+# The block methods: one run per pair (CB + LEP / DP + EF with stochastic rounding, the
+# other on the forward link); their state is the residuals, their rounding bits are keyed
+# by the link and the message's inputs (nothing else to save).
+resume_check mxfp4_nvfp4 4 --inter-grad-comp --inter-grad-comp-method mxfp4 --inter-grad-comp-rounding stochastic \
+  --use-error-feedback --activation-comp-method nvfp4 --grad-comp --grad-comp-method nvfp4 \
+  --grad-comp-rounding stochastic --emb-comm-opt
+resume_check int3_int4 4 --inter-grad-comp --inter-grad-comp-method int3 --use-error-feedback \
+  --inter-grad-comp-epilogue-only --activation-comp-method int4 --activation-comp-rounding stochastic \
+  --grad-comp --grad-comp-method int3 --grad-comp-rounding stochastic --selective-grad-comp-way 1
 # --grad-comp-error-feedback is DP error feedback alone: CB (int8, no LEP) keeps no state,
 # so only the two stage-0 ranks (DP int8 + error feedback, SC K = 1) save compressor state.
 resume_check dp_ef_only 2 --inter-grad-comp --inter-grad-comp-method int8 --grad-comp --grad-comp-method int8 \

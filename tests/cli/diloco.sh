@@ -54,6 +54,11 @@ STREAM=(--diloco-inner-steps 2 --diloco-fragments 2 --diloco-overlap-steps 1 --d
 train_run nesterov 2 --train-iters 7 "${STREAM[@]}" --debug-diloco-dump "$WORK/dump_nesterov" &&
   check "D2 Nesterov, 2 fragments, int8, overlap 1" -- "$PY" "$CHECK" outer-step "$WORK/dump_nesterov" \
     --lr 0.7 --momentum 0.9 --comp int8 --mixing 0.5 --overlap 1
+# MXFP4 outer gradients against NumPy's MXFP4 written from the OCP MX spec.
+train_run mxfp4 2 --train-iters 4 --diloco-inner-steps 2 --diloco-outer-comp-method mxfp4 \
+  --debug-diloco-dump "$WORK/dump_mxfp4" &&
+  check "D2 Nesterov, mxfp4 outer gradients" -- "$PY" "$CHECK" outer-step "$WORK/dump_mxfp4" \
+    --lr 0.7 --momentum 0.9 --comp mxfp4
 
 # (c) A T2 P2 replica equals a one-process replica (D2 either way).
 train_run rep_1 2 --train-iters 4 --diloco-inner-steps 2 &&
@@ -105,6 +110,7 @@ bytes bytes_f2 -- --diloco-inner-steps 2 --diloco-fragments 2 -- --inner-steps 2
 bytes bytes_int8 -- --diloco-inner-steps 2 --diloco-fragments 2 --diloco-overlap-steps 1 \
   --diloco-outer-comp-method int8 -- --inner-steps 2 --fragments 2 --overlap 1 --comp int8
 bytes bytes_fp8 -- --diloco-inner-steps 2 --diloco-outer-comp-method fp8-e4m3 -- --inner-steps 2 --comp fp8-e4m3
+bytes bytes_mxfp4 -- --diloco-inner-steps 2 --diloco-outer-comp-method mxfp4 -- --inner-steps 2 --comp mxfp4
 if [[ -f $WORK/bytes_h2.jsonl ]]; then
   # The tied embedding's sync inside each replica, every iteration, as without DiLoCo.
   train_run bytes_plain 4 --train-iters 4 --pipeline-model-parallel-size 2 --eval-iters 0 &&

@@ -12,6 +12,7 @@
 #   * budget 0.5: an expected cost <= 0.5 %; budget 10: no slower than budget 0.5's plan;
 #   * a never-measured method is never chosen; the printed train flags train;
 #   * P1 D4 (DP only), budget 0.2: DP int8 + EF with the measured warm-up;
+#   * a method measured only in a combination (pp mxfp4 + LEP) is a candidate;
 #   * one-line errors: --max-loss-increase without --auto, a missing or malformed JSON, < 0.
 source "$(dirname "$0")/fixture/lib.sh"
 COSTS="$SRC/tests/cli/fixture/compressors.json"
@@ -63,6 +64,23 @@ if [[ $flags == *"--grad-comp --grad-comp-method int8 --grad-comp-error-feedback
   pass "P1 D4, budget 0.2: DP int8 + error feedback with the measured warm-up ($flags)"
 else
   failed "P1 D4, budget 0.2: expected DP int8 + EF + warm-up 0.1: $out"
+fi
+
+# A method measured only in a combination (the block codecs' sweep runs mxfp4 on both pipeline
+# links, never on one alone) is a candidate, costed by its combination: P2 D1, budget 0.3, with
+# pp mxfp4 + LEP measured at 0.28 % (4.25 bits per value against int8's 8) is chosen over pp int8.
+/usr/bin/python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+j["variants"].append({"name": "pp_mxfp4_lep", "kind": "combo", "complete": True, "mean_pct": 0.25, "max_pct": 0.28,
+                      "links": {"pp_fwd": {"method": "mxfp4"}, "pp_bwd": {"method": "mxfp4", "lep": True}, "dp": None}})
+json.dump(j, open(sys.argv[2], "w"))' "$COSTS" "$WORK/block.json"
+out=$("$BIN" plan "${M[@]}" --nodes 2 --auto --max-loss-increase 0.3 --compressors-json "$WORK/block.json" 2>&1)
+flags=$(sed -n 's/^train flags: //p' <<< "$out")
+if [[ $flags == *"--activation-comp-method mxfp4"* && $flags == *"--inter-grad-comp-method mxfp4 --use-error-feedback"* ]] \
+    && grep -q "measured as variant pp_mxfp4_lep" <<< "$out"; then
+  pass "P2 D1, budget 0.3: mxfp4 on both pipeline links, measured only as a combination ($flags)"
+else
+  failed "P2 D1, budget 0.3: expected mxfp4 + LEP on both pipeline links as measured variant pp_mxfp4_lep: $out"
 fi
 
 # The printed flags are the engine's: they train (P2 D2, 2 iterations).

@@ -6,10 +6,16 @@
 //   * the byte methods (int8, fp8, top-k in both formats, sign), packed by the
 //     GPU's kernels: the wire and the decoded values are the CPU's bit for bit,
 //     also on zero rows, NaN, outliers and ties;
+//   * the block methods (mxfp4, nvfp4, int4, int3), rounding to nearest and
+//     stochastically, with and without error feedback, on row lengths their
+//     blocks do not divide: the wire and the decoded values are the CPU's bit
+//     for bit, also on zero rows, subnormals, NaN / infinities (decoded as NaN)
+//     and outliers;
 //   * state saved on the GPU loads on the CPU and continues there (checkpoints
 //     resume across backends).
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "compress/compressor_factory.h"
@@ -96,6 +102,58 @@ TEST_F(CudaOpsTest, ByteMethodsOnTheGpuSendTheCpuWire) {
       EXPECT_EQ(std::memcmp(got.data(), out.cpu.data(), got.size() * sizeof(float)), 0)
           << name << " decoded, step " << s;
     }
+  }
+}
+
+TEST_F(CudaOpsTest, BlockMethodsOnTheGpuSendTheCpuWire) {
+  const std::pair<int64_t, int64_t> shapes[] = {{96, 64}, {5, 70}, {3, 1}, {33, 17}, {2, 1000}};
+  for (CompressionMethod method : all_methods()) {
+    if (!method_is_block(method)) continue;
+    for (bool stochastic : {false, true})
+      for (bool ef : {false, true})
+        for (auto [rows, cols] : shapes) {
+          const CompressorSpec spec{method, 4, 0.25, stochastic};
+          const std::string name = describe(spec) + (ef ? " + EF " : " ") + std::to_string(rows) + "x" +
+                                   std::to_string(cols);
+          auto make = [&](Ops& ops) {
+            auto c = make_compressor(spec, rows, cols, 5, 9, CompressorPlacement{&ops});
+            if (ef) c = std::make_unique<ErrorFeedback>(std::move(c), ops);
+            return c;
+          };
+          auto g = make(gpu()), c = make(cpu());
+          for (int s = 0; s < 3; ++s) {
+            FTwin m(random_values(size_t(rows * cols), 700 + uint64_t(s))), out(filled(rows * cols));
+            for (size_t p = 0; p < m.cpu.size(); ++p) m.cpu[p] *= std::pow(10.0f, float(p % 7) - 3.0f);
+            if (rows > 4) {
+              for (int64_t j = 0; j < cols; ++j) m.cpu[size_t(1 * cols + j)] = 0.0f;                    // zero row
+              for (int64_t j = 0; j < cols; ++j) m.cpu[size_t(2 * cols + j)] = float(j % 3) * 1e-41f;  // subnormal
+              m.cpu[size_t(3 * cols)] = 3e37f;                                                        // outlier
+              if (!ef) {  // (under EF the residual of a NaN is NaN: the codes still agree, checked below)
+                m.cpu[size_t(4 * cols)] = std::nanf("");
+                m.cpu[size_t(4 * cols + cols / 2)] = -std::numeric_limits<float>::infinity();
+              }
+            }
+            m.dev.assign_from_host(m.cpu);
+            FTwin wire(std::vector<float>(size_t(c->wire_floats()), 7.0f));
+            c->encode(m.c(), wire.c());
+            g->encode(m.g(), wire.g());
+            const std::vector<float> gpu_wire = wire.gpu();
+            EXPECT_EQ(std::memcmp(gpu_wire.data(), wire.cpu.data(), gpu_wire.size() * sizeof(float)), 0)
+                << name << " wire, step " << s;
+            c->decode(wire.c(), out.c());
+            g->decode(wire.g(), out.g());
+            const std::vector<float> got = out.gpu();
+            EXPECT_EQ(std::memcmp(got.data(), out.cpu.data(), got.size() * sizeof(float)), 0)
+                << name << " decoded, step " << s;
+          }
+          if (ef) {
+            const auto* gf = dynamic_cast<ErrorFeedback*>(g.get());
+            const auto* cf = dynamic_cast<ErrorFeedback*>(c.get());
+            ASSERT_TRUE(gf && cf);
+            const auto gr = gf->residual().to_host(), cr = cf->residual().to_host();
+            EXPECT_EQ(std::memcmp(gr.data(), cr.data(), gr.size() * sizeof(float)), 0) << name << " residual";
+          }
+        }
   }
 }
 

@@ -30,7 +30,7 @@ namespace {
 
 TEST(CompressorFactory, NamesRoundTrip) {
   for (CompressionMethod m : all_methods()) EXPECT_EQ(parse_method(method_name(m), "--x", all_methods()), m);
-  EXPECT_EQ(all_methods().size(), 6u);
+  EXPECT_EQ(all_methods().size(), 10u);
 }
 
 TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
@@ -40,14 +40,16 @@ TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
   } catch (const UsageError& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("--grad-comp-method 'zstd' is not a compression method"), std::string::npos) << w;
-    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign"), std::string::npos) << w;
+    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3"), std::string::npos) << w;
   }
   try {
     parse_method("sign", "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
     FAIL() << "no throw";
   } catch (const UsageError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("'sign' is not offered on this link; use one of none|int8|fp8-e4m3|topk"), std::string::npos) << w;
+    EXPECT_NE(w.find("'sign' is not offered on this link; use one of none|int8|fp8-e4m3|topk|mxfp4|nvfp4|int4|int3"),
+              std::string::npos)
+        << w;
   }
 }
 
@@ -57,7 +59,7 @@ TEST(CompressorFactory, PlannerSizesEqualTheBuiltCompressors) {
     for (double fraction : {0.01, 0.1, 0.5, 1.0})
       for (int rank : {1, 16, 300})
         for (auto [r, c] : shapes) {
-          const CompressorSpec spec{m, rank, fraction};
+          const CompressorSpec spec{m, rank, fraction, rank == 16};
           auto built = make_compressor(spec, r, c, 1, 2);
           EXPECT_EQ(built->rows(), r);
           EXPECT_EQ(built->cols(), c);
@@ -86,9 +88,13 @@ TEST(CompressorFactory, EveryMethodComputesOnItsPlacementsOps) {
       {CompressionMethod::Fp8E4m3, {"encode_scaled_rows", "decode_scaled_rows"}},
       {CompressionMethod::Fp8E5m2, {"encode_scaled_rows", "decode_scaled_rows"}},
       {CompressionMethod::Topk, {"encode_topk", "decode_topk"}},
-      {CompressionMethod::Sign, {"encode_signs", "decode_signs"}}};
+      {CompressionMethod::Sign, {"encode_signs", "decode_signs"}},
+      {CompressionMethod::Mxfp4, {"encode_blocks", "decode_blocks"}},
+      {CompressionMethod::Nvfp4, {"encode_blocks", "decode_blocks"}},
+      {CompressionMethod::Int4, {"encode_blocks", "decode_blocks"}},
+      {CompressionMethod::Int3, {"encode_blocks", "decode_blocks"}}};
   for (CompressionMethod method : all_methods()) {
-    const CompressorSpec spec{method, 4, 0.25};
+    const CompressorSpec spec{method, 4, 0.25, method_is_block(method)};
     kernels::TimedOps placed(kernels::cpu_ops());
     auto plain = make_compressor(spec, r, c, 1, 2);
     auto on_ops = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&placed});

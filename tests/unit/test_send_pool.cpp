@@ -18,6 +18,7 @@ class FakeLink final : public PipelineLink {
   uint64_t sends_done() override { return done; }
   void wait_sends() override { done = issued; }
   void recv(void*, size_t, const char*) override {}
+  size_t recv_upto(void*, size_t, const char*) override { return 0; }
   uint64_t issued = 0, done = 0;
 };
 

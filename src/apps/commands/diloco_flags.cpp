@@ -35,10 +35,15 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
           d.outer_comp = parse_method(v, "--diloco-outer-comp-method", DilocoConfig::outer_methods(), "none");
       },
       "DiLoCo: send the outer gradients as none (fp32 all-reduce, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | "
-      "sign (all-gathered, decoded and summed in fp32)");
+      "sign | mxfp4 | nvfp4 | int4 | int3 (all-gathered, decoded and summed in fp32)");
   app.add_option("--diloco-outer-comp-topk-fraction", d.outer_topk_fraction,
                  "DiLoCo outer gradients with topk: the share of each row's entries sent")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--diloco-outer-comp-rounding",
+         [&d](const std::string& v) { d.outer_stochastic = parse_rounding(v, "--diloco-outer-comp-rounding"); },
+         "DiLoCo outer gradients with a block method: nearest (ties to even) | stochastic")
+      ->default_str("nearest");
   app.add_option("--debug-diloco-dump", o.debug_diloco_dump,
                  "test only: write every outer step's inputs and results to this directory")
       ->group("");  // hidden
@@ -52,7 +57,7 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (!o.diloco.enabled()) {
     for (const char* f : {"--diloco-outer-lr", "--diloco-outer-momentum", "--diloco-fragments", "--diloco-overlap-steps",
                           "--diloco-mixing", "--diloco-outer-comp-method", "--diloco-outer-comp-topk-fraction",
-                          "--debug-diloco-dump"})
+                          "--diloco-outer-comp-rounding", "--debug-diloco-dump"})
       if (given(f)) refuse(f, "has no effect without --diloco-inner-steps", "add --diloco-inner-steps H");
     return;
   }
@@ -64,6 +69,9 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (given("--diloco-outer-comp-topk-fraction") && o.diloco.outer_comp != CompressionMethod::Topk)
     refuse("--diloco-outer-comp-topk-fraction", "applies only to --diloco-outer-comp-method topk",
            "use --diloco-outer-comp-method topk");
+  if (given("--diloco-outer-comp-rounding") && !(o.diloco.outer_comp && method_is_block(*o.diloco.outer_comp)))
+    refuse("--diloco-outer-comp-rounding", "applies only to --diloco-outer-comp-method mxfp4|nvfp4|int4|int3",
+           "use one of those methods");
 }
 
 }  // namespace occ::cmd

@@ -222,6 +222,16 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--debug-inject-nan", o.debug_inject_nan, "test only: a NaN gradient at this iteration")
       ->group("");  // hidden
+  app.add_option_function<std::string>(
+         "--debug-dump-messages",
+         [&o](const std::string& dir) { o.cb.debug_dump = o.activation_comp.debug_dump = dir; },
+         "measurement only: each sender keeps its last pipeline messages (and every block method's wire of them) "
+         "in DIR (compress/message_dump.h; needs --activation-comp-method / --inter-grad-comp)")
+      ->group("");  // hidden
+  app.add_option("--debug-inject-nan-dp", o.debug_inject_nan_dp,
+                 "test only: a NaN in data-parallel rank 0's first compressed gradient at this iteration, before "
+                 "its DP compressor encodes it")
+      ->group("");  // hidden
   app.add_option("--debug-save-delay", o.debug_save_delay_s,
                  "test only: the checkpoint writer waits this many seconds before writing a save's files")
       ->group("");  // hidden
@@ -245,9 +255,21 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option_function<std::string>(
          "--inter-grad-comp-method",
          [&o](const std::string& v) { o.cb.method = parse_method(v, "--inter-grad-comp-method", all_methods()); },
-         "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign");
+         "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
+         "nvfp4 | int4 | int3");
   app.add_option("--inter-grad-comp-topk-fraction", o.cb.topk_fraction,
                  "CB with topk: the share of each row's entries sent")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--inter-grad-comp-rounding",
+         [&o](const std::string& v) { o.cb.stochastic = parse_rounding(v, "--inter-grad-comp-rounding"); },
+         "CB with a block method (mxfp4, nvfp4, int4, int3): nearest (ties to even) | stochastic")
+      ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--inter-grad-comp-lossless",
+         [&o](const std::string& v) { o.cb.lossless = parse_lossless(v, "--inter-grad-comp-lossless"); },
+         "CB with a block method on the CPU backend: none | rans (entropy-code the codes and scales on the host, "
+         "lossless: fewer bytes, the same training)")
+      ->default_str("none");
   app.add_option_function<std::string>(
          "--activation-comp-method",
          [&o](const std::string& v) {
@@ -255,9 +277,20 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
            if (o.activation_comp.enabled)
              o.activation_comp.method = parse_method(v, "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
          },
-         "compress the activations sent forward between stages: none (default) | int8 | fp8-e4m3 | topk");
+         "compress the activations sent forward between stages: none (default) | int8 | fp8-e4m3 | topk | mxfp4 | "
+         "nvfp4 | int4 | int3");
   app.add_option("--activation-comp-topk-fraction", o.activation_comp.topk_fraction,
                  "activation compression with topk: the share of each row's entries sent")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--activation-comp-rounding",
+         [&o](const std::string& v) { o.activation_comp.stochastic = parse_rounding(v, "--activation-comp-rounding"); },
+         "activation compression with a block method: nearest (ties to even) | stochastic")
+      ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--activation-comp-lossless",
+         [&o](const std::string& v) { o.activation_comp.lossless = parse_lossless(v, "--activation-comp-lossless"); },
+         "activation compression with a block method on the CPU backend: none | rans (as --inter-grad-comp-lossless)")
+      ->default_str("none");
   app.add_flag("--use-error-feedback", o.cb.lazy_error,
                "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP compression (with "
                "--grad-comp), for any method");
@@ -270,8 +303,13 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option_function<std::string>(
          "--grad-comp-method",
          [&o](const std::string& v) { o.grad_comp.method = parse_method(v, "--grad-comp-method", all_methods()); },
-         "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign "
-         "(all-gathered, decoded and summed in rank order)");
+         "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
+         "nvfp4 | int4 | int3 (all-gathered, decoded and summed in rank order)");
+  app.add_option_function<std::string>(
+         "--grad-comp-rounding",
+         [&o](const std::string& v) { o.grad_comp.stochastic = parse_rounding(v, "--grad-comp-rounding"); },
+         "DP compression with a block method: nearest (ties to even) | stochastic")
+      ->default_str("nearest");
   app.add_flag("--grad-comp-error-feedback", o.grad_comp.error_feedback,
                "error feedback on DP compression only (--use-error-feedback turns on LEP too)");
   app.add_option("--grad-comp-topk-fraction", o.grad_comp.topk_fraction,
@@ -315,14 +353,16 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     CompressionMethod method;
     const char* topk_flag;
     const char* rank_flag;  // PowerSGD's rank (null: none on this link)
+    const char* rounding_flag;
+    const char* lossless_flag;  // (null: none on this link)
   };
   const Link links[] = {
       {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
-       "--inter-grad-comp-rank"},
+       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless"},
       {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
-       "--grad-comp-rank"},
+       "--grad-comp-rank", "--grad-comp-rounding", nullptr},
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
-       "--activation-comp-topk-fraction", nullptr},
+       "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless"},
   };
   if (given("--train-samples") && given("--train-iters"))
     refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
@@ -358,7 +398,7 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
       // (A method other than the default without its switch is TrainOptions::validate's error.)
-      for (const char* f : {l.topk_flag, l.rank_flag})
+      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag})
         if (f && given(f))
           refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
                  fmt::format("add {}", needs));
@@ -367,6 +407,14 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     if (given(l.topk_flag) && l.method != CompressionMethod::Topk)
       refuse(l.topk_flag, fmt::format("applies only to {} topk (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} topk", l.method_flag));
+    if (l.lossless_flag && given(l.lossless_flag) && !method_is_block(l.method))
+      refuse(l.lossless_flag,
+             fmt::format("codes the block methods' wires, mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
+             fmt::format("use {} mxfp4, nvfp4, int4 or int3", l.method_flag));
+    if (given(l.rounding_flag) && !method_is_block(l.method))
+      refuse(l.rounding_flag,
+             fmt::format("applies only to the block methods mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
+             fmt::format("use {} mxfp4, nvfp4, int4 or int3", l.method_flag));
     if (l.rank_flag && given(l.rank_flag) && l.method != CompressionMethod::PowerSgd)
       refuse(l.rank_flag, fmt::format("applies only to {} powersgd (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} powersgd", l.method_flag));

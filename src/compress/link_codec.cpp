@@ -1,0 +1,64 @@
+#include "compress/link_codec.h"
+
+#include <fmt/format.h>
+
+#include "compress/wire.h"
+#include "core/error.h"
+
+namespace occ {
+
+LosslessCoding parse_lossless(const std::string& value, const std::string& flag) {
+  if (value == "none") return LosslessCoding::None;
+  if (value == "rans") return LosslessCoding::Rans;
+  throw UsageError(fmt::format("{} '{}' is not a lossless coding; use none|rans", flag, value));
+}
+
+LinkCodec::LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const CompressorSpec& spec,
+                     LosslessCoding lossless, CompressorPlacement where, const std::string& dump,
+                     const std::string& dump_name)
+    : compressor_(std::move(compressor)) {
+  if (lossless == LosslessCoding::Rans) {
+    OCC_CHECK(method_is_block(spec.method),
+              "lossless rans codes the block methods' wires (mxfp4|nvfp4|int4|int3), not {}; drop the "
+              "--*-comp-lossless flag or use one of those methods",
+              method_name(spec.method));
+    OCC_CHECK(where.device() == Device::Cpu,
+              "lossless rans codes the wire on the host, and this run's pipeline codecs run on the GPU; drop the "
+              "--*-comp-lossless flag (it is for the CPU backend)");
+    coder_ = std::make_unique<BlockWireCoder>(block_code_of(spec.method), compressor_->rows(), compressor_->cols());
+    raw_.resize(size_t(compressor_->wire_floats()));
+  }
+  if (!dump.empty() && !dump_name.empty())
+    dump_ = std::make_unique<MessageDump>(dump, dump_name, compressor_->rows(), compressor_->cols(), where.device());
+}
+
+int64_t LinkCodec::wire_floats() const {
+  return coder_ ? wire::words_for_bytes(coder_->capacity_bytes()) : compressor_->wire_floats();
+}
+
+int64_t LinkCodec::encode(const float* slice, float* wire) {
+  if (dump_) dump_->record(slice);
+  if (!coder_) {
+    compressor_->encode(slice, wire);
+    return compressor_->wire_floats();
+  }
+  compressor_->encode(slice, raw_.data());
+  unsigned char* out = reinterpret_cast<unsigned char*>(wire);
+  const int64_t bytes = coder_->encode(reinterpret_cast<const unsigned char*>(raw_.data()), out);
+  const int64_t words = wire::words_for_bytes(bytes);
+  for (int64_t b = bytes; b < 4 * words; ++b) out[b] = 0;  // the last word's padding
+  return words;
+}
+
+void LinkCodec::decode(const float* wire, int64_t floats, float* slice) const {
+  if (!coder_) {
+    OCC_CHECK(floats == compressor_->wire_floats(), "internal: a message of {} words where {} were expected", floats,
+              compressor_->wire_floats());
+    compressor_->decode(wire, slice);
+    return;
+  }
+  coder_->decode(reinterpret_cast<const unsigned char*>(wire), 4 * floats, reinterpret_cast<unsigned char*>(raw_.data()));
+  compressor_->decode(raw_.data(), slice);
+}
+
+}  // namespace occ
