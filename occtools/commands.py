@@ -16,11 +16,13 @@ from occtools.planner import projection as plan_projection
 from occtools.planner import scale_features as plan_scale_features
 from occtools.planner import validate as validate_planner
 from occtools.quality import cli as quality
+from occtools.compressors import cli as compressors
+from occtools.compressors import entropy as entropy_report
 from occtools.speedup import cli as speedup
 from occtools.regime import cli as regime
 
 GROUPS = (
-    ("experiments", (quality, lep_shapes, llama, diloco_quality, regime)),
+    ("experiments", (quality, compressors, entropy_report, lep_shapes, llama, diloco_quality, regime)),
     ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run, chaos,
                     bench_async_save)),
     ("planner", (validate_planner, plan_projection, plan_scale_features)),

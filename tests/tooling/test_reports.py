@@ -15,6 +15,10 @@ from occtools.regime import report as regime_report
 from occtools import lep_shapes
 from occtools.bench import data_scale
 from occtools.quality import report as quality_report
+from occtools.compressors import entropy as entropy_report
+from occtools.compressors import report as compressors_report
+from occtools.compressors import summary as compressors_summary
+from occtools.compressors import variants as compressors_variants
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
 
@@ -52,6 +56,16 @@ class CommittedResults(unittest.TestCase):
             regime_report.write(ledger, tmp, quiet=True)
             with open(os.path.join(tmp, "quality-regime.md")) as f:
                 self.assertEqual(f.read(), committed("quality-regime.md"))
+
+
+    def test_compressors_bf16(self):
+        # The committed file opens with hand-written lines (title, what to rerun); the rest is the report.
+        text = compressors_report.markdown(committed_json("compressors-bf16.json"))
+        self.assertTrue(committed("compressors-bf16.md").endswith("\n\n" + text))
+
+    def test_entropy(self):
+        self.assertEqual(entropy_report.markdown(committed_json("entropy.json"), "docs/results/entropy"),
+                         committed("entropy.md"))
 
 
 def write_run(path, rows):
@@ -100,6 +114,69 @@ class QualityAblation(unittest.TestCase):
             self.assertIn("| CB + LEP | 16 | s1: 5.0500 (+1.00%), s2: 3.9800 (-0.50%) | +0.25% | 40 | 64 | 16 | 104 | "
                           "0.25 | 0.50 |", lines)
             self.assertIn("| CB (no LEP) | 16 | s3: 5.2000 | n/a | 40 | 64 | 16 | 104 |  |  |", lines)
+
+
+def compressor_rows(val, fwd, bwd, losses=(6.0, 5.9, 5.8, 5.7, 5.6)):
+    """Five iterations of a bf16 run (the last evaluated), as `train --metrics` writes them."""
+    out = []
+    for i, loss in enumerate(losses, 1):
+        r = {"iter": i, "loss": loss, "ms": 100.0, "bytes": {"pp_fwd": fwd, "pp_bwd": bwd, "dp": 400, "emb": 0}}
+        if i == 1:
+            r["wire"] = {"pp_fwd": "bf16", "pp_bwd": "bf16", "dp": "fp32", "emb": "fp32"}
+        if i == 5:
+            r["val_loss"] = val
+        out.append(r)
+    return out
+
+
+class CompressorSweep(unittest.TestCase):
+    def test_settings_parse_as_the_planner_reads_them(self):
+        v = {x["name"]: x for x in compressors_variants.all_variants()}
+        self.assertEqual(len(v), len(compressors_variants.TABLE))
+        self.assertEqual(v["baseline"]["links"], {"pp_fwd": None, "pp_bwd": None, "dp": None})
+        self.assertEqual(v["pp_mxfp4_int3_lep_rans"]["links"]["pp_bwd"],
+                         {"method": "int3", "lep": True, "lossless": "rans"})
+        self.assertEqual(v["paper_full"]["links"]["dp"],
+                         {"method": "powersgd", "rank": 16, "error_feedback": True, "sc": 1, "warmup": 0.1})
+        self.assertEqual(v["dp_topk1"]["links"]["dp"]["fraction"], 0.01)
+        self.assertTrue(v["paper_cb_lep"]["paper"])
+
+    def test_cuts_against_the_runs_own_wire_twins_and_link_costs(self):
+        with tempfile.TemporaryDirectory() as d:
+            manifest = compressors_variants.manifest(5, ["1", "2"], "bf16", "python3 -m occtools compressors")
+            keep = {"baseline", "pp_mxfp4_lep", "pp_mxfp4_lep_rans", "fwd_int8", "bwd_int3"}
+            manifest["variants"] = [x for x in manifest["variants"] if x["name"] in keep]
+            with open(f"{d}/variants.json", "w") as f:
+                json.dump(manifest, f)
+            # bf16 wire: 1024 B = 512 values per link and iteration.
+            write_run(f"{d}/baseline_s1.jsonl", compressor_rows(5.0, 1024, 1024))
+            write_run(f"{d}/baseline_s2.jsonl", compressor_rows(4.0, 1024, 1024))
+            write_run(f"{d}/pp_mxfp4_lep_s1.jsonl", compressor_rows(5.01, 272, 272))  # 4.25 b/v, +0.20 %
+            write_run(f"{d}/pp_mxfp4_lep_s2.jsonl", compressor_rows(4.02, 272, 272))  # +0.50 %
+            write_run(f"{d}/pp_mxfp4_lep_rans_s1.jsonl", compressor_rows(5.01, 256, 240))
+            write_run(f"{d}/pp_mxfp4_lep_rans_s2.jsonl", compressor_rows(4.02, 256, 240, (6.0, 5.9, 5.8, 5.65, 5.6)))
+            write_run(f"{d}/fwd_int8_s1.jsonl", compressor_rows(5.005, 520, 1024))
+            write_run(f"{d}/fwd_int8_s2.jsonl", compressor_rows(4.0, 520, 1024))
+            write_run(f"{d}/bwd_int3_s1.jsonl", compressor_rows(5.0, 1024, 224)[:3])  # still running
+            doc = compressors_summary.summarise(d)
+            r = {x["name"]: x for x in doc["variants"]}
+            self.assertEqual(doc["baseline"]["values_per_iter"]["pp_fwd"], 512)
+            mx = r["pp_mxfp4_lep"]
+            self.assertAlmostEqual(mx["bits_per_value"]["pp_fwd"], 4.25)
+            self.assertAlmostEqual(mx["cut"]["pp_bwd"], 1024 / 272)
+            self.assertAlmostEqual(mx["max_pct"], 0.5)
+            self.assertEqual(doc["target"]["met_by"], ["pp_mxfp4_lep_rans"])  # 4x on both links, +0.50 % worst
+            twin = doc["lossless_twins"][0]
+            self.assertEqual((twin["variant"], twin["twin"], twin["seeds_compared"]), ("pp_mxfp4_lep_rans", "pp_mxfp4_lep", 2))
+            self.assertEqual(twin["differing_seeds"], ["2"])  # one training loss differs: not lossless
+            self.assertFalse(twin["identical"])
+            self.assertEqual([c["variant"] for c in doc["link_costs"]["pp_fwd"]], ["fwd_int8"])
+            self.assertAlmostEqual(doc["link_costs"]["pp_fwd"][0]["mean_pct"], 0.05)
+            self.assertEqual(doc["link_costs"]["pp_bwd"], [])  # bwd_int3 has not finished
+            self.assertEqual(r["bwd_int3"]["runs"]["2"], {"state": "missing"})
+            text = compressors_report.markdown(doc)
+            self.assertIn("DIFFERENT on seeds 2 of 2 seed(s)", text)
+            self.assertIn("running/missing: s1 at iter 3/5, s2 missing", text)
 
 
 class Tables(unittest.TestCase):
