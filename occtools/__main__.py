@@ -1,20 +1,14 @@
 """python3 -m occtools <command> [options]: optimus-cc's tooling, one command per module.
-
-Commands:
-  gpu-check     the GPU checks and benchmarks, run on the GPU machine from the bundle
-                (--first-call: a session's first call; docs/gpu.md)
-  gpu-verdict   one of gpu-check's verdicts on files (a call's runs, or inputs made by hand)
-
-`python3 -m occtools <command> --help` says more. Exit status 3: bad usage.
+Run it from the repository's root (or with the root on PYTHONPATH); each command's --help
+says what it does, what it writes and the command that regenerates a committed result.
+Exit status: 0 done, 1 a run or check failed, 2 bad input, 3 bad usage or the machine cannot.
 """
 
 import argparse
 import sys
 
-from occtools.gpu_check import cli as gpu_check_cli
-from occtools.gpu_check import verdict_cli
-
-COMMANDS = (gpu_check_cli, verdict_cli)  # each module: add_parser(subparsers), setting func
+from occtools import commands
+from occtools.common.errors import Failure
 
 
 class Parser(argparse.ArgumentParser):
@@ -23,14 +17,35 @@ class Parser(argparse.ArgumentParser):
         self.exit(3, f"{self.prog}: error: {message}\n")
 
 
-def main(argv=None):
-    ap = Parser(prog="python3 -m occtools", description=__doc__.split("\n\n")[0],
-                epilog="\n\n".join(__doc__.split("\n\n")[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser():
+    ap = Parser(prog="python3 -m occtools", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="<command>", parser_class=Parser)
-    for module in COMMANDS:
-        module.add_parser(sub)
-    args = ap.parse_args(argv)
-    return args.func(args)
+    groups = []
+    for group, modules in commands.GROUPS:
+        before = list(sub.choices)
+        for module in modules:
+            module.add_parser(sub)
+        groups.append(f"  {group + ':':13s}" + ", ".join(c for c in sub.choices if c not in before))
+    ap.epilog = "commands by group (docs/tooling.md):\n" + "\n".join(groups)
+    return ap
+
+
+def main(argv=None):
+    """Words after a bare `--` are the command's pass-through (args.rest: e.g. validate-planner's
+    extra plan flags); only a command that sets rest=[] in its defaults takes them."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = argv[argv.index("--") + 1:] if "--" in argv else None
+    ap = parser()
+    args = ap.parse_args(argv[:argv.index("--")] if rest is not None else argv)
+    if rest is not None:
+        if getattr(args, "rest", None) is None:
+            ap.error(f"{args.command} takes no words after --")
+        args.rest = rest
+    try:
+        return args.func(args)
+    except Failure as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return e.status
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@
 # RATE is tc's syntax (200mbit, 1gbit; 0 = unshaped), DELAY too (0.2ms; 0 = none added:
 # veth + TCP already cost tens of microseconds, more than InfiniBand's ~2 us; latency needs
 # netem, which some kernels lack). Defaults: 2 nodes, 2 ranks per node, 300mbit, no added
-# latency (see README "Measure it yourself").
+# latency (see docs/emulated-cluster.md, "Measure it yourself").
 set -euo pipefail
 
 NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=300mbit LATENCY=0

@@ -25,7 +25,7 @@ if [[ $SETUP == full ]]; then
     libgtest-dev python3-torch python3-numpy python3-matplotlib
     iproute2 util-linux   # ip, tc, unshare: the emulated cluster (scripts/cluster.sh)
     clang libclang-rt-dev  # libFuzzer and the sanitizers' runtimes (scripts/fuzz.sh)
-    dict-gcide)  # a 40 MB English corpus for long runs (scripts/extract-gcide.sh; the GPU bundle)
+    dict-gcide)  # a 40 MB English corpus for long runs (python3 -m occtools extract-gcide; the GPU bundle)
 fi
 missing=()
 for p in "${PACKAGES[@]}"; do

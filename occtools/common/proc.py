@@ -41,8 +41,10 @@ class Finished(NamedTuple):
 
 
 def why(rc, timeout=None):
-    if rc == TIMED_OUT or rc == 128 + signal.SIGKILL:
+    if rc == TIMED_OUT:
         return f"timed out after {timeout:.0f} s" if timeout is not None else "timed out"
+    if rc == 128 + signal.SIGKILL:  # not ours (a timeout is TIMED_OUT): the kernel's OOM killer, or a person
+        return "killed by signal 9 (SIGKILL: out of memory?)"
     if rc == NOT_STARTED:
         return "command not found / could not start (status 127)"
     if rc > 128:
@@ -50,29 +52,44 @@ def why(rc, timeout=None):
     return f"exit status {rc}"
 
 
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def _stop_group(proc, grace):
-    """SIGTERM to the command's process group, SIGKILL after `grace` seconds."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
+    """SIGTERM to the command's process group, SIGKILL after `grace` seconds to whatever of the
+    group is left: the command itself may end at once while a rank that handles SIGTERM (train's
+    --exit-signal-handler) or a grandchild that ignores it goes on."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(proc.pid):
             return
-        except subprocess.TimeoutExpired:
-            continue
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def run(argv, timeout, log=None, env=None, cwd=None, grace=KILL_GRACE_S, capture=False, header=None) -> Finished:
-    """Runs argv (a list of words) for at most `timeout` seconds (+ `grace` to stop it).
+    """Runs argv (a list of words) for at most `timeout` seconds (+ `grace` to stop it);
+    timeout None: as long as it takes (an experiment's training run).
 
     log: a file the output is appended to (after a `+ command (timeout T s)` line, or
     `header` when given); capture: also return the output (read back from the log, or
     from a temporary file when there is no log). env: the whole environment (None: ours).
     """
     argv = [str(a) for a in argv]
-    timeout = max(0.0, float(timeout))
+    timeout = None if timeout is None else max(0.0, float(timeout))
     tmp = None
     if log is None and capture:
         fd, tmp = tempfile.mkstemp(prefix="occtools-", suffix=".out")
@@ -82,7 +99,8 @@ def run(argv, timeout, log=None, env=None, cwd=None, grace=KILL_GRACE_S, capture
     t0 = time.monotonic()
     with open(path, "ab") if path else open(os.devnull, "wb") as out:
         if log is not None:
-            line = header if header is not None else f"+ {shlex.join(argv)} (timeout {timeout:.0f} s)"
+            limit = "" if timeout is None else f" (timeout {timeout:.0f} s)"
+            line = header if header is not None else f"+ {shlex.join(argv)}{limit}"
             out.write((line + "\n").encode())
             out.flush()
         start_offset = out.tell() if path else 0

@@ -1,6 +1,6 @@
 """The second call's interoperability checks: the Hugging Face GPT-2 and Llama exports,
 TensorBoard's own reader on our event files, and the paper-regime quality experiment
-(scripts/regime_runs.py) with the rest of the budget. (docs/gpu.md, section 3.)
+(`occtools regime run`) with the rest of the budget. (docs/gpu.md, section 3.)
 """
 
 import os
@@ -71,7 +71,7 @@ def hf_llama(ctx, step):
 def hf_tokenizer(ctx, step):
     """transformers' AutoTokenizer loads hf_llama's export (tokenizer.model + tokenizer_config.json of
     a SentencePiece run) and encodes a text sample to our ids; generation_config.json's bos/eos equal
-    config.json's (scripts/hf_tokenizer_check.py; issue 41)."""
+    config.json's (occtools/gpu_check/hf_tokenizer.py; issue 41)."""
     t0, log = time.monotonic(), ctx.log(step.name)
     hf_dir = ctx.w("l_hf")
     if not os.path.exists(os.path.join(hf_dir, "config.json")):
@@ -80,11 +80,11 @@ def hf_tokenizer(ctx, step):
         return ctx.record(step.name, "FAIL", t0, "export --hf-llama of a SentencePiece run wrote no tokenizer.model")
     bin_cmd = f"{os.path.join(ctx.bundle, 'run.sh')} optimus-cc"
     os.makedirs(ctx.w("tokcheck"), exist_ok=True)
-    f = ctx.py(log, step.caps[0], os.path.join(ctx.bundle, "scripts", "hf_tokenizer_check.py"), "--bin", bin_cmd,
+    f = ctx.occtools(log, step.caps[0], "hf-tokenizer-check", "--bin", bin_cmd,
                "--hf-dir", hf_dir, "--work", ctx.w("tokcheck"))
     with open(log, errors="replace") as fh:
         lines = [l.strip() for l in fh if l.startswith(("ok ", "FAIL", "SKIP"))]
-    summary = "; ".join(lines) or f"hf_tokenizer_check.py: {f.why()}: {ctx.tail(log)}"
+    summary = "; ".join(lines) or f"hf-tokenizer-check: {f.why()}: {ctx.tail(log)}"
     status = {0: "PASS", 3: "SKIP"}.get(None if f.timed_out else f.rc, "FAIL")
     ctx.record(step.name, status, t0, summary, log=None if status != "FAIL" else log)
 
@@ -128,7 +128,7 @@ def tensorboard(ctx, step):
 
 
 def quality_regime(ctx, step):
-    """scripts/regime_runs.py run on the bundle's GCIDE corpus, continuing the bundle's copy of the
+    """`occtools regime run` on the bundle's GCIDE corpus, continuing the bundle's copy of the
     ledger docs/results/regime.json, with the rest of the budget: the runs it lacks, most needed
     first, each only if it is predicted to fit. PASS: no run failed. OUT gets regime.json and
     quality-regime.md. The CPU stand-in runs 3 runs of its --smoke plumbing on a fresh ledger."""
@@ -136,17 +136,17 @@ def quality_regime(ctx, step):
     if ctx.gdev == "cpu":
         mode = ["--smoke", "--max-runs", 3]
     elif not os.path.exists(os.path.join(ctx.bundle, "data", "gcide.jsonl.zst")):
-        return ctx.record(step.name, "SKIP", t0, "no data/gcide.jsonl.zst: bundle with scripts/gpu-bundle.sh --gcide")
+        return ctx.record(step.name, "SKIP", t0, "no data/gcide.jsonl.zst: bundle with `python3 -m occtools gpu-bundle --gcide`")
     else:
         ledger = os.path.join(ctx.bundle, "docs", "results", "regime.json")
         if not os.path.exists(ledger):
             return ctx.record(step.name, "FAIL", t0, "the bundle lacks docs/results/regime.json (the ledger to continue): "
-                                                     "rebuild it with scripts/gpu-bundle.sh")
+                                                     "rebuild it with `python3 -m occtools gpu-bundle`")
         mode = ["--ledger", ledger]
     # The experiment starts no run it predicts past its budget and stops a run at its end (on
     # SIGTERM it keeps the running job as unfinished and writes the ledger); the timeout is for a hang.
     limit = ctx.budget.timeout(10**6, "the regime experiment")
-    f = ctx.py(log, limit, os.path.join(ctx.bundle, "scripts", "regime_runs.py"), "run", "--device", ctx.gdev, *mode,
+    f = ctx.occtools(log, limit, "regime", "run", "--device", ctx.gdev, *mode,
                "--budget-s", int(max(1, limit - 25)), "--out", qr)
     for name in ("regime.json", "quality-regime.md"):
         if os.path.exists(os.path.join(qr, name)):
@@ -159,7 +159,7 @@ def quality_regime(ctx, step):
     summary = "; ".join([calls[-1] if calls else "no run this call"] + ([";".join(notes)[:600]] if notes else []))
     if f.ok and os.path.exists(os.path.join(qr, "regime.json")):
         return ctx.record(step.name, "PASS", t0, summary + "; OUT/regime.json, OUT/quality-regime.md")
-    ctx.record(step.name, "FAIL", t0, f"regime_runs.py: {f.why()}: {summary} {ctx.tail(log)}", log=log)
+    ctx.record(step.name, "FAIL", t0, f"occtools regime run: {f.why()}: {summary} {ctx.tail(log)}", log=log)
 
 
 register(Step("hf_export", hf_export, "export --hf-gpt2 through GPT2LMHeadModel vs our definition and the engine's "
@@ -171,6 +171,6 @@ register(Step("hf_tokenizer", hf_tokenizer, "transformers' AutoTokenizer on the 
               needs=("gpu", "torch")))
 register(Step("tensorboard", tensorboard, "our event files through TensorBoard's EventAccumulator, a SIGKILLed run's "
               "too", priority=2, predicted_s=12, caps=(120, 60, 120), needs=("gpu", "tensorboard")))
-register(Step("quality_regime", quality_regime, "the paper-regime experiment (scripts/regime_runs.py), the rest of the "
+register(Step("quality_regime", quality_regime, "the paper-regime experiment (occtools regime run), the rest of the "
               "budget: no run failed", priority=4, predicted_s=200, caps=(420,), needs=("gpu", "numpy"), opt_in=True,
               quick_s=60))

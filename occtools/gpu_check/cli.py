@@ -1,5 +1,5 @@
 """python3 -m occtools gpu-check: the GPU acceptance checks and benchmarks, run on the GPU
-machine from the bundle of scripts/gpu-bundle.sh (nothing is built there):
+machine from the bundle `python3 -m occtools gpu-bundle` packs (nothing is built there):
 
     cd dist/gpu-bundle && python3 -m occtools gpu-check --first-call --out $OUT
 
@@ -124,7 +124,7 @@ def main(a):
     bundle = find_bundle(a.bundle)
     if not bundle or not os.access(os.path.join(bundle, "run.sh"), os.X_OK):
         return usage_error(f"no bundle ({a.bundle or 'next to ' + PACKAGE_ROOT}: no MANIFEST / run.sh); pass --bundle "
-                           "DIR (scripts/gpu-bundle.sh makes one)")
+                           "DIR (`python3 -m occtools gpu-bundle` makes one)")
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="gpu-check.")

@@ -108,10 +108,14 @@ class Context:
         """A script under the machine's PyTorch python."""
         return self.run([self.python, *args], cap, log, env, "python")
 
+    def occtools(self, log, cap, command, *args):
+        """`python3 -m occtools COMMAND ARGS` (this package, from the bundle) under the PyTorch python."""
+        return self.run([self.python, "-m", "occtools", command, *args], cap, log,
+                        {"PYTHONPATH": PACKAGE_ROOT + os.pathsep + self.env.get("PYTHONPATH", "")}, command)
+
     def torch_verdict(self, log, cap, kind, *args):
         """A verdict that needs torch (hf, hf-llama, tensorboard) in the PyTorch python."""
-        f = self.run([self.python, "-m", "occtools", "gpu-verdict", kind, *args], cap, log,
-                     {"PYTHONPATH": PACKAGE_ROOT + os.pathsep + self.env.get("PYTHONPATH", "")}, "gpu-verdict")
+        f = self.occtools(log, cap, "gpu-verdict", kind, *args)
         from occtools.gpu_check.verdict_cli import parse_output
         with open(log, errors="replace") as fh:
             summary, numbers = parse_output(fh.read())

@@ -227,7 +227,7 @@ TB_MEGATRON_TIMERS = {"forward": "forward-compute", "backward": "backward-comput
 
 
 def tb_expected(rows, timers=True, ppl=True):
-    """The scalars the README documents for --tensorboard-dir (interval 1), from the metrics rows
+    """The scalars docs/training.md documents for --tensorboard-dir (interval 1), from the metrics rows
     (an iteration's last row wins), as float32: {tag: {step: value}}."""
     want = {}
     for it, r in {int(r["iter"]): r for r in rows}.items():

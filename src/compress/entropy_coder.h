@@ -2,7 +2,7 @@
 // Lossless entropy coding of the block codecs' wires (kernels/block_codes.h) on
 // the host, for the pipeline links (--activation-comp-lossless /
 // --inter-grad-comp-lossless rans): the bits below 4 per value that the codes'
-// skewed distributions leave (scripts/entropy_report.py measures them on real
+// skewed distributions leave (python3 -m occtools entropy-report measures them on real
 // messages).
 //
 // rans::encode_stream is an order-0 static rANS coder (Duda's asymmetric

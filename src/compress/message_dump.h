@@ -1,7 +1,7 @@
 #pragma once
 // Measurement only (the hidden train flag --debug-dump-messages DIR): the last
 // messages a sender encodes on a pipeline link, kept for offline analysis
-// (scripts/entropy_report.py: the bits per value lossless coding of the block
+// (python3 -m occtools entropy-report: the bits per value lossless coding of the block
 // codes would reach on real messages). Each record is one tensor file
 // DIR/LINK_K.occt (K = message count mod kKeep, so the files end up holding
 // the run's last kKeep messages) with the message as it reached the codec

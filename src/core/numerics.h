@@ -3,7 +3,7 @@
 // data can give different numbers: another order of sums, another rounding, a
 // kernel with other arithmetic. Results of different versions are never pooled
 // (the paper-regime experiment records it with every run and refuses to mix
-// them: scripts/regime_runs.py). `optimus-cc --version` prints it.
+// them: python3 -m occtools regime). `optimus-cc --version` prints it.
 //   1: the engine up to 0cc336b.
 //   2: 16-bit storage of a --bf16 / --fp16 step (issue 29): a received pipeline
 //      message and a TP all-reduce's sum are rounded to the training precision;

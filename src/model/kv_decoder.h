@@ -5,7 +5,7 @@
 // forward through the same kernels, its attention reading the cached k and v
 // (kernels::attention_decode), instead of recomputing the whole window. The
 // uncached path (GptStage::forward over the window) is its reference: the
-// logits agree up to float summation order (tests/cli/generate.sh).
+// logits agree up to float summation order (tests/cli/generate_kv.sh, cli.generate_kv).
 #include <cstdint>
 #include <vector>
 

@@ -84,19 +84,21 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
 LossCostTable LossCostTable::load(const std::string& path) {
   LossCostTable t;
   t.path_ = path;
-  t.read(path, {"--compressors-json", "compressors.json", "experiment-compressors.sh", "compressors_report.py"});
+  t.read(path, {"--compressors-json", "compressors.json", "python3 -m occtools compressors",
+                "python3 -m occtools compressors --from-json FILE"});
   return t;
 }
 
 void LossCostTable::load_more(const std::string& path) {
-  read(path, {"--diloco-json", "diloco-quality.json", "experiment-diloco.sh", "diloco_report.py"});
+  read(path, {"--diloco-json", "diloco-quality.json", "python3 -m occtools diloco-quality",
+               "python3 -m occtools diloco-quality --from-json FILE"});
 }
 
 void LossCostTable::read(const std::string& path, const Source& source) {
   std::ifstream in(path);
   if (!in)
-    throw UsageError(fmt::format("cannot open {} {}; run scripts/{} (it writes {}) or pass its path", source.flag,
-                                 path, source.script, source.file));
+    throw UsageError(fmt::format("cannot open {} {}; run {} (it writes {}) or pass its path", source.flag,
+                                 path, source.command, source.file));
   LossCostTable& t = *this;
   paths_.push_back(path);
   try {
@@ -120,8 +122,8 @@ void LossCostTable::read(const std::string& path, const Source& source) {
       t.variants_.push_back(m);
     }
   } catch (const nlohmann::json::exception& e) {
-    throw UsageError(fmt::format("{} {} is not a {} of scripts/{} ({}); regenerate it with scripts/{}", source.flag,
-                                 path, source.file, source.script, e.what(), source.report));
+    throw UsageError(fmt::format("{} {} is not a {} of {} ({}); regenerate it with {}", source.flag,
+                                 path, source.file, source.command, e.what(), source.report));
   }
 }
 

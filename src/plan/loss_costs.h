@@ -1,5 +1,5 @@
 #pragma once
-// Measured loss costs of compression (scripts/experiment-compressors.sh's
+// Measured loss costs of compression (python3 -m occtools compressors's
 // compressors.json), for `plan --auto --max-loss-increase`: what each method
 // cost in final validation loss, per link class (pp_fwd, pp_bwd, dp), and
 // what the measured combinations cost together.
@@ -11,7 +11,7 @@
 //      ("sum of per-link measurements"; an assumption that the costs add,
 //      stated with every plan).
 // DiLoCo is a setting of the dp link (method "diloco"), measured by
-// scripts/experiment-diloco.sh into a file of the same schema that load_more()
+// python3 -m occtools diloco-quality into a file of the same schema that load_more()
 // adds (docs/results/diloco-quality.json).
 // Each cost is the worst seed's (max over seeds), clamped at 0 (a method that
 // happened to beat the baseline is not counted as a gain). EC and SC only
@@ -85,7 +85,7 @@ class LossCostTable {
   struct Source {
     const char* flag;  // the option naming the file
     const char* file;  // its usual name
-    const char* script, *report;
+    const char* command, *report;  // what writes it; what rebuilds it from its json
   };
   void read(const std::string& path, const Source& source);
   std::string path_;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # labels: data
-# scripts/extract-gcide.sh on a small file in dict-gcide's format: the database's header
+# python3 -m occtools extract-gcide on a small file in dict-gcide's format: the database's header
 # entry is dropped, each entry becomes one JSONL document with its paragraphs' lines
 # joined, the pronunciation markup, cross-reference braces and source tags removed (the
 # exact output below); preprocess reads the result; a missing dictionary is one error line.
 source "$(dirname "$0")/fixture/lib.sh"
+export PYTHONPATH=$SRC
 printf '%s\n' '00-database-info' '     This file was converted from the original database.' '' \
   'Abdicator \Ab"di*ca`tor\, n.' '   One who abdicates.' '   [1913 Webster]' '' \
   'Abdomen \Ab*do"men\, n. [L. abdomen: cf. F. abdomen.]' \
@@ -15,7 +16,7 @@ cat > "$WORK/want.jsonl" <<'JSON'
 {"text": "Abdicator n. One who abdicates."}
 {"text": "Abdomen n. [L. abdomen: cf. F. abdomen.] 1. (Anat.) The belly, or that part of the body between the thorax and the pelvis. See Belly.\n2. (Zool.) The posterior section of the body."}
 JSON
-if GCIDE_DICT="$WORK/mini.dict.dz" bash "$SRC/scripts/extract-gcide.sh" "$WORK/mini.jsonl.zst" > "$WORK/x.log" 2>&1 &&
+if GCIDE_DICT="$WORK/mini.dict.dz" "$PY" -m occtools extract-gcide "$WORK/mini.jsonl.zst" > "$WORK/x.log" 2>&1 &&
    zstdcat "$WORK/mini.jsonl.zst" | cmp -s - "$WORK/want.jsonl"; then
   pass "extract-gcide: header entry dropped, 2 entries cleaned exactly as expected"
 else
@@ -28,7 +29,7 @@ if "$BIN" preprocess --input "$WORK/mini.jsonl.zst" --output-prefix "$WORK/mini"
 else
   cat "$WORK/p.log"; failed "preprocess of the extracted corpus"
 fi
-if GCIDE_DICT="$WORK/absent.dz" bash "$SRC/scripts/extract-gcide.sh" "$WORK/none.jsonl.zst" > "$WORK/e.log" 2>&1; then
+if GCIDE_DICT="$WORK/absent.dz" "$PY" -m occtools extract-gcide "$WORK/none.jsonl.zst" > "$WORK/e.log" 2>&1; then
   failed "a missing dictionary was not refused"
 elif [[ $(wc -l < "$WORK/e.log") -eq 1 ]] && grep -q "apt-get install dict-gcide" "$WORK/e.log"; then
   pass "missing dictionary refused: $(cat "$WORK/e.log")"

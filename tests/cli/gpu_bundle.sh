@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # labels: cli bundle
-# The GPU bundle (scripts/gpu-bundle.sh) runs where none of our Debian packages are
+# The GPU bundle (python3 -m occtools gpu-bundle) runs where none of our Debian packages are
 # installed, as on the GPU machine. It is packed from the build under test (the x86-64-v3
-# rebuild is gpu-bundle.sh's own business; OCC_GPU_BUNDLE=DIR tests a prebuilt bundle
+# rebuild is gpu-bundle's own business; OCC_GPU_BUNDLE=DIR tests a prebuilt bundle
 # instead), then, inside a private mount namespace, every Debian file it carries
 # (SOURCES.tsv), Open MPI's, OpenBLAS's, PMIx's and hwloc's folders, Debian's mpirun/orted
 # and ssh are hidden (empty tmpfs / /dev/null bind mounts), and from the bundle alone:
@@ -38,12 +38,12 @@ if [[ -n ${OCC_GPU_BUNDLE:-} ]]; then
   echo "testing the prebuilt bundle $BUNDLE"
 else
   BUNDLE=$WORK/bundle
-  if bash "$SRC/scripts/gpu-bundle.sh" --from-build "$(dirname "$BIN")" --out "$BUNDLE" --data "$DATA/kjv" \
+  if PYTHONPATH=$SRC "$PY" -m occtools gpu-bundle --from-build "$(dirname "$BIN")" --out "$BUNDLE" --data "$DATA/kjv" \
     > "$WORK/bundle.log" 2>&1; then
     pass "$(tail -n 1 "$WORK/bundle.log")"
   else
     cat "$WORK/bundle.log"
-    failed "gpu-bundle.sh failed"
+    failed "occtools gpu-bundle failed"
     finish
     exit
   fi
@@ -54,7 +54,7 @@ if ((bytes < 60 * 1048576)); then pass "bundle is $((bytes / 1048576)) MiB (< 60
 if grep -q '\.symtab' <<< "$(readelf -S "$BUNDLE/bin/optimus-cc")"; then failed "bin/optimus-cc is not stripped"; else pass "binaries stripped"; fi
 for f in bin/optimus-cc bin/mpirun bin/orted run.sh env.sh data/kjv.bin data/kjv.idx data/kjv.model \
   occtools/__main__.py occtools/gpu_check/cli.py occtools/common/proc.py tests/reference/check_against_torch.py \
-  bench/torch_step.py scripts/regime_runs.py scripts/regime_train.py scripts/regime_ledger.py scripts/regime_report.py \
+  bench/torch_step.py occtools/regime/cli.py occtools/regime/train.py occtools/regime/ledger.py occtools/regime/report.py \
   docs/results/compressors.json docs/gpu.md etc/openmpi-mca-params.conf; do
   [[ -e $BUNDLE/$f ]] || failed "bundle lacks $f"
 done

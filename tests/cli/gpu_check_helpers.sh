@@ -11,24 +11,12 @@
 #     micro-batch; the op profile named when a target is missed; SKIP (3) when a run it
 #     needs was skipped, FAIL when it failed; the CPU stand-in's report-only mode;
 #   - op-profile and the report's op-profile table (each op's share);
-#   - the budget and the plans (tests/tooling/test_gpu_check_budget.py): every plan's worst
-#     case ends by the budget, commands never outlive the deadline, the first call's order;
-#     the package's shape (tests/tooling/test_occtools_package.py): no import circle, no module
-#     over 400 lines, stdlib-only imports, --help lists every command.
+#   (the budget and the plans, and the package's shape: tests/tooling, run by cli.tooling).
 # No engine run: seconds.
 # shellcheck source=fixture/lib.sh
 source "$(dirname "$0")/fixture/lib.sh"
 export PYTHONPATH=$SRC PYTHONDONTWRITEBYTECODE=1
 cd "$WORK" || exit 1
-
-for t in test_gpu_check_budget test_occtools_package; do
-  if out=$(cd "$SRC" && "$PY" -m unittest "tests/tooling/$t.py" 2>&1); then
-    pass "tests/tooling/$t.py: $(tail -n 3 <<< "$out" | paste -sd' ')"
-  else
-    echo "$out"
-    failed "tests/tooling/$t.py"
-  fi
-done
 
 # expect NAME RC PATTERN ARGS...: `occtools gpu-verdict ARGS` exits RC and its SUMMARY matches PATTERN
 expect() {

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # labels: parallel
-# scripts/experiment-lep-shapes.sh --smoke: the LEP-premise sweep's plumbing (two tiny
+# python3 -m occtools lep-shapes --smoke: the LEP-premise sweep's plumbing (two tiny
 # shapes, 3 iterations, at CB ranks 16 and 4). Each run must carry --check-lep's
 # measurements into the table, sorted by message size and rank, with CB's bytes those of a
 # PowerSGD message pair at its rank (P and Q for each of the 2 micro-batches); bad --shapes
 # must fail with a message.
 source "$(dirname "$0")/fixture/lib.sh"
 # Twice into one folder: CB rank 16, then --cb-rank 4 (the rank goes into the runs' names).
-if ! { timeout 120 bash "$SRC/scripts/experiment-lep-shapes.sh" --smoke --bin "$BIN" --out "$WORK/ls" &&
-  timeout 120 bash "$SRC/scripts/experiment-lep-shapes.sh" --smoke --cb-rank 4 --bin "$BIN" --out "$WORK/ls"; } > "$WORK/ls.log" 2>&1; then
+LS=("$PY" -m occtools lep-shapes)
+export PYTHONPATH=$SRC
+if ! { timeout 120 "${LS[@]}" --smoke --bin "$BIN" --out "$WORK/ls" &&
+  timeout 120 "${LS[@]}" --smoke --cb-rank 4 --bin "$BIN" --out "$WORK/ls"; } > "$WORK/ls.log" 2>&1; then
   tail -n 20 "$WORK/ls.log"
-  failed "experiment-lep-shapes.sh --smoke failed"
+  failed "occtools lep-shapes --smoke failed"
   finish
   exit
 fi
@@ -29,7 +31,7 @@ PY
 ); then pass "report: $out"; else failed "report: $out"; fi
 grep -q "^| 128 x 128 | 128 | 64 | 2 | 16 | 1 | 3 |" "$WORK/ls/lep-shapes.md" && pass "lep-shapes.md has the table" ||
   failed "lep-shapes.md lacks the 128 x 128 row"
-if bash "$SRC/scripts/experiment-lep-shapes.sh" --shapes "100:32:2" --out "$WORK/bad" > "$WORK/bad.log" 2>&1; then
+if "${LS[@]}" --shapes "100:32:2" --out "$WORK/bad" > "$WORK/bad.log" 2>&1; then
   failed "--shapes 100:32:2 was accepted"
 else
   grep -q "multiple of 64" "$WORK/bad.log" && pass "bad --shapes refused: $(head -n 1 "$WORK/bad.log")" ||

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # labels: parallel
-# scripts/regime_runs.py --smoke: the paper-regime quality experiment's ledger on the CPU with a
+# python3 -m occtools regime run --smoke: the paper-regime quality experiment's ledger on the CPU with a
 # tiny model (the real runs need a GPU: hidden 1024, seq 1024). Two calls accumulate: the first
 # makes the three most needed runs, the second continues its ledger with the next three
 # without touching the first's records, and the report then writes the verdict; `merge` adds
@@ -9,7 +9,8 @@
 # pooled; a budget too small for the run stops it and the ledger keeps it as unfinished; a
 # corrupt ledger, or a smoke ledger merged into the paper's, is refused with a one-line error.
 source "$(dirname "$0")/fixture/lib.sh"
-RR=("$PY" "$SRC/scripts/regime_runs.py")
+export PYTHONPATH=$SRC
+RR=("$PY" -m occtools regime)
 SMOKE=(run --smoke --bin "$BIN" --data "$DATA/kjv")
 numerics=$("$BIN" --version | sed -n 's/^optimus-cc numerics //p')
 

@@ -1,11 +1,13 @@
 """The shape of the occtools package: no import circle between its modules, no module over
 ~400 lines, and every module importable with the standard library alone (the GPU machine's
-python3 has no Debian packages; torch, numpy, transformers and tensorboard are imported inside
-the functions that use them). Run by tests/cli/gpu_check_helpers.sh (python3 -m unittest).
+python3 has no Debian packages; torch, numpy, matplotlib, transformers and tensorboard are
+imported inside the functions that use them); --help lists every command; every command's
+--help works; scripts/ keeps bash only for the thin entry points. Run by tests/cli/tooling.sh.
 """
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -70,11 +72,32 @@ class Package(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_help_lists_every_command(self):
+        from occtools import commands
+        env = dict(os.environ, PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
         r = subprocess.run([sys.executable, "-m", "occtools", "--help"], cwd=ROOT, capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1"))
+                           env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        for command in ("gpu-check", "gpu-verdict"):
-            self.assertIn(command, r.stdout)
+        names = [m.add_parser.__module__ for _, ms in commands.GROUPS for m in ms]
+        self.assertEqual(len(names), len(set(names)), "a module registered twice")
+        listed = re.findall(r"^    ([a-z0-9-]+)", r.stdout, re.M)
+        self.assertGreaterEqual(len(listed), len(names), r.stdout)
+        for command in ("gpu-check", "gpu-verdict", "gpu-bundle", "quality", "compressors", "lep-shapes", "diloco-quality",
+                        "diloco-speedup", "llama-vs-gpt2", "regime", "speedup", "bench-core", "bench-layouts",
+                        "validate-planner", "plan-projection", "plan-scale-features", "first-run-time", "chaos", "bench-async-save",
+                        "data-scale", "entropy-report",
+                        "check-layers", "extract-kjv", "extract-gcide"):
+            self.assertIn(command, listed)
+        for command in listed:  # every command's own --help
+            h = subprocess.run([sys.executable, "-m", "occtools", command, "--help"], cwd=ROOT, capture_output=True,
+                               text=True, env=env)
+            self.assertEqual(h.returncode, 0, f"{command} --help: {h.stderr}")
+            self.assertIn(f"python3 -m occtools {command}", h.stdout)
+
+    def test_bash_only_for_the_entry_points(self):
+        scripts = os.path.join(ROOT, "scripts")
+        self.assertEqual(sorted(os.listdir(scripts)), ["cluster.sh", "fuzz.sh", "main-job.sh", "setup.sh", "test.sh"])
+        lines = sum(sum(1 for _ in open(os.path.join(scripts, f))) for f in os.listdir(scripts))
+        self.assertLessEqual(lines, 800)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ using namespace occ::plan;
 
 namespace {
 
-// The model of scripts/bench-layouts.sh: 4 layers, hidden 128, vocab 4096, P2 D2.
+// The model of python3 -m occtools bench-layouts: 4 layers, hidden 128, vocab 4096, P2 D2.
 PlanConfig small(int T = 1, int P = 2, int D = 2) {
   PlanConfig c;
   c.model.num_layers = 4, c.model.hidden_size = 128, c.model.num_attention_heads = 4;

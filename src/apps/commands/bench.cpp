@@ -2,7 +2,7 @@
 // grad-norm clip + AdamW) of a single-process model on random tokens, and the
 // sgemm peak of the linked BLAS in the same run, so that the achieved GFLOP/s
 // can be read as a fraction of what the matrix multiplies alone could reach.
-// bench/torch_step.py runs the same presets in PyTorch; scripts/bench-core.sh
+// bench/torch_step.py runs the same presets in PyTorch; python3 -m occtools bench-core
 // interleaves the two and prints the comparison.
 #include <cblas.h>
 #include <omp.h>

@@ -159,10 +159,10 @@ int plan(int argc, char** argv) {
                  "baseline's, as measured by the compressor sweep (--compressors-json); candidates are the methods "
                  "it measured on each link class");
   app.add_option("--compressors-json", loss_costs_path,
-                 "--max-loss-increase: the sweep's measured loss costs (scripts/experiment-compressors.sh)")
+                 "--max-loss-increase: the sweep's measured loss costs (python3 -m occtools compressors)")
       ->capture_default_str();
   app.add_option("--diloco-json", diloco_costs_path,
-                 "--max-loss-increase: DiLoCo's measured loss costs (scripts/experiment-diloco.sh); where the file "
+                 "--max-loss-increase: DiLoCo's measured loss costs (python3 -m occtools diloco-quality); where the file "
                  "exists, DiLoCo settings are candidates for the dp link")
       ->capture_default_str();
   app.add_flag("--critical-path", show_path, "print every node of the critical path");
