@@ -2,6 +2,8 @@
 // and the GPT samples built over it as train builds them (Megatron's split,
 // epochs and shuffles into the index cache, samples read with the vocabulary
 // check). Input: split_two -> PREFIX.idx, PREFIX.bin.
+#include <algorithm>
+
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "fuzz/fuzz_util.h"
@@ -16,8 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     IndexedDataset ds = IndexedDataset::open(prefix);
     std::vector<int32_t> tokens;
     for (int64_t s = 0; s < std::min<int64_t>(ds.num_sequences(), 64); ++s) {
-      tokens.resize(size_t(ds.sequence_length(s)));
-      ds.read(s, 0, int64_t(tokens.size()), tokens.data());
+      // Before validate() a size may be anything (negative, 2^31 - 1): the buffer is
+      // bounded here, and read() must refuse a count its sequence or .bin cannot hold.
+      const int64_t length = ds.sequence_length(s);
+      tokens.resize(size_t(std::clamp<int64_t>(length, 0, int64_t(1) << 20)));
+      ds.read(s, 0, std::min<int64_t>(length, int64_t(tokens.size())), tokens.data());
     }
     ds.validate();
     // What train does with it: a 90/10 split, samples of 8 (+1) tokens, two epochs' worth.
