@@ -216,10 +216,12 @@ void TrainingData::resolve_unweighted_blend(SetPlan& plan, const std::vector<int
     each += fmt::format("{}{} {}", d ? ", " : "", plan.parts[d].prefix, part_samples[d]);
   // Megatron builds the blend min(asked, one epoch of each) long and its run fails
   // when the samples run out; here the run is refused before it starts.
+  const char* fewer = plan.split == "train" ? "fewer iterations (--train-iters or --train-samples)"
+                                             : "fewer --eval-iters (or a longer --eval-interval)";
   OCC_CHECK(total >= plan.target_samples,
             "the {} set of a blend without weights is one epoch of each dataset ({} samples: {}), fewer than the {} "
-            "it needs; give weights to repeat the datasets (--data-path 0.5 A 0.5 B), or fewer iterations",
-            plan.name, total, each, plan.target_samples);
+            "it needs; give weights to repeat the datasets (--data-path 0.5 A 0.5 B), or {}",
+            plan.name, total, each, plan.target_samples, fewer);
   plan.blend.weights = normalize_weights(sizes);
   plan.blend.size = std::min(plan.target_samples, total);
   plan.blend_cache.push_back(blend_index_cache(plan.blend, cache_folder(plan.parts.front().prefix)));

@@ -106,7 +106,7 @@ else
   tail -n 5 "$WORK/e5.log"; failed "prefixes without weights: the run did not train"
 fi
 "$BIN" train "${T[@]}" --data-path "$A" "$B" --train-iters 1000000 > "$WORK/e5b.log" 2>&1
-one_line_error "more samples than one epoch of each" "the train set of a blend without weights is one epoch of each dataset \([0-9]+ samples: .*\), fewer than the 8000000 it needs; give weights" "$WORK/e5b.log" $?
+one_line_error "more samples than one epoch of each" "the train set of a blend without weights is one epoch of each dataset \([0-9]+ samples: .*\), fewer than the 8000000 it needs; give weights .*, or fewer iterations \\(--train-iters" "$WORK/e5b.log" $?
 "$BIN" train "${T[@]}" --data-path 0.5 "$B" 0.5 "$WORK/C" > "$WORK/e6.log" 2>&1
 one_line_error "datasets of different tokenizers" "datasets .*/B and .*/C were made with different tokenizers \(.*/B: SentencePiece.*vocabulary 512; .*/C: .*vocabulary 400\)" "$WORK/e6.log" $?
 "$BIN" train "${T[@]}" --data-path "$A" --train-data-path "$B" > "$WORK/e7.log" 2>&1
