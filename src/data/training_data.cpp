@@ -216,8 +216,9 @@ void TrainingData::resolve_unweighted_blend(SetPlan& plan, const std::vector<int
     each += fmt::format("{}{} {}", d ? ", " : "", plan.parts[d].prefix, part_samples[d]);
   // Megatron builds the blend min(asked, one epoch of each) long and its run fails
   // when the samples run out; here the run is refused before it starts.
-  const char* fewer = plan.split == "train" ? "fewer iterations (--train-iters or --train-samples)"
-                                             : "fewer --eval-iters (or a longer --eval-interval)";
+  const char* fewer = plan.split == "train"   ? "fewer iterations (--train-iters or --train-samples)"
+                      : plan.split == "valid" ? "fewer --eval-iters (or a longer --eval-interval)"
+                                              : "fewer --eval-iters";
   OCC_CHECK(total >= plan.target_samples,
             "the {} set of a blend without weights is one epoch of each dataset ({} samples: {}), fewer than the {} "
             "it needs; give weights to repeat the datasets (--data-path 0.5 A 0.5 B), or {}",
