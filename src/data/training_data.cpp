@@ -179,17 +179,16 @@ std::unique_ptr<TrainingData::SetPlan> TrainingData::plan_set(const DataBlend& b
                                  plan->name, kind, where, prefix, datasets_.at(prefix)->num_documents(), plan->name));
   // A dataset on its own (Megatron: one prefix without weights, or a set's own single prefix), or a blend.
   plan->blended = split_mode_ ? blend.weighted || blend.unweighted() : blend.size() > 1;
+  plan->blend.split = plan->split;
   if (blend.unweighted()) {
     // Megatron's blend without weights: each dataset's part is one epoch (its
     // num_samples None) and the blend weighs them by their sample counts, known
     // once their indices exist (resolve_unweighted_blend).
     plan->unweighted = true;
     plan->target_samples = samples;
-    plan->blend.split = plan->split;
     for (auto& part : parts) part.num_samples = -1;
   } else if (plan->blended) {
     if (weights.size() < blend.size()) weights = normalize_weights(weights);
-    plan->blend.split = plan->split;
     plan->blend.weights = normalize_weights(weights);  // BlendedDataset normalises them again
     for (size_t d = 0; d < parts.size(); ++d) {
       parts[d].num_samples = blend_part_size(samples, weights[d], kBlendSurplus);
@@ -224,7 +223,7 @@ void TrainingData::resolve_unweighted_blend(SetPlan& plan, const std::vector<int
             "it needs; give weights to repeat the datasets (--data-path 0.5 A 0.5 B), or {}",
             plan.name, total, each, plan.target_samples, fewer);
   plan.blend.weights = normalize_weights(sizes);
-  plan.blend.size = std::min(plan.target_samples, total);
+  plan.blend.size = plan.target_samples;  // Megatron's min(asked, their sum), the sum being no smaller here
   plan.blend_cache.push_back(blend_index_cache(plan.blend, cache_folder(plan.parts.front().prefix)));
 }
 
@@ -309,9 +308,11 @@ std::unique_ptr<BlendedDataset> TrainingData::open_set(SetPlan& plan) {
                                                  spec_.vocab_size));
   }
   std::optional<CachedArrays::Hit> index;
-  std::vector<int64_t> sizes;
-  for (const auto& part : parts) sizes.push_back(part->size());
-  resolve_unweighted_blend(plan, sizes);
+  if (plan.unweighted) {
+    std::vector<int64_t> sizes;
+    for (const auto& part : parts) sizes.push_back(part->size());
+    resolve_unweighted_blend(plan, sizes);
+  }
   if (plan.blended) {
     std::string why;
     index = plan.blend_cache[0].find(&why);
