@@ -128,14 +128,14 @@ def main(a):
                 os.kill(rng.choice(pids), signal.SIGSTOP)
             else:
                 for p in pids:  # frozen, so no save commits meanwhile
-                    os.kill(p, signal.SIGSTOP)
+                    signal_if_alive(p, signal.SIGSTOP)
                 try:
                     latest = int(open(out("chaos", "latest_checkpointed_iteration.txt")).read())
                     victim = corrupt_one_shard(out("chaos", f"iter_{latest:07d}"), rng)
                     os.kill(rng.choice(pids), signal.SIGKILL)
                 finally:
-                    for p in pids:
-                        os.kill(p, signal.SIGCONT)
+                    for p in pids:  # (the killed rank may be reaped already)
+                        signal_if_alive(p, signal.SIGCONT)
                 kind = f"corrupt iter_{latest:07d} ({os.path.relpath(victim, out('chaos'))})"
             struck_at = last_iter(metrics)
             done.append(f"{kind} at iteration {struck_at}")
@@ -203,6 +203,14 @@ def run(cmd, log, env):
 def fail(why):
     print(f"chaos: FAIL {why}", flush=True)
     raise Failure(f"chaos: {why}", 1)
+
+
+def signal_if_alive(pid, sig):
+    """Sends sig to pid unless it has ended meanwhile (a rank exits or is reaped at any moment)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def wait_for(condition, sup, timeout=300):
