@@ -33,6 +33,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/commands/command_line.h"
 #include "apps/commands/commands.h"
 #include "apps/commands/hang_watch.h"
 #include "apps/commands/job_command.h"
@@ -103,7 +104,10 @@ std::vector<pid_t> local_rank_pids(const std::vector<heartbeat::Snapshot>& ranks
     if (s.rank < 0 || s.pid <= 0 || s.host != host) continue;
     std::ifstream comm(fmt::format("/proc/{}/comm", s.pid));
     std::string name;
-    if (std::getline(comm, name) && name == "optimus-cc") pids.push_back(pid_t(s.pid));
+    std::error_code ec;  // (this binary under another name: a symlink to it)
+    if ((std::getline(comm, name) && name == "optimus-cc") ||
+        std::filesystem::equivalent(fmt::format("/proc/{}/exe", s.pid), "/proc/self/exe", ec))
+      pids.push_back(pid_t(s.pid));
   }
   return pids;
 }
@@ -365,6 +369,63 @@ int Supervisor::run() {
 
 }  // namespace
 
+// What a refused or failed start leaves: the directories the supervisor made
+// for the heartbeats (SAVE/heartbeat, and SAVE itself when it did not exist),
+// removed again when the job wrote no checkpoint. After a checkpoint they stay.
+class MadeDirectories {
+ public:
+  MadeDirectories(std::string heartbeat_dir, std::string save) : save_(std::move(save)) {
+    std::error_code ec;
+    for (std::filesystem::path p = heartbeat_dir; !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+      made_.push_back(p);
+      if (p == p.parent_path()) break;
+    }
+  }
+  ~MadeDirectories() {
+    std::error_code ec;
+    try {
+      if (made_.empty() || !CheckpointStore(save_).iterations().empty()) return;
+    } catch (const std::exception&) {
+      return;  // (unreadable: keep everything)
+    }
+    for (std::filesystem::directory_iterator it(made_.front(), ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().filename().string().rfind("rank_", 0) == 0) std::filesystem::remove(it->path(), ec);
+    for (const auto& dir : made_) std::filesystem::remove(dir, ec);  // (only while empty)
+  }
+
+ private:
+  std::string save_;
+  std::vector<std::filesystem::path> made_;  // the heartbeat directory first, then its parents
+};
+
+// launch's flags: the name of each that takes a value.
+constexpr const char* kLaunchValueFlags[] = {"--max-restarts", "--restart-backoff", "--hang-timeout", "--heartbeat-dir",
+                                             "--config"};
+
+// Everything before "--" must be launch's own flags: a job's command there (the
+// "--" forgotten) is named with the fix rather than refused as stray words.
+void refuse_words_before_split(int split, int argc, char** argv) {
+  for (int i = 1; i < split; ++i) {
+    const std::string w = argv[i];
+    const std::string name = w.substr(0, w.find('='));
+    const bool value_flag = std::any_of(std::begin(kLaunchValueFlags), std::end(kLaunchValueFlags),
+                                        [&](const char* f) { return name == f; });
+    if (value_flag) {
+      if (w.find('=') == std::string::npos) ++i;  // its value (checked by the parser)
+      continue;
+    }
+    if (w == "--help" || w == "-h") continue;
+    std::string job;
+    for (int j = i; j < argc && j < i + 3; ++j) job += std::string(" ") + argv[j];
+    if (w.rfind("-", 0) == 0)
+      throw UsageError(fmt::format("launch: unknown option {}; the options are --max-restarts, --restart-backoff, "
+                                   "--hang-timeout and --heartbeat-dir (the job's command goes after --)", w));
+    throw UsageError(fmt::format("launch: {} is not a launch option; put the job's command after --: optimus-cc "
+                                 "launch [options] --{}{}",
+                                 w, job, i + 3 < argc ? " ..." : ""));
+  }
+}
+
 int launch(int argc, char** argv) {
   // Everything after "--" is the job's command.
   int split = 1;
@@ -374,39 +435,41 @@ int launch(int argc, char** argv) {
                "optimus-cc train --save DIR --save-interval K ...",
                "launch"};
   LaunchOptions opt;
-  app.add_option("--max-restarts", opt.max_restarts, "restarts before giving up")->capture_default_str()->check(
-      CLI::NonNegativeNumber);
+  app.add_option("--max-restarts", opt.max_restarts, "restarts before giving up (>= 0)")->capture_default_str();
   app.add_option("--restart-backoff", opt.restart_backoff_s,
-                 "seconds before a restart; doubled for each further restart that gained no new checkpoint")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+                 "seconds before a restart (>= 0); doubled for each further restart that gained no new checkpoint")
+      ->capture_default_str();
   app.add_option("--hang-timeout", opt.hang_timeout_s,
                  "seconds without progress on any rank (each rank's heartbeat) after which the job is ended as hung "
                  "and restarted; start-up, checkpoint saves and loads do not count (0: off; default: 3/4 of the "
                  "train command's --comm-timeout, which would otherwise end a hang first, without saying where "
-                 "each rank waits)")
-      ->check(CLI::NonNegativeNumber);
+                 "each rank waits)");
   app.add_option("--heartbeat-dir", opt.heartbeat_dir,
                  "where the ranks' heartbeat files go (default: SAVE/heartbeat; on a multi-host job, a directory "
                  "every host and this one share)");
-  try {
-    app.parse(split, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    throw UsageError(fmt::format("launch: {}; run 'optimus-cc launch --help' for the options", message));
-  }
+  refuse_words_before_split(split, argc, argv);
+  const int rc = parse_command_line(app, split, argv);  // (one line naming the flag: not a number, nan, "")
+  if (rc >= 0) return rc;
+  auto at_least_zero = [](const char* flag, double v, const char* what) {
+    if (v < 0) throw UsageError(fmt::format("launch: {} must be >= 0 (got {:g}); {}", flag, v, what));
+  };
+  at_least_zero("--max-restarts", opt.max_restarts, "0 ends the run at its first failure");
+  at_least_zero("--restart-backoff", opt.restart_backoff_s, "0 restarts at once");
+  if (app.count("--hang-timeout")) at_least_zero("--hang-timeout", opt.hang_timeout_s, "0 turns hang detection off");
   if (split + 1 >= argc)
     throw UsageError("launch: no job command; give it after --: optimus-cc launch -- mpirun -np N optimus-cc train ...");
   JobCommand job(std::vector<std::string>(argv + split + 1, argv + argc));
   const double comm_timeout = job.options().comm_timeout_s;
-  if (opt.hang_timeout_s < 0) opt.hang_timeout_s = 0.75 * comm_timeout;
+  if (!app.count("--hang-timeout")) opt.hang_timeout_s = 0.75 * comm_timeout;
   if (opt.hang_timeout_s >= comm_timeout)
     std::printf("launch: note: --hang-timeout %g is not below the train command's --comm-timeout %g: a rank's "
                 "network wait ends the job first, with its own message\n", opt.hang_timeout_s, comm_timeout);
+  // launch's own path is this process's; the default, the job's --save, as its ranks resolve it (absolute:
+  // they are passed on to ranks that may run elsewhere, mpirun -wdir).
+  opt.heartbeat_dir = opt.heartbeat_dir.empty()
+                          ? (std::filesystem::path(job.options().save) / "heartbeat").string()
+                          : std::filesystem::absolute(opt.heartbeat_dir).lexically_normal().string();
+  const MadeDirectories made(opt.heartbeat_dir, job.options().save);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
