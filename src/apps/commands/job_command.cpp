@@ -300,16 +300,16 @@ JobCommand::JobCommand(std::vector<std::string> argv) : argv_(std::move(argv)) {
   if (opt_.save.empty())
     throw UsageError("launch: the train command has no --save DIR, so a restart could only start from the beginning; "
                      "add --save DIR and --save-interval N");
-  opt_.save = resolve(opt_.save);
-  if (!opt_.load.empty()) opt_.load = resolve(opt_.load);
+  opt_.save = resolve(opt_.save, "--save");
+  if (!opt_.load.empty()) opt_.load = resolve(opt_.load, "--load");
 }
 
-std::string JobCommand::resolve(const std::string& path) const {
+std::string JobCommand::resolve(const std::string& path, const std::string& flag) const {
   if (path.empty() || fs::path(path).is_absolute()) return path.empty() ? path : joined("/", path);
   if (!place_.dir)
-    throw UsageError(fmt::format("launch: the train command's path {} is relative, and the directory the job runs in "
-                                 "is not known here ({}); give it as an absolute path",
-                                 path, place_.dir_unknown_why));
+    throw UsageError(fmt::format("launch: the train command's {}{} is a relative path, and the directory the job runs "
+                                 "in is not known here ({}); give it as an absolute path",
+                                 flag.empty() ? "" : flag + " ", path, place_.dir_unknown_why));
   return joined(*place_.dir, path);
 }
 
@@ -323,9 +323,9 @@ void JobCommand::parse_train_flags() {
     const std::string& a = train_flags_[i];
     if (a == "--config" && i + 1 < train_flags_.size() && train_flags_[i + 1].rfind("--", 0) != 0 &&
         !train_flags_[i + 1].empty()) {
-      args.insert(args.end(), {a, resolve(train_flags_[++i])});
+      args.insert(args.end(), {a, resolve(train_flags_[++i], "--config")});
     } else if (a.rfind("--config=", 0) == 0 && a.size() > 9) {
-      args.push_back("--config=" + resolve(a.substr(9)));
+      args.push_back("--config=" + resolve(a.substr(9), "--config"));
     } else {
       args.push_back(a);
     }

@@ -34,8 +34,8 @@ class JobCommand {
   // --chdir / -D) and the `cd DIR`s before the train command in a sh -c string,
   // else this process's working directory. Every path the supervisor itself
   // opens goes through here. Throws UsageError for a relative path where that
-  // directory is not known (a cd $VAR).
-  std::string resolve(const std::string& path) const;
+  // directory is not known (a cd $VAR), naming `flag`.
+  std::string resolve(const std::string& path, const std::string& flag = "") const;
 
   // The ranks the launcher starts, where its flags say (mpirun -np N, srun -n N;
   // 1 with no launcher); nullopt where they do not.
