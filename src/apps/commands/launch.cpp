@@ -469,6 +469,13 @@ int launch(int argc, char** argv) {
   opt.heartbeat_dir = opt.heartbeat_dir.empty()
                           ? (std::filesystem::path(job.options().save) / "heartbeat").string()
                           : std::filesystem::absolute(opt.heartbeat_dir).lexically_normal().string();
+  // (A file in the way would otherwise end the first attempt with a line about creating directories.)
+  for (const auto& [flag, dir] : {std::pair{"the train command's --save", job.options().save},
+                                  std::pair{"--heartbeat-dir", opt.heartbeat_dir}}) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+      throw UsageError(fmt::format("launch: {} {} is an existing file, not a directory; give a directory", flag, dir));
+  }
   const MadeDirectories made(opt.heartbeat_dir, job.options().save);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
