@@ -114,7 +114,7 @@ void JobCommand::read_prefix(const std::vector<std::string>& words, Place& place
         if (!wdir_seen) {
           if (d->empty()) {
             place.dir.reset();
-            place.dir_unknown_why = fmt::format("{} {} is a shell expansion", words[j], "$...");
+            place.dir_unknown_why = fmt::format("the launcher's {} is not a literal directory", words[j]);
           } else if (place.dir || fs::path(*d).is_absolute()) {
             place.dir = joined(place.dir.value_or("/"), *d);
           }
