@@ -23,7 +23,7 @@ cd "$WORK/elsewhere" || exit 1
 "$BIN" launch --restart-backoff 0 -- mpirun --oversubscribe -np 2 -wdir ../job "$BIN" train "${RUN[@]}" \
   --train-iters $ITERS --save ck --save-interval 500 --metrics a.jsonl > "$WORK/a.log" 2>&1 &
 sup=$!
-for _ in $(seq 1200); do [[ -d $WORK/job/ck/iter_0001000 ]] && break; sleep 0.05; done
+for _ in $(seq 4800); do [[ -d $WORK/job/ck/iter_0001000 ]] && break; sleep 0.05; done
 mpirun_pid=$(pgrep -P $sup | head -1)
 rank=$(pgrep -P "$mpirun_pid" | tail -1)
 [[ -n $rank ]] && kill -KILL "$rank"
