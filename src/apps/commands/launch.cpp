@@ -37,6 +37,7 @@
 #include "apps/commands/commands.h"
 #include "apps/commands/hang_watch.h"
 #include "apps/commands/job_command.h"
+#include "apps/commands/launch_front.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "train/checkpoint_store.h"
@@ -368,63 +369,6 @@ int Supervisor::run() {
 }
 
 }  // namespace
-
-// What a refused or failed start leaves: the directories the supervisor made
-// for the heartbeats (SAVE/heartbeat, and SAVE itself when it did not exist),
-// removed again when the job wrote no checkpoint. After a checkpoint they stay.
-class MadeDirectories {
- public:
-  MadeDirectories(std::string heartbeat_dir, std::string save) : save_(std::move(save)) {
-    std::error_code ec;
-    for (std::filesystem::path p = heartbeat_dir; !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
-      made_.push_back(p);
-      if (p == p.parent_path()) break;
-    }
-  }
-  ~MadeDirectories() {
-    std::error_code ec;
-    try {
-      if (made_.empty() || !CheckpointStore(save_).iterations().empty()) return;
-    } catch (const std::exception&) {
-      return;  // (unreadable: keep everything)
-    }
-    for (std::filesystem::directory_iterator it(made_.front(), ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().filename().string().rfind("rank_", 0) == 0) std::filesystem::remove(it->path(), ec);
-    for (const auto& dir : made_) std::filesystem::remove(dir, ec);  // (only while empty)
-  }
-
- private:
-  std::string save_;
-  std::vector<std::filesystem::path> made_;  // the heartbeat directory first, then its parents
-};
-
-// launch's flags: the name of each that takes a value.
-constexpr const char* kLaunchValueFlags[] = {"--max-restarts", "--restart-backoff", "--hang-timeout", "--heartbeat-dir",
-                                             "--config"};
-
-// Everything before "--" must be launch's own flags: a job's command there (the
-// "--" forgotten) is named with the fix rather than refused as stray words.
-void refuse_words_before_split(int split, int argc, char** argv) {
-  for (int i = 1; i < split; ++i) {
-    const std::string w = argv[i];
-    const std::string name = w.substr(0, w.find('='));
-    const bool value_flag = std::any_of(std::begin(kLaunchValueFlags), std::end(kLaunchValueFlags),
-                                        [&](const char* f) { return name == f; });
-    if (value_flag) {
-      if (w.find('=') == std::string::npos) ++i;  // its value (checked by the parser)
-      continue;
-    }
-    if (w == "--help" || w == "-h") continue;
-    std::string job;
-    for (int j = i; j < argc && j < i + 3; ++j) job += std::string(" ") + argv[j];
-    if (w.rfind("-", 0) == 0)
-      throw UsageError(fmt::format("launch: unknown option {}; the options are --max-restarts, --restart-backoff, "
-                                   "--hang-timeout and --heartbeat-dir (the job's command goes after --)", w));
-    throw UsageError(fmt::format("launch: {} is not a launch option; put the job's command after --: optimus-cc "
-                                 "launch [options] --{}{}",
-                                 w, job, i + 3 < argc ? " ..." : ""));
-  }
-}
 
 int launch(int argc, char** argv) {
   // Everything after "--" is the job's command.
