@@ -5,7 +5,7 @@
 #      the ranks write them (DIR/SAVE), passes absolute --load and --heartbeat-dir, and after a
 #      rank is killed mid-run resumes from the newest checkpoint there; the losses equal an
 #      uninterrupted run's;
-#  (b) the program as a symlink to optimus-cc, inside `sh -c "cd DIR && mpirun ..."`: recognised,
+#  (b) the program as a symlink to optimus-cc, inside `sh -c "cd DIR && VAR=1 mpirun ..."`: recognised,
 #      its flags added inside the string, the shell replaced by the launcher (exec), so that a
 #      SIGTERM to the supervisor is the job's graceful stop (a checkpoint, exit 0);
 #  (c) a job that fails at start-up under the supervisor leaves nothing behind (no SAVE/heartbeat).
@@ -43,7 +43,7 @@ fi
 # (b) A symlink to the binary, inside sh -c with a cd; SIGTERM to the supervisor mid-run.
 ln -s "$BIN" "$WORK/occ"
 mkdir -p "$WORK/b"
-"$BIN" launch --restart-backoff 0 -- sh -c "cd '$WORK/b' && mpirun --oversubscribe -np 2 ../occ train ${RUN[*]} \
+"$BIN" launch --restart-backoff 0 -- sh -c "cd '$WORK/b' && OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 ../occ train ${RUN[*]} \
   --train-iters 100000 --save ck --save-interval 100000 --metrics b.jsonl > job.log 2>&1" > "$WORK/b.log" 2>&1 &
 sup=$!
 for _ in $(seq 1200); do [[ -f $WORK/b/b.jsonl && $(wc -l < "$WORK/b/b.jsonl") -ge 50 ]] && break; sleep 0.05; done
@@ -51,7 +51,7 @@ kill -TERM $sup
 wait $sup
 rc=$?
 stopped=$(cat "$WORK/b/ck/latest_checkpointed_iteration.txt" 2> /dev/null)
-if [[ $rc == 0 && -n $stopped ]] && grep -q "^launch: attempt 1: from the beginning: sh -c .*cd .* && exec mpirun .* --heartbeat-dir $WORK/b/ck/heartbeat > job.log 2>&1'" "$WORK/b.log" &&
+if [[ $rc == 0 && -n $stopped ]] && grep -q "^launch: attempt 1: from the beginning: sh -c .*cd .* && OMP_NUM_THREADS=1 exec mpirun .* --heartbeat-dir $WORK/b/ck/heartbeat > job.log 2>&1'" "$WORK/b.log" &&
     grep -q "^launch: stopped by signal 15 (Terminated): the job saved checkpoint $WORK/b/ck/iter_$(printf %07d "$stopped") and exited 0" "$WORK/b.log"; then
   pass "(b) a symlink in sh -c \"cd DIR && mpirun ...\": recognised; SIGTERM stopped it with checkpoint $stopped, exit 0"
 else

@@ -90,8 +90,12 @@ TEST(JobCommand, InsideShC) {
   a.heartbeat_dir = "/runs/y/ck/heart beat";
   const Argv argv = job.argv_for(a);
   ASSERT_EQ(argv.size(), 3u);
-  EXPECT_EQ(argv[2], "cd /runs/y && exec OMP_NUM_THREADS=1 mpirun -np 2 optimus-cc train " + kFlags +
+  EXPECT_EQ(argv[2], "cd /runs/y && OMP_NUM_THREADS=1 exec mpirun -np 2 optimus-cc train " + kFlags +
                          " --save ck --exit-signal-handler --heartbeat-dir '/runs/y/ck/heart beat' > log 2>&1");
+  // A command that execs already is left as it is.
+  const cmd::JobCommand execs({"sh", "-c", "A=1 exec optimus-cc train " + kFlags + " --save ck"});
+  EXPECT_EQ(execs.argv_for(a)[2], "A=1 exec optimus-cc train " + kFlags +
+                                      " --save ck --exit-signal-handler --heartbeat-dir '/runs/y/ck/heart beat'");
   // Forms the supervisor cannot drive or read: refused, naming what works.
   EXPECT_NE(error_of({"sh", "-c", "optimus-cc train " + kFlags + " --save ck | tee log"}).find("last command"),
             std::string::npos);

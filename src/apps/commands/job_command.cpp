@@ -279,9 +279,17 @@ bool JobCommand::find_in_shell() {
     train_flags_.push_back(tokens[u].text);
     flags_at_ = tokens[u].end;
   }
-  std::vector<std::string> cmd = plain_words(tokens, begin, end);
-  auto first = std::find_if(cmd.begin(), cmd.end(), [](const std::string& w) { return !is_assignment(w); });
-  exec_at_ = first != cmd.end() && *first == "exec" ? kNone : tokens[begin].begin;
+  // "exec" goes before the command's first word, after its NAME=value assignments
+  // (`A=1 exec prog` passes A to prog), unless the command execs already.
+  for (size_t u = begin; u < end; ++u) {
+    if (tokens[u].kind == ShellToken::Redirect) {
+      ++u;
+      continue;
+    }
+    if (is_assignment(tokens[u].text)) continue;
+    exec_at_ = tokens[u].text == "exec" && !tokens[u].expands ? kNone : tokens[u].begin;
+    break;
+  }
   shell_string_ = string_at;
   place_ = found_place;
   place_.several_programs = std::any_of(tokens.begin(), tokens.end(), [](const ShellToken& k) { return k.text == ":"; });
