@@ -410,9 +410,11 @@ int launch(int argc, char** argv) {
                 "network wait ends the job first, with its own message\n", opt.hang_timeout_s, comm_timeout);
   // launch's own path is this process's; the default, the job's --save, as its ranks resolve it (absolute:
   // they are passed on to ranks that may run elsewhere, mpirun -wdir).
-  opt.heartbeat_dir = opt.heartbeat_dir.empty()
-                          ? (std::filesystem::path(job.options().save) / "heartbeat").string()
-                          : std::filesystem::absolute(opt.heartbeat_dir).lexically_normal().string();
+  std::filesystem::path heartbeat_dir = opt.heartbeat_dir.empty()
+                                           ? std::filesystem::path(job.options().save) / "heartbeat"
+                                           : std::filesystem::absolute(opt.heartbeat_dir).lexically_normal();
+  if (heartbeat_dir.filename().empty()) heartbeat_dir = heartbeat_dir.parent_path();  // ("hb/")
+  opt.heartbeat_dir = heartbeat_dir.string();
   // (A file in the way would otherwise end the first attempt with a line about creating directories.)
   for (const auto& [flag, dir] : {std::pair{"the train command's --save", job.options().save},
                                   std::pair{"--heartbeat-dir", opt.heartbeat_dir}}) {
