@@ -228,9 +228,14 @@ int parse_command_line(CLI::App& app, int argc, char** argv, std::initializer_li
       if (const size_t comma = value.rfind(','); comma != std::string::npos) value = value.substr(comma + 1);
       const CLI::Option* o = app.get_option_no_throw(flag);
       const std::string type = o ? o->get_type_name() : "";
+      // "abc" is no number at all; "2147483648" is one the flag cannot hold.
+      const bool digits = value.find_first_not_of("+-0123456789") == std::string::npos &&
+                          value.find_first_of("0123456789") != std::string::npos;
       const char* kind = type.rfind("FLOAT", 0) == 0  ? "a number"
-                         : type.rfind("UINT", 0) == 0 ? "a whole number >= 0 in the flag's range"
-                         : type.rfind("INT", 0) == 0  ? "a whole number in the flag's range"
+                         : type.rfind("UINT", 0) == 0 ? (digits ? "a whole number >= 0 in the flag's range"
+                                                                : "a whole number (>= 0)")
+                         : type.rfind("INT", 0) == 0  ? (digits ? "a whole number in the flag's range"
+                                                                : "a whole number")
                                                       : "a value this flag takes";
       message = fmt::format("{} {} is not {}", named(flag), printable(value), kind);
     }

@@ -33,9 +33,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/commands/command_line.h"
 #include "apps/commands/commands.h"
 #include "apps/commands/hang_watch.h"
 #include "apps/commands/job_command.h"
+#include "apps/commands/launch_front.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "train/checkpoint_store.h"
@@ -103,7 +105,10 @@ std::vector<pid_t> local_rank_pids(const std::vector<heartbeat::Snapshot>& ranks
     if (s.rank < 0 || s.pid <= 0 || s.host != host) continue;
     std::ifstream comm(fmt::format("/proc/{}/comm", s.pid));
     std::string name;
-    if (std::getline(comm, name) && name == "optimus-cc") pids.push_back(pid_t(s.pid));
+    std::error_code ec;  // (this binary under another name: a symlink to it)
+    if ((std::getline(comm, name) && name == "optimus-cc") ||
+        std::filesystem::equivalent(fmt::format("/proc/{}/exe", s.pid), "/proc/self/exe", ec))
+      pids.push_back(pid_t(s.pid));
   }
   return pids;
 }
@@ -374,39 +379,50 @@ int launch(int argc, char** argv) {
                "optimus-cc train --save DIR --save-interval K ...",
                "launch"};
   LaunchOptions opt;
-  app.add_option("--max-restarts", opt.max_restarts, "restarts before giving up")->capture_default_str()->check(
-      CLI::NonNegativeNumber);
+  app.add_option("--max-restarts", opt.max_restarts, "restarts before giving up (>= 0)")->capture_default_str();
   app.add_option("--restart-backoff", opt.restart_backoff_s,
-                 "seconds before a restart; doubled for each further restart that gained no new checkpoint")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+                 "seconds before a restart (>= 0); doubled for each further restart that gained no new checkpoint")
+      ->capture_default_str();
   app.add_option("--hang-timeout", opt.hang_timeout_s,
                  "seconds without progress on any rank (each rank's heartbeat) after which the job is ended as hung "
                  "and restarted; start-up, checkpoint saves and loads do not count (0: off; default: 3/4 of the "
                  "train command's --comm-timeout, which would otherwise end a hang first, without saying where "
-                 "each rank waits)")
-      ->check(CLI::NonNegativeNumber);
+                 "each rank waits)");
   app.add_option("--heartbeat-dir", opt.heartbeat_dir,
                  "where the ranks' heartbeat files go (default: SAVE/heartbeat; on a multi-host job, a directory "
                  "every host and this one share)");
-  try {
-    app.parse(split, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    throw UsageError(fmt::format("launch: {}; run 'optimus-cc launch --help' for the options", message));
-  }
+  refuse_words_before_split(split, argc, argv);
+  const int rc = parse_command_line(app, split, argv);  // (one line naming the flag: not a number, nan, "")
+  if (rc >= 0) return rc;
+  auto at_least_zero = [](const char* flag, double v, const char* what) {
+    if (v < 0) throw UsageError(fmt::format("launch: {} must be >= 0 (got {:g}); {}", flag, v, what));
+  };
+  at_least_zero("--max-restarts", opt.max_restarts, "0 ends the run at its first failure");
+  at_least_zero("--restart-backoff", opt.restart_backoff_s, "0 restarts at once");
+  if (app.count("--hang-timeout")) at_least_zero("--hang-timeout", opt.hang_timeout_s, "0 turns hang detection off");
   if (split + 1 >= argc)
     throw UsageError("launch: no job command; give it after --: optimus-cc launch -- mpirun -np N optimus-cc train ...");
   JobCommand job(std::vector<std::string>(argv + split + 1, argv + argc));
   const double comm_timeout = job.options().comm_timeout_s;
-  if (opt.hang_timeout_s < 0) opt.hang_timeout_s = 0.75 * comm_timeout;
+  if (!app.count("--hang-timeout")) opt.hang_timeout_s = 0.75 * comm_timeout;
   if (opt.hang_timeout_s >= comm_timeout)
     std::printf("launch: note: --hang-timeout %g is not below the train command's --comm-timeout %g: a rank's "
                 "network wait ends the job first, with its own message\n", opt.hang_timeout_s, comm_timeout);
+  // launch's own path is this process's; the default, the job's --save, as its ranks resolve it (absolute:
+  // they are passed on to ranks that may run elsewhere, mpirun -wdir).
+  std::filesystem::path heartbeat_dir = opt.heartbeat_dir.empty()
+                                           ? std::filesystem::path(job.options().save) / "heartbeat"
+                                           : std::filesystem::absolute(opt.heartbeat_dir).lexically_normal();
+  if (heartbeat_dir.filename().empty()) heartbeat_dir = heartbeat_dir.parent_path();  // ("hb/")
+  opt.heartbeat_dir = heartbeat_dir.string();
+  // (A file in the way would otherwise end the first attempt with a line about creating directories.)
+  for (const auto& [flag, dir] : {std::pair{"the train command's --save", job.options().save},
+                                  std::pair{"--heartbeat-dir", opt.heartbeat_dir}}) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+      throw UsageError(fmt::format("launch: {} {} is an existing file, not a directory; give a directory", flag, dir));
+  }
+  const MadeDirectories made(opt.heartbeat_dir, job.options().save);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
