@@ -128,7 +128,7 @@ void Trainer::connect(double comm_timeout_s) {
   for (auto& link : cb_links_.recv) cb.recv.push_back(link.get());
   auto act = make_activation_links(opt_.activation_comp, layout_,
                                    int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size,
-                                   on_stage);
+                                   opt_.seed, on_stage);
   act_send_ = std::move(act.send);
   act_recv_ = std::move(act.recv);
   executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
@@ -199,6 +199,7 @@ IterationStats Trainer::train_step() {
   heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
+  exchange_->begin_iteration(iteration_);  // keys the pipeline codecs' stochastic rounding
   run_schedule(int(M));
   heartbeat::phase("gradient sync");
   grad_sync_->finish();
