@@ -54,8 +54,10 @@ class CachedArrays {
     std::map<std::string, NpyArray> arrays;  // mapped read-only
   };
   // A complete set whose key equals ours, in the chosen folder or the fallback
-  // one; otherwise none, and `why` says what was found.
-  std::optional<Hit> find(std::string* why = nullptr) const;
+  // one; otherwise none, and `why` says what was found. verify: check every
+  // array's checksum (a pass over its bytes); the ranks that only map a set
+  // their node's builder has just found or built skip it (training_data.h).
+  std::optional<Hit> find(std::string* why = nullptr, bool verify = true) const;
 
   // The folder to build into: the chosen one if it can be created and written,
   // else the fallback (`note` then says so in one line).
@@ -71,7 +73,7 @@ class CachedArrays {
   const nlohmann::json& key() const { return key_; }
 
  private:
-  std::optional<Hit> find_in(const std::string& folder, std::string* why) const;
+  std::optional<Hit> find_in(const std::string& folder, std::string* why, bool verify) const;
 
   std::string folder_, stem_;
   nlohmann::json key_;
