@@ -315,7 +315,9 @@ double Trainer::evaluate(const SampleSource& data, const char* set, int64_t firs
   OCC_CHECK(first_sample >= 0 && first_sample + total <= data.size(),
             "internal: evaluation of samples [{}, {}) of a set of {}", first_sample, first_sample + total, data.size());
   // Activations travel compressed as in training (--activation-comp-method): the
-  // validation loss is the one of the pipeline as it runs.
+  // validation loss is the one of the pipeline as it runs. Their rounding is keyed
+  // by the iteration evaluated at, so a resumed run's evaluations round alike.
+  exchange_->begin_iteration(iteration_);
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;
