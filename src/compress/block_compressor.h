@@ -11,11 +11,13 @@
 //   the padding of a last block that cols does not fill included.
 //
 // Rounding to nearest (ties to even) or stochastic; the stochastic bits come
-// from Philox keyed by (seed, key) (block_codes.h: at a counter made of the
-// block's position and a hash of its inputs), so both backends, and a resumed
-// run, round alike, and the compressor keeps no state. Composes with
-// ErrorFeedback (LEP on pp_bwd, EF on DP). A non-finite entry decodes to NaN
-// (block_codes.h), so the non-finite guard stops the run as without compression.
+// from Philox keyed by (seed, key) and, on the pipeline links, the message
+// (set_message_key: link, step, micro-batch) (block_codes.h: at a counter made
+// of the block's position and a hash of its inputs), so both backends, and a
+// resumed run, round alike, and the compressor keeps no state. Composes with
+// ErrorFeedback (LEP on pp_bwd, EF on DP). A block holding a non-finite entry
+// decodes to NaN (block_codes.h: the scale format's NaN), so the non-finite
+// guard stops the run as without compression.
 // It packs on its Ops' device (the CPU and CUDA kernels send the same bytes).
 #include "compress/wire.h"
 #include "kernels/ops.h"
@@ -33,8 +35,11 @@ class BlockCompressor final : public StatelessCompressor {
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(coding_.code, rows_, cols_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;
+  // Stochastic rounding's key becomes (the compressor's key, message).
+  void set_message_key(uint64_t message) override;
 
  private:
+  uint64_t key_;  // (seed, key): the rounding bits' key until a message key is set
   kernels::BlockCoding coding_;
   kernels::Ops& ops_;
 };

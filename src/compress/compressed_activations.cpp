@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace occ {
 
@@ -15,12 +16,19 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
 }
 
 CompressedActivations::CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
-                                             CompressorPlacement where, const std::string& dump_name)
-    : LinkCodec(make_compressor(cfg.spec(), rows, cols, 0, 0, where), cfg.spec(), cfg.lossless, where, cfg.debug_dump,
-                dump_name) {}
+                                             uint64_t seed, uint64_t link, CompressorPlacement where,
+                                             const std::string& dump_name)
+    : LinkCodec(make_compressor(cfg.spec(), rows, cols, seed, 0, where), cfg.spec(), cfg.lossless, where, cfg.debug_dump,
+                dump_name, link) {}
+
+uint64_t activation_link_key(const ParallelLayout& layout) {
+  return make_key(0x4657440000ull /* "FWD" */, uint64_t(layout.pp_rank), uint64_t(layout.tp_rank),
+                  uint64_t(layout.dp_rank));
+}
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
-                                                int64_t tokens, int64_t hidden, CompressorPlacement where) {
+                                                int64_t tokens, int64_t hidden, uint64_t seed,
+                                                CompressorPlacement where) {
   CompressedActivationLinks links;
   if (!cfg.enabled) return links;
   OCC_CHECK(tokens % layout.tp_size == 0,
@@ -30,8 +38,10 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
   const bool ring = layout.vp_size > 1 && layout.pp_size > 1;
   if (ring || !layout.last_stage())
     links.send = std::make_unique<CompressedActivations>(
-        cfg, rows, cols, where, fmt::format("pp_fwd_pp{}_tp{}_dp{}", layout.pp_rank, layout.tp_rank, layout.dp_rank));
-  if (ring || !layout.first_stage()) links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, where);
+        cfg, rows, cols, seed, activation_link_key(layout), where,
+        fmt::format("pp_fwd_pp{}_tp{}_dp{}", layout.pp_rank, layout.tp_rank, layout.dp_rank));
+  if (ring || !layout.first_stage())
+    links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, seed, 0, where);
   return links;
 }
 

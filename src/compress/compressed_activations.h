@@ -33,20 +33,28 @@ struct ActivationCompressionConfig {
 // The codec of one forward link: a stateless compressor of the link's slice.
 class CompressedActivations final : public LinkCodec {
  public:
-  // where: the device of the stage's messages (compressor_factory.h);
-  // dump_name: the sender's name for --debug-dump-messages ("": none).
-  CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols,
-                        CompressorPlacement where = {}, const std::string& dump_name = "");
+  // seed: the run's; link: the sender's identity (activation_link_key; a
+  // receiver's is unused); where: the device of the stage's messages
+  // (compressor_factory.h); dump_name: the sender's name for
+  // --debug-dump-messages ("": none).
+  CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols, uint64_t seed = 0,
+                        uint64_t link = 0, CompressorPlacement where = {}, const std::string& dump_name = "");
 };
+
+// The identity of a rank's forward link (its stage, TP and DP rank): with each
+// message's iteration, micro-batch and chunk it keys stochastic rounding.
+uint64_t activation_link_key(const ParallelLayout& layout);
 
 // A stage's forward links: `send` to the next stage (none on the last),
 // `recv` from the previous one (none on the first); both null when off.
 struct CompressedActivationLinks {
   std::unique_ptr<CompressedActivations> send, recv;
 };
-// tokens: of one micro-batch; hidden: the activation width; where: the device
-// of the stage's messages. Throws occ::Error when the tokens do not split over TP.
+// tokens: of one micro-batch; hidden: the activation width; seed: the run's
+// (it keys stochastic rounding); where: the device of the stage's messages.
+// Throws occ::Error when the tokens do not split over TP.
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
-                                                int64_t tokens, int64_t hidden, CompressorPlacement where = {});
+                                                int64_t tokens, int64_t hidden, uint64_t seed,
+                                                CompressorPlacement where = {});
 
 }  // namespace occ

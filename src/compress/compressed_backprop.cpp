@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace occ {
 
@@ -18,9 +19,9 @@ std::unique_ptr<MatrixCompressor> backprop_compressor(const CompressedBackpropCo
 
 CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed,
                                        uint64_t link_key, int chunk, CompressorPlacement where,
-                                       const std::string& dump_name)
+                                       const std::string& dump_name, uint64_t link)
     : LinkCodec(backprop_compressor(cfg, rows, cols, seed, link_key, where), cfg.spec(), cfg.lossless, where,
-                cfg.debug_dump, dump_name),
+                cfg.debug_dump, dump_name, link),
       feedback_(cfg.lazy_error ? static_cast<const ErrorFeedback*>(compressor_.get()) : nullptr),
       state_prefix_((cfg.method == CompressionMethod::PowerSgd ? std::string("cb/")
                                                                : fmt::format("cb/{}/", method_name(cfg.method))) +
@@ -28,6 +29,11 @@ CompressedBackprop::CompressedBackprop(const CompressedBackpropConfig& cfg, int6
 
 const DeviceBuffer<float>* CompressedBackprop::residual() const {
   return feedback_ ? &feedback_->residual() : nullptr;
+}
+
+uint64_t backprop_link_key(const ParallelLayout& layout, int virtual_stage) {
+  return make_key(0x4257440000ull /* "BWD" */, uint64_t(virtual_stage), uint64_t(layout.tp_rank),
+                  uint64_t(layout.dp_rank));
 }
 
 CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg, const ParallelLayout& layout,
@@ -50,7 +56,8 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
                                                   cfg, rows, cols, seed,
                                                   uint64_t(virtual_stage) * 1000 + uint64_t(layout.tp_rank), c, where,
                                                   fmt::format("pp_bwd_vs{}_tp{}_dp{}", virtual_stage, layout.tp_rank,
-                                                              layout.dp_rank)));
+                                                              layout.dp_rank),
+                                                  backprop_link_key(layout, virtual_stage)));
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
                              : std::make_unique<CompressedBackprop>(receiver, rows, cols, seed, 0, c, where));

@@ -46,8 +46,12 @@ class CompressedBackprop final : public LinkCodec {
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
   // the sender's model chunk (interleaved schedule; its state is saved apart).
   // where: the device of the stage's messages (compressor_factory.h).
+  // link_key seeds the method's state (PowerSGD's Q); link: the sender's
+  // identity that keys stochastic rounding with each message's id
+  // (backprop_link_key; a receiver's is unused).
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
-                     int chunk = 0, CompressorPlacement where = {}, const std::string& dump_name = "");
+                     int chunk = 0, CompressorPlacement where = {}, const std::string& dump_name = "",
+                     uint64_t link = 0);
 
   // Is a backward send compressed? after_last_forward: the sender makes it
   // after its last forward of the iteration (pipeline_schedule.h's
@@ -71,6 +75,10 @@ class CompressedBackprop final : public LinkCodec {
   // residual saved under one method is never taken for another's.
   std::string state_prefix_;
 };
+
+// The identity of the backward link that virtual stage `virtual_stage` sends
+// on (with its TP and DP rank): with each message's id it keys stochastic rounding.
+uint64_t backprop_link_key(const ParallelLayout& layout, int virtual_stage);
 
 // A rank's backward links, one per model chunk (layout.vp_size of them):
 // send[c] carries chunk c's input gradient to the previous virtual stage

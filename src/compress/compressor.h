@@ -25,6 +25,11 @@ class MatrixCompressor {
   virtual void encode(const float* m, float* wire) = 0;
   // Rebuilds the approximation of the encoded matrix into out[rows x cols].
   virtual void decode(const float* wire, float* out) const = 0;
+  // The messages encoded from now on are `message` (a hash of the link, step
+  // and micro-batch: LinkCodec::encode): what keys stochastic rounding's bits,
+  // so identical inputs in two messages round independently. Methods without
+  // random bits ignore it; a compressor never told keeps its own key.
+  virtual void set_message_key(uint64_t /*message*/) {}
   // Does it keep state between messages (a warm start, a residual) that a
   // checkpoint must hold? Stateless ones continue any run exactly when fresh.
   virtual bool stateful() const { return true; }

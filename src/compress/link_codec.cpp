@@ -4,6 +4,7 @@
 
 #include "compress/wire.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace occ {
 
@@ -15,8 +16,8 @@ LosslessCoding parse_lossless(const std::string& value, const std::string& flag)
 
 LinkCodec::LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const CompressorSpec& spec,
                      LosslessCoding lossless, CompressorPlacement where, const std::string& dump,
-                     const std::string& dump_name)
-    : compressor_(std::move(compressor)) {
+                     const std::string& dump_name, uint64_t link)
+    : compressor_(std::move(compressor)), link_(link) {
   if (lossless == LosslessCoding::Rans) {
     OCC_CHECK(method_is_block(spec.method),
               "lossless rans codes the block methods' wires (mxfp4|nvfp4|int4|int3), not {}; drop the "
@@ -36,8 +37,9 @@ int64_t LinkCodec::wire_floats() const {
   return coder_ ? wire::words_for_bytes(coder_->capacity_bytes()) : compressor_->wire_floats();
 }
 
-int64_t LinkCodec::encode(const float* slice, float* wire) {
+int64_t LinkCodec::encode(const float* slice, float* wire, const MessageId& id) {
   if (dump_) dump_->record(slice);
+  compressor_->set_message_key(make_key(link_, uint64_t(id.iteration), uint64_t(id.micro_batch), uint64_t(id.chunk)));
   if (!coder_) {
     compressor_->encode(slice, wire);
     return compressor_->wire_floats();

@@ -27,19 +27,24 @@ inline const char* lossless_name(LosslessCoding l) { return l == LosslessCoding:
 class LinkCodec : public MessageCodec {
  public:
   int64_t wire_floats() const override;
-  int64_t encode(const float* slice, float* wire) override;
+  // Keys the compressor's stochastic rounding by (link, id) before encoding.
+  int64_t encode(const float* slice, float* wire, const MessageId& id) override;
   void decode(const float* wire, int64_t floats, float* slice) const override;
   bool variable_size() const override { return coder_ != nullptr; }
 
  protected:
   // compressor: the link's method on `where`'s device; lossless: its entropy
   // coding (throws occ::Error unless a block method on the CPU); dump: the
-  // directory of --debug-dump-messages ("" or dump_name "": none).
+  // directory of --debug-dump-messages ("" or dump_name "": none); link: the
+  // sending link's identity (direction, virtual stage, TP and DP rank), which
+  // with each message's id keys its rounding (a receiver's is unused: decoding
+  // draws no bits).
   LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const CompressorSpec& spec, LosslessCoding lossless,
-            CompressorPlacement where, const std::string& dump, const std::string& dump_name);
+            CompressorPlacement where, const std::string& dump, const std::string& dump_name, uint64_t link);
   std::unique_ptr<MatrixCompressor> compressor_;
 
  private:
+  uint64_t link_;
   std::unique_ptr<BlockWireCoder> coder_;
   mutable std::vector<float> raw_;  // the compressor's wire before (sender) or after (receiver) the coding
   std::unique_ptr<MessageDump> dump_;

@@ -68,6 +68,7 @@ class ErrorFeedback final : public MatrixCompressor {
   int64_t wire_floats() const override { return inner_->wire_floats(); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override { inner_->decode(wire, out); }
+  void set_message_key(uint64_t message) override { inner_->set_message_key(message); }
   void save_state(TensorFileWriter& w, const std::string& prefix) const override;
   bool load_state(const TensorFileReader& r, const std::string& prefix) override;
   // On the compressor's device.

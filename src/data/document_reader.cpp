@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -18,19 +20,136 @@ namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// Does a file begin with a zstd frame (a compressed one, or a skippable one)?
+bool zstd_magic(const unsigned char* b, size_t got) {
+  if (got < 4) return false;
+  const uint32_t magic = uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+  return magic == ZSTD_MAGICNUMBER || (magic & 0xFFFFFFF0u) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+int hex4(const std::string& s, size_t at) {  // the value of 4 hex digits at `at`, or -1
+  if (at + 4 > s.size()) return -1;
+  int v = 0;
+  for (size_t k = at; k < at + 4; ++k) {
+    const char c = s[k];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// Python's json module, with which Megatron's preprocess_data.py reads a line,
+// accepts three things nlohmann's strict parser refuses: escaped lone
+// surrogates ("\ud800", a str Python can hold), numbers beyond a double
+// (1e99999: inf) and the literals NaN, Infinity and -Infinity. lenient_copy()
+// makes a line strict: a lone surrogate's escape becomes U+FFFD's, such a
+// number 0, such a literal null (only text fields are read: a number's value
+// never matters), and names the top-level keys whose string value held a lone
+// surrogate (their raw tokens), which a used field must not: no UTF-8 text can
+// hold one (Megatron's tokenizers fail on it).
+struct LenientLine {
+  std::string text;
+  std::vector<std::string> surrogate_keys;
+};
+
+LenientLine lenient_copy(const std::string& line) {
+  LenientLine out;
+  std::string& o = out.text;
+  o.reserve(line.size() + 16);
+  std::vector<char> open;  // the containers around the position: '{' or '['
+  bool expect_key = false;  // the next string is an object's key
+  std::string key;          // the raw token of the current top-level key
+  const size_t n = line.size();
+  size_t i = 0;
+  auto surrogate = [](int u, int lo, int hi) { return u >= lo && u <= hi; };
+  while (i < n) {
+    const char c = line[i];
+    if (c == '"') {
+      const size_t start = o.size();
+      const bool is_key = !open.empty() && open.back() == '{' && expect_key;
+      bool lone = false;
+      o += line[i++];
+      while (i < n && line[i] != '"') {
+        if (line[i] == '\\' && i + 1 < n) {
+          const int u = line[i + 1] == 'u' ? hex4(line, i + 2) : -1;
+          if (surrogate(u, 0xD800, 0xDBFF) && i + 12 <= n && line[i + 6] == '\\' && line[i + 7] == 'u' &&
+              surrogate(hex4(line, i + 8), 0xDC00, 0xDFFF)) {
+            o.append(line, i, 12);  // a pair: one character
+            i += 12;
+          } else if (surrogate(u, 0xD800, 0xDFFF)) {
+            o += "\\ufffd";
+            i += 6;
+            lone = true;
+          } else {
+            o.append(line, i, 2);
+            i += 2;
+          }
+          continue;
+        }
+        o += line[i++];
+      }
+      if (i < n) o += line[i++];
+      if (is_key) {
+        expect_key = false;
+        if (open.size() == 1) key = o.substr(start);
+      } else if (lone && open.size() == 1) {
+        out.surrogate_keys.push_back(key);
+      }
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      open.push_back(c);
+      expect_key = c == '{';
+    } else if (c == '}' || c == ']') {
+      if (!open.empty()) open.pop_back();
+      expect_key = false;
+    } else if (c == ',') {
+      expect_key = !open.empty() && open.back() == '{';
+    } else if (c == ':') {
+      expect_key = false;
+    } else if (line.compare(i, 9, "-Infinity") == 0 || line.compare(i, 8, "Infinity") == 0 ||
+               line.compare(i, 3, "NaN") == 0) {
+      o += "null";
+      i += line[i] == '-' ? 9 : line[i] == 'I' ? 8 : 3;
+      continue;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t j = i + 1;
+      while (j < n && ((line[j] >= '0' && line[j] <= '9') || std::strchr(".eE+-", line[j]))) ++j;
+      const std::string number = line.substr(i, j - i);
+      char* end = nullptr;
+      const double v = std::strtod(number.c_str(), &end);
+      o += end == number.c_str() + number.size() && !std::isfinite(v) ? std::string("0") : number;
+      i = j;
+      continue;
+    }
+    o += line[i++];
+  }
+  return out;
+}
 }  // namespace
 
 // Lines of a plain or zstd-compressed file (detected by the zstd frame magic,
 // so a compressed file needs no particular name). Strips "\n" and "\r\n".
+// A file named .zst must be zstd: read as plain text, a damaged or foreign
+// file would be tokenized as its compressed bytes.
 class LineReader {
  public:
-  explicit LineReader(const std::string& path) : path_(path) {
+  LineReader(const std::string& path, bool zst_name) : path_(path) {
     file_ = std::fopen(path.c_str(), "rb");
     OCC_CHECK(file_, "cannot open input {}: {}; check --input", path, std::strerror(errno));
     unsigned char magic[4] = {};
     size_t got = std::fread(magic, 1, 4, file_);
     std::rewind(file_);
-    if (got == 4 && magic[0] == 0x28 && magic[1] == 0xB5 && magic[2] == 0x2F && magic[3] == 0xFD) {
+    if (zst_name && !zstd_magic(magic, got)) {
+      std::fclose(file_);
+      file_ = nullptr;
+      fail("input {} is not a zstd stream (it does not begin with a zstd frame, as its .zst name says); give the "
+           "compressed file as zstd wrote it, or drop the .zst from the name of a plain-text file",
+           path);
+    }
+    if (zstd_magic(magic, got)) {
       zstd_ = ZSTD_createDStream();
       OCC_CHECK(zstd_, "internal: ZSTD_createDStream failed");
       in_buf_.resize(ZSTD_DStreamInSize());
@@ -105,12 +224,14 @@ class LineReader {
 };
 
 DocumentReader::DocumentReader(const std::string& path, std::vector<std::string> keys)
-    : path_(path), keys_(std::move(keys)), lines_(std::make_unique<LineReader>(path)) {
+    : path_(path), keys_(std::move(keys)) {
   OCC_CHECK(!keys_.empty(), "internal: a DocumentReader with no JSON keys");
   std::string name = path;
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (ends_with(name, ".zst")) name.resize(name.size() - 4);
+  const bool zst = ends_with(name, ".zst");
+  if (zst) name.resize(name.size() - 4);
   json_ = ends_with(name, ".json") || ends_with(name, ".jsonl");
+  lines_ = std::make_unique<LineReader>(path, zst);
 }
 
 DocumentReader::~DocumentReader() = default;
@@ -155,11 +276,24 @@ bool DocumentReader::next_fields(std::vector<std::string>& fields) {
 
 void DocumentReader::json_fields(const std::string& line, std::vector<std::string>& fields) const {
   nlohmann::json j;
+  std::vector<std::string> surrogate_keys;
   try {
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception&) {
-    fail("input {} line {} is not valid JSON; expected one object per line such as {{\"{}\": \"...\"}}", path_,
-         line_no_, keys_[0]);
+    // What Python's json reads besides (lenient_copy); still refused if not JSON even so.
+    LenientLine lenient = lenient_copy(line);
+    try {
+      j = nlohmann::json::parse(lenient.text);
+    } catch (const nlohmann::json::exception&) {
+      fail("input {} line {} is not valid JSON; expected one object per line such as {{\"{}\": \"...\"}}", path_,
+           line_no_, keys_[0]);
+    }
+    for (const std::string& raw : lenient.surrogate_keys) {
+      try {
+        surrogate_keys.push_back(nlohmann::json::parse(raw).get<std::string>());
+      } catch (const nlohmann::json::exception&) {  // a key with a lone surrogate of its own: no key we read
+      }
+    }
   }
   OCC_CHECK(j.is_object(), "input {} line {} is not a JSON object; expected one object per line such as "
             "{{\"{}\": \"...\"}}", path_, line_no_, keys_[0]);
@@ -171,6 +305,11 @@ void DocumentReader::json_fields(const std::string& line, std::vector<std::strin
               "{{\"{}\": \"...\"}}{}",
               path_, line_no_, printable(key), printable(key),
               keys_.size() == 1 && key == "text" ? " (another field: pass --json-keys NAME)" : "");
+    OCC_CHECK(std::find(surrogate_keys.begin(), surrogate_keys.end(), key) == surrogate_keys.end(),
+              "input {} line {}: its \"{}\" field holds an escaped lone surrogate (a \\ud800-\\udfff escape without "
+              "its pair), which is no character: no UTF-8 text can hold it, and Megatron's tokenizers fail on it too; "
+              "mend or remove that line",
+              path_, line_no_, printable(key));
     fields.push_back(it->get<std::string>());
   }
 }

@@ -125,40 +125,44 @@ GptDataset::GptDataset(const IndexedDataset& ds, const GptDatasetSpec& spec, Cac
     fail("the data index cache in {} has an incomplete description of {}; delete it to rebuild", indices.folder,
          spec.describe());
   }
-  const bool consistent =
-      plan_.seq_length == spec.seq_length && plan_.num_sequences == spec.range.size() &&
-      document_.type() == NpyType::Int32 && document_.elements() == plan_.document_index_size() &&
-      sample_.type() == (plan_.sample_index_int64() ? NpyType::Int64 : NpyType::Int32) &&
-      sample_.shape() == std::vector<int64_t>{plan_.num_samples + 1, 2} &&
-      shuffle_.type() == (plan_.shuffle_index_int64() ? NpyType::Int64 : NpyType::UInt32) &&
-      shuffle_.elements() == plan_.num_samples && sample_.at(0) == 0 && sample_.at(1) == 0;
-  OCC_CHECK(consistent, "the data index cache's {} does not hold the indices of {}; delete it to rebuild",
-            sample_.path(), spec.describe());
+  // Each array checked on its own, so that a message names the one that does not fit.
+  const NpyArray* misfit =
+      !(document_.type() == NpyType::Int32 && document_.elements() == plan_.document_index_size()) ? &document_
+      : !(sample_.type() == (plan_.sample_index_int64() ? NpyType::Int64 : NpyType::Int32) &&
+          sample_.shape() == std::vector<int64_t>{plan_.num_samples + 1, 2} && sample_.at(0) == 0 && sample_.at(1) == 0)
+          ? &sample_
+      : !(shuffle_.type() == (plan_.shuffle_index_int64() ? NpyType::Int64 : NpyType::UInt32) &&
+          shuffle_.elements() == plan_.num_samples)
+          ? &shuffle_
+          : nullptr;
+  if (!misfit && (plan_.seq_length != spec.seq_length || plan_.num_sequences != spec.range.size())) misfit = &sample_;
+  OCC_CHECK(!misfit, "the data index cache's {} does not hold the indices of {}; delete it to rebuild", misfit->path(),
+            spec.describe());
 }
 
-void GptDataset::corrupt(int64_t i, const std::string& what) const {
+void GptDataset::corrupt(int64_t i, const std::string& what, const NpyArray& where) const {
   fail("the data index cache is corrupt: sample {} of {} has {} (in {}); delete the cache's files to rebuild them", i,
-       spec_.describe(), what, sample_.path());
+       spec_.describe(), what, where.path());
 }
 
 void GptDataset::sample(int64_t i, int32_t* out) const {
   OCC_CHECK(i >= 0 && i < size(), "internal: sample {} out of range [0, {})", i, size());
   const int64_t row = shuffle_.at(i);
-  if (row < 0 || row >= plan_.num_samples) corrupt(i, fmt::format("shuffle index entry {}", row));
+  if (row < 0 || row >= plan_.num_samples) corrupt(i, fmt::format("shuffle index entry {}", row), shuffle_);
   const int64_t first = sample_.at(2 * row), first_offset = sample_.at(2 * row + 1);
   const int64_t last = sample_.at(2 * row + 2), last_offset = sample_.at(2 * row + 3);
   if (first < 0 || first > last || last >= document_.elements())
-    corrupt(i, fmt::format("documents [{}, {}]", first, last));
+    corrupt(i, fmt::format("documents [{}, {}]", first, last), sample_);
   const int64_t want = int64_t(plan_.seq_length) + 1;
   int64_t done = 0;
   for (int64_t pos = first; pos <= last; ++pos) {
     const int64_t seq = document_.data<int32_t>()[pos];
-    if (seq < spec_.range.begin || seq >= spec_.range.end) corrupt(i, fmt::format("sequence {}", seq));
+    if (seq < spec_.range.begin || seq >= spec_.range.end) corrupt(i, fmt::format("sequence {}", seq), document_);
     const int64_t length = ds_->sequence_length(seq);
     const int64_t offset = pos == first ? first_offset : 0;
     const int64_t count = pos < last ? length - offset : last_offset + 1 - offset;
     if (offset < 0 || count < 0 || offset + count > length || done + count > want)
-      corrupt(i, fmt::format("{} tokens at offset {} of a sequence of {}", count, offset, length));
+      corrupt(i, fmt::format("{} tokens at offset {} of a sequence of {}", count, offset, length), sample_);
     ds_->read(seq, offset, count, out + done);
     for (int64_t k = done; k < done + count; ++k)
       OCC_CHECK(out[k] < vocab_size_,
@@ -167,7 +171,7 @@ void GptDataset::sample(int64_t i, int32_t* out) const {
                 out[k], ds_->document_of(seq), spec_.prefix, vocab_size_);
     done += count;
   }
-  if (done != want) corrupt(i, fmt::format("{} tokens instead of {}", done, want));
+  if (done != want) corrupt(i, fmt::format("{} tokens instead of {}", done, want), sample_);
 }
 
 void MicroBatchTokens::read(const SampleSource& data, int64_t first_sample, int B, size_t slot) {

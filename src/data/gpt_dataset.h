@@ -75,7 +75,8 @@ class GptDataset : public SampleSource {
   const NpyArray& shuffle_index() const { return shuffle_; }
 
  private:
-  [[noreturn]] void corrupt(int64_t i, const std::string& what) const;
+  // Sample i read `what` out of range from the array `where`.
+  [[noreturn]] void corrupt(int64_t i, const std::string& what, const NpyArray& where) const;
 
   const IndexedDataset* ds_;
   GptDatasetSpec spec_;

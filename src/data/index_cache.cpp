@@ -1,5 +1,6 @@
 #include "data/index_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -19,7 +20,8 @@
 namespace occ {
 namespace {
 
-constexpr const char* kCacheFormat = "optimus-cc data index cache 1";
+// 2: each array's checksum recorded and checked (1's sets are built again).
+constexpr const char* kCacheFormat = "optimus-cc data index cache 2";
 
 // 128 bits of FNV-1a (two 64-bit passes with different offsets): a file name,
 // not a proof; the full key is compared on every hit.
@@ -30,6 +32,27 @@ std::string key_hash(const std::string& text) {
     b = (b ^ c) * 1099511628211ull;
   }
   return fmt::format("{:016x}{:016x}", a, b);
+}
+
+std::string checksum_text(uint64_t checksum) { return fmt::format("xxh64:{:016x}", checksum); }
+
+// Writes `text` to `path` and flushes it to the disk; throws occ::Error.
+void write_durably(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  OCC_CHECK(fd >= 0, "cannot create {}: {}; pass a writable --data-cache-path", path, std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  const int err = done < text.size() ? errno : ::fsync(fd) != 0 ? errno : 0;
+  ::close(fd);
+  if (err != 0 || done < text.size()) {
+    ::unlink(path.c_str());
+    fail("cannot write {}: {}; check free disk space", path, std::strerror(err ? err : EIO));
+  }
 }
 
 nlohmann::json shape_json(const std::vector<int64_t>& shape) {
@@ -49,6 +72,18 @@ std::string fallback_cache_folder() {
   std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
   if (ec) tmp = "/tmp";
   return (tmp / fmt::format("optimus-cc-data-cache-{}", ::getuid())).string();
+}
+
+std::string size_text(int64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = double(bytes) / 1024.0;
+  int unit = 0;
+  while (v >= 1024.0 && unit < 3) v /= 1024.0, ++unit;
+  // Three significant digits; a value that rounds up to 1024 is shown as it rounds (fine for messages).
+  return v >= 100 ? fmt::format("{:.0f} {}", v, kUnits[unit])
+         : v >= 10 ? fmt::format("{:.1f} {}", v, kUnits[unit])
+                   : fmt::format("{:.2f} {}", v, kUnits[unit]);
 }
 
 int64_t free_bytes(const std::string& folder) {
@@ -72,15 +107,15 @@ std::string CachedArrays::path(const std::string& folder, const std::string& arr
   return (std::filesystem::path(folder) / fmt::format("{}-{}.npy", stem_, array)).string();
 }
 
-std::optional<CachedArrays::Hit> CachedArrays::find(std::string* why) const {
+std::optional<CachedArrays::Hit> CachedArrays::find(std::string* why, bool verify) const {
   std::string mine, other;
-  if (auto hit = find_in(folder_, &mine)) return hit;
-  if (auto hit = find_in(fallback_cache_folder(), &other)) return hit;
+  if (auto hit = find_in(folder_, &mine, verify)) return hit;
+  if (auto hit = find_in(fallback_cache_folder(), &other, verify)) return hit;
   if (why) *why = mine;
   return std::nullopt;
 }
 
-std::optional<CachedArrays::Hit> CachedArrays::find_in(const std::string& folder, std::string* why) const {
+std::optional<CachedArrays::Hit> CachedArrays::find_in(const std::string& folder, std::string* why, bool verify) const {
   const std::string description = (std::filesystem::path(folder) / (stem_ + "-description.json")).string();
   std::ifstream in(description);
   if (!in) {
@@ -106,6 +141,13 @@ std::optional<CachedArrays::Hit> CachedArrays::find_in(const std::string& folder
       if (spec.value("dtype", "") != npy_descr(a.type()) || spec.value("shape", nlohmann::json()) != shape_json(a.shape())) {
         *why = fmt::format("{} is {} {} where its description says {} {}", a.path(), npy_descr(a.type()),
                            shape_json(a.shape()).dump(), spec.value("dtype", "?"), spec.value("shape", nlohmann::json()).dump());
+        return std::nullopt;
+      }
+      // The bytes too: a crash before they reached the disk leaves a good header over zeros.
+      if (const std::string sum = verify ? checksum_text(a.checksum()) : spec.value("checksum", "");
+          spec.value("checksum", "") != sum || sum.empty()) {
+        *why = fmt::format("{} does not match its checksum ({}, its description says {}): it is damaged", a.path(),
+                           sum, spec.value("checksum", "none"));
         return std::nullopt;
       }
       hit.arrays.emplace(name, std::move(a));
@@ -137,25 +179,32 @@ std::string CachedArrays::build_folder(std::string* note) const {
 NpyWriter CachedArrays::create(const std::string& folder, const std::string& array, NpyType type,
                                std::vector<int64_t> shape) {
   arrays_[array] = {{"dtype", npy_descr(type)}, {"shape", shape_json(shape)}};
-  return NpyWriter(path(folder, array), type, std::move(shape));
+  checksums_.erase(array);
+  return NpyWriter(path(folder, array), type, std::move(shape), &checksums_[array]);
 }
 
 void CachedArrays::finish(const std::string& folder, nlohmann::json result) {
+  for (auto& [name, spec] : arrays_.items()) {
+    const auto sum = checksums_.find(name);
+    OCC_CHECK(sum != checksums_.end() && sum->second != 0, "internal: cached array {} finished before its commit()", name);
+    spec["checksum"] = checksum_text(sum->second);
+  }
   const nlohmann::json d = {{"format", kCacheFormat}, {"key", key_}, {"result", std::move(result)}, {"arrays", arrays_}};
   const std::string path = (std::filesystem::path(folder) / (stem_ + "-description.json")).string();
   std::random_device rd;
   const std::string tmp = fmt::format("{}.tmp-{}-{:08x}", path, ::getpid(), rd());
-  {
-    std::ofstream out(tmp);
-    out << d.dump(2) << "\n";
-    OCC_CHECK(out.good(), "cannot write {}; check free disk space", tmp);
-  }
+  // The arrays' names on the disk first (their bytes are: NpyWriter::commit), then
+  // the description: a set whose description survives a crash has all of its arrays.
+  sync_folder(folder);
+  write_durably(tmp, d.dump(2) + "\n");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
     fail("cannot rename {} to {}: {}", tmp, path, std::strerror(err));
   }
+  sync_folder(folder);
   arrays_ = nlohmann::json::object();
+  checksums_.clear();
 }
 
 }  // namespace occ

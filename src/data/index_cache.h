@@ -8,8 +8,15 @@
 // shape them and the .idx file's size and modification time), so a changed
 // dataset or flag misses the cache rather than reading indices built for
 // something else; the key is compared in full on every hit. Every array's
-// dtype and shape are recorded and checked against its file: a truncated or
-// foreign file is a miss, and the set is built again.
+// dtype, shape and checksum (XXH64 of the file, computed as it is committed)
+// are recorded and checked against its file on every hit: a truncated,
+// foreign or damaged file is a miss, and the set is built again (into new
+// files renamed over the old: a rank that still maps the old ones keeps them).
+// Durability: each array is flushed to the disk before it is renamed into
+// place, the folder before the description is written, and the description
+// before it is renamed, so a crash at any point leaves either a complete set
+// or one without a description (a miss), never a description over arrays
+// that did not reach the disk.
 #include <map>
 #include <optional>
 #include <string>
@@ -30,6 +37,8 @@ std::string fallback_cache_folder();
 
 // The bytes free for this user in `folder` (-1: unknown).
 int64_t free_bytes(const std::string& folder);
+// A size for messages, in the unit that shows it: "512 B", "1.50 KiB", "23.4 MiB", "118 GiB".
+std::string size_text(int64_t bytes);
 
 // "<size>:<mtime in ns>" of a file: what tells one version of a dataset from another.
 std::string file_version(const std::string& path);
@@ -45,8 +54,10 @@ class CachedArrays {
     std::map<std::string, NpyArray> arrays;  // mapped read-only
   };
   // A complete set whose key equals ours, in the chosen folder or the fallback
-  // one; otherwise none, and `why` says what was found.
-  std::optional<Hit> find(std::string* why = nullptr) const;
+  // one; otherwise none, and `why` says what was found. verify: check every
+  // array's checksum (a pass over its bytes); the ranks that only map a set
+  // their node's builder has just found or built skip it (training_data.h).
+  std::optional<Hit> find(std::string* why = nullptr, bool verify = true) const;
 
   // The folder to build into: the chosen one if it can be created and written,
   // else the fallback (`note` then says so in one line).
@@ -62,11 +73,12 @@ class CachedArrays {
   const nlohmann::json& key() const { return key_; }
 
  private:
-  std::optional<Hit> find_in(const std::string& folder, std::string* why) const;
+  std::optional<Hit> find_in(const std::string& folder, std::string* why, bool verify) const;
 
   std::string folder_, stem_;
   nlohmann::json key_;
   nlohmann::json arrays_ = nlohmann::json::object();  // created so far: name -> {"dtype", "shape"}
+  std::map<std::string, uint64_t> checksums_;          // their checksums, stored by NpyWriter::commit()
 };
 
 }  // namespace occ

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/xxhash64.h"
 
 static_assert(std::endian::native == std::endian::little, ".npy arrays are written little-endian");
 
@@ -98,10 +99,22 @@ NpyType npy_type_from_descr(const std::string& descr) {
   fail("dtype '{}' is not one of the index dtypes <i2, <i4, <u4, <i8", descr);
 }
 
+uint64_t npy_checksum(const void* bytes, size_t size) { return xxhash64(bytes, size); }
+
+void sync_folder(const std::string& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  OCC_CHECK(fd >= 0, "cannot open folder {}: {}", folder, std::strerror(errno));
+  const int synced = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some file systems cannot sync a folder (EINVAL): their renames are as durable as they get.
+  OCC_CHECK(synced == 0 || err == EINVAL, "cannot flush folder {} to the disk: {}", folder, std::strerror(err));
+}
+
 // ---- writer -------------------------------------------------------------------------------
 
-NpyWriter::NpyWriter(const std::string& path, NpyType type, std::vector<int64_t> shape)
-    : path_(path), tmp_(path + random_suffix()) {
+NpyWriter::NpyWriter(const std::string& path, NpyType type, std::vector<int64_t> shape, uint64_t* checksum)
+    : path_(path), tmp_(path + random_suffix()), checksum_(checksum) {
   elements_ = 1;
   for (int64_t d : shape) {
     OCC_CHECK(d >= 0 && (d == 0 || elements_ <= std::numeric_limits<int64_t>::max() / d),
@@ -143,11 +156,19 @@ void NpyWriter::release() noexcept {
 
 void NpyWriter::commit() {
   OCC_CHECK(!committed_ && map_, "internal: commit of {} twice", path_);
+  if (checksum_) *checksum_ = npy_checksum(map_, map_size_);  // (just written: in the page cache)
+  // The bytes reach the disk before the name does: a crash leaves a temporary, never a
+  // named file of zeros (the description, written after, checks the checksum too).
+  const int synced = ::msync(map_, map_size_, MS_SYNC) == 0 && ::fsync(fd_) == 0 ? 0 : errno;
   const int unmapped = ::munmap(map_, map_size_);
   map_ = nullptr;
   const int closed = ::close(fd_);
   fd_ = -1;
-  OCC_CHECK(unmapped == 0 && closed == 0, "cannot write {}: {}; check free disk space", tmp_, std::strerror(errno));
+  if (synced != 0 || unmapped != 0 || closed != 0) {
+    const int err = synced != 0 ? synced : errno;
+    ::unlink(tmp_.c_str());
+    fail("cannot write {}: {}; check free disk space", tmp_, std::strerror(err));
+  }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
@@ -227,6 +248,8 @@ NpyArray NpyArray::open(const std::string& path) {
   a.data_ = a.map_ + data_offset;
   return a;
 }
+
+uint64_t NpyArray::checksum() const { return npy_checksum(map_, map_size_); }
 
 NpyArray::NpyArray(NpyArray&& o) noexcept { *this = std::move(o); }
 

@@ -16,14 +16,22 @@ size_t npy_itemsize(NpyType type);
 // Throws occ::Error for any other descr.
 NpyType npy_type_from_descr(const std::string& descr);
 
+// The checksum of a .npy file's bytes (header and data): XXH64 (core/xxhash64.h).
+uint64_t npy_checksum(const void* bytes, size_t size);
+// Flushes a folder's entries (a rename into it) to the disk; throws occ::Error.
+void sync_folder(const std::string& folder);
+
 // A new C-order .npy (format 1.0) of `shape`, filled in place through a shared
 // mapping of its file (the array never sits in anonymous memory), under a
-// temporary name in the target's folder; commit() renames it to `path`. The
-// space is reserved up front, so a full disk is a clear error rather than a
-// SIGBUS. An uncommitted writer removes its temporary file when destroyed.
+// temporary name in the target's folder; commit() checksums it, flushes it to
+// the disk (msync, fsync) and only then renames it to `path`, so a crash never
+// leaves a file of that name whose bytes did not reach the disk. The space is
+// reserved up front, so a full disk is a clear error rather than a SIGBUS. An
+// uncommitted writer removes its temporary file when destroyed.
 class NpyWriter {
  public:
-  NpyWriter(const std::string& path, NpyType type, std::vector<int64_t> shape);
+  // checksum: where commit() stores npy_checksum() of the file (null: nowhere).
+  NpyWriter(const std::string& path, NpyType type, std::vector<int64_t> shape, uint64_t* checksum = nullptr);
   ~NpyWriter();
   NpyWriter(const NpyWriter&) = delete;
   NpyWriter& operator=(const NpyWriter&) = delete;
@@ -39,6 +47,7 @@ class NpyWriter {
   void release() noexcept;
 
   std::string path_, tmp_;
+  uint64_t* checksum_ = nullptr;
   int fd_ = -1;
   unsigned char* map_ = nullptr;
   size_t map_size_ = 0;
@@ -62,6 +71,8 @@ class NpyArray {
   ~NpyArray();
 
   NpyType type() const { return type_; }
+  // npy_checksum() of the whole file (reads every byte: O(size)).
+  uint64_t checksum() const;
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t elements() const { return elements_; }
   const std::string& path() const { return path_; }

@@ -120,11 +120,19 @@ void TrainingData::check_tokenizers() const {
       const std::string &A = order_[a], &B = order_[b];
       if (!stamps[a] || !stamps[b]) continue;
       const auto &sa = *stamps[a], &sb = *stamps[b];
-      OCC_CHECK(sa["fingerprint"] == sb["fingerprint"] && sa["vocab_size"] == sb["vocab_size"],
-                "datasets {} and {} were made with different tokenizers ({}: {}, vocabulary {}; {}: {}, vocabulary "
-                "{}); their token ids mean different words: preprocess every dataset of a run with one tokenizer",
-                A, B, A, sa["tokenizer"].get<std::string>(), sa["vocab_size"].get<int64_t>(), B,
-                sb["tokenizer"].get<std::string>(), sb["vocab_size"].get<int64_t>());
+      if (sa["fingerprint"] == sb["fingerprint"] && sa["vocab_size"] == sb["vocab_size"]) continue;
+      // What tells the two tokenizers apart: their description, else (one file
+      // name, other contents: a tokenizer retrained in place) their vocabulary
+      // sizes, else their contents' fingerprints.
+      auto which = [&](const nlohmann::json& s, bool by_fingerprint) {
+        std::string text = fmt::format("{}, vocabulary {}", s["tokenizer"].get<std::string>(), s["vocab_size"].get<int64_t>());
+        return by_fingerprint ? fmt::format("{}, contents {}", text, s["fingerprint"].get<std::string>()) : text;
+      };
+      const bool same_look = sa["tokenizer"] == sb["tokenizer"] && sa["vocab_size"] == sb["vocab_size"];
+      fail("datasets {} and {} were made with different tokenizers ({}: {}; {}: {}){}; their token ids mean different "
+           "words: preprocess every dataset of a run with one tokenizer",
+           A, B, A, which(sa, same_look), B, which(sb, same_look),
+           same_look ? " (files of one name whose contents differ)" : "");
     }
   }
 }
@@ -240,10 +248,16 @@ void TrainingData::check_room(const std::string& set, int64_t bytes, int64_t sam
   else
     largest = fmt::format("--eval-iters it holds here is {}",
                           int64_t(double(spec_.eval_iters) * fit / double(std::max<int64_t>(samples, 1))));
-  const double gib = double(int64_t(1) << 30);
-  fail("the {} set's sample index of {} samples needs {:.1f} GiB in {}, more than the {:.1f} GiB free there; the largest "
+  fail("the {} set's sample index of {} samples needs {} in {}, more than the {} free there; the largest "
        "{} (or pass --data-cache-path on a larger disk)",
-       set, samples, double(bytes) / gib, folder, double(free) / gib, largest);
+       set, samples, size_text(bytes), folder, size_text(free), largest);
+}
+
+// A line when a set is built again because its files are damaged or stale
+// (not when it was never built: its description missing).
+static std::string rebuild_note(const std::string& what, const std::string& why) {
+  if (why.empty() || why.ends_with("is missing")) return "";
+  return fmt::format("note: building the data indices of {} again: {}", what, why);
 }
 
 std::vector<std::string> TrainingData::build_missing_indices() {
@@ -258,8 +272,10 @@ std::vector<std::string> TrainingData::build_missing_indices() {
     if (!plan) continue;
     std::vector<int64_t> sizes;
     for (size_t d = 0; d < plan->parts.size(); ++d) {
-      auto hit = plan->part_caches[d].find();
+      std::string why;
+      auto hit = plan->part_caches[d].find(&why);
       if (!hit) {
+        note(rebuild_note(plan->parts[d].describe(), why));
         const GptDatasetSpec& part = plan->parts[d];
         const IndexedDataset& ds = *datasets_.at(part.prefix);
         const GptIndexPlan indices = plan_gpt_part(part, ds);
@@ -276,7 +292,9 @@ std::vector<std::string> TrainingData::build_missing_indices() {
       if (std::find(folders.begin(), folders.end(), hit->folder) == folders.end()) folders.push_back(hit->folder);
     }
     resolve_unweighted_blend(*plan, sizes);
-    if (plan->blended && !plan->blend_cache[0].find()) {
+    std::string why;
+    if (plan->blended && !plan->blend_cache[0].find(&why)) {
+      note(rebuild_note(fmt::format("the {} blend", plan->name), why));
       std::string line;
       check_room(plan->name, 10 * plan->blend.size + 256, plan->blend.size, plan->blend_cache[0].build_folder(&line));
       note(line);
@@ -299,10 +317,13 @@ std::unique_ptr<BlendedDataset> TrainingData::open_set(SetPlan& plan) {
          "rank of each node): was the cache folder changed while the job started?",
          what, why);
   };
+  // The checksums were verified by this node's builder (build_missing_indices), which
+  // found or built every set just before: a pass over the indices on every rank is spared.
+  constexpr bool kVerifyChecksums = false;
   std::vector<std::unique_ptr<GptDataset>> parts;
   for (size_t d = 0; d < plan.parts.size(); ++d) {
     std::string why;
-    auto hit = plan.part_caches[d].find(&why);
+    auto hit = plan.part_caches[d].find(&why, kVerifyChecksums);
     if (!hit) missing(plan.parts[d].describe(), why);
     parts.push_back(std::make_unique<GptDataset>(*datasets_.at(plan.parts[d].prefix), plan.parts[d], std::move(*hit),
                                                  spec_.vocab_size));
@@ -315,7 +336,7 @@ std::unique_ptr<BlendedDataset> TrainingData::open_set(SetPlan& plan) {
   }
   if (plan.blended) {
     std::string why;
-    index = plan.blend_cache[0].find(&why);
+    index = plan.blend_cache[0].find(&why, kVerifyChecksums);
     if (!index) missing(fmt::format("the {} blend", plan.name), why);
   }
   return std::make_unique<BlendedDataset>(std::move(parts), std::move(index));

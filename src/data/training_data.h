@@ -58,9 +58,12 @@ class TrainingData {
 
   // Builds every index the cache lacks (or holds stale or corrupt): one rank of the
   // job, then the first rank of each node for node-local caches, the others waiting
-  // (apps/commands/train.cpp). Returns lines to print (a cache folder replaced).
+  // (apps/commands/train.cpp). A set found is verified (its arrays' checksums), a
+  // damaged one built again. Returns lines to print (a cache folder replaced, a
+  // set built again).
   std::vector<std::string> build_missing_indices();
-  // Maps every set's indices (each rank); throws if one is missing.
+  // Maps every set's indices (each rank, after build_missing_indices() on its
+  // node: the checksums are not verified again); throws if one is missing.
   void open();
 
   const BlendedDataset& train() const { return *train_; }

@@ -30,14 +30,17 @@
 // or stochastic: up with the probability of the distance from the grid point
 // below (24 random bits per entry from Philox; see block_random_bits).
 //
-// Non-finite inputs: a NaN or an infinity does not enter its block's maximum
-// and is sent as the block code's spare pattern (E2M1's -0, 0x8; int4's -8;
-// int3's -4), which decodes to NaN, so the non-finite value reaches the
-// receiver's loss or gradient norm and the non-finite guard stops the run
-// (train/nonfinite_guard.h) as it would without compression. A scale is never
-// NaN (the MX spec's NaN scale, 0xFF, is never sent) and the encoder never
-// sends -0 (a negative value that rounds to zero sends +0), so the spare
-// pattern means "not finite" and nothing else.
+// Non-finite inputs: a NaN or an infinity makes its whole block NaN, the MX
+// spec's way (OCP MX v1.0 section 5.2: a NaN scale makes every element of the
+// block NaN): the block sends its scale format's NaN (mxfp4: E8M0 0xFF; nvfp4:
+// E4M3 0x7F; int4 and int3: bf16 0x7FC0) and zero codes, and decodes to 32 (16)
+// NaNs, so the non-finite value reaches the receiver's loss or gradient norm
+// and the non-finite guard stops the run (train/nonfinite_guard.h) as it would
+// without compression. No finite block sends a NaN scale. Every code means
+// what its format says: E2M1 0x8 is -0 (a negative value that rounds to zero
+// keeps its sign), so a standard MX decoder reads our mxfp4 messages; int4's
+// -8 and int3's -4 are never sent (the codes are symmetric) and decode as
+// their two's-complement values.
 //
 // Wire (bytes, in a buffer of 32-bit words), for n rows of nb = ceil(c / B) blocks:
 //   mxfp4:  [0, n nb)                    E8M0 scales (biased exponent e + 127), row-major
@@ -111,16 +114,15 @@ OCC_HD inline uint32_t e2m1_stochastic(float a, float r) {
   // a - e2m1_magnitude(below) is exact (Sterbenz) and r * step too (a power-of-two step).
   return below + uint32_t(a - e2m1_magnitude(below) > r * step);
 }
-// The code of v (not NaN): magnitude code | sign bit, never -0.
+// The code of v (not NaN): magnitude code | sign bit (a negative v that rounds to zero: 0x8, -0).
 OCC_HD inline uint8_t e2m1_code(float v, bool stochastic, float r) {
   const float a = fabsf(v);
   const uint32_t m = stochastic ? e2m1_stochastic(a, r) : e2m1_nearest(a);
-  return uint8_t(m == 0 ? 0u : m | (v < 0.0f ? 8u : 0u));
+  return uint8_t(m | (v < 0.0f ? 8u : 0u));
 }
 
-// The value of a 4-bit E2M1 code (0x8, the spare -0: NaN).
+// The value of a 4-bit E2M1 code (0x8: -0).
 OCC_HD inline float e2m1_value(uint32_t code) {
-  if (code == 8u) return bits_float(0x7fc00000u);
   const float m = e2m1_magnitude(code & 7u);
   return (code & 8u) ? -m : m;
 }
@@ -149,14 +151,13 @@ OCC_HD inline float bf16_round_up(float a) {
 
 // A block's rounding bits are drawn from Philox keyed by the compressor's key,
 // at a counter made of the block's position in the message and a hash of its
-// inputs (non-finite entries hashed as one value): another message on the same
+// (finite) inputs: another message on the same
 // link draws other bits, the same inputs draw the same bits on any backend,
 // and the compressor needs no state (nothing to checkpoint).
 OCC_HD inline uint64_t block_hash(const float* x, int len, int entries) {
   uint64_t h = 0x426c6f636bull;  // "Block"
   for (int j = 0; j < entries; ++j) {
-    const uint32_t u = j < len ? float_bits(x[j]) : 0u;
-    h = mix_key(h, (u & 0x7fffffffu) >= 0x7f800000u ? 0x7f800000u : u);
+    h = mix_key(h, j < len ? float_bits(x[j]) : 0u);
   }
   return h;
 }
@@ -215,8 +216,13 @@ OCC_HD inline uint32_t block_entry_code(BlockCode code, float v, bool stochastic
   const uint32_t mask = code == BlockCode::Int4 ? 0xfu : 0x7u;
   return uint32_t(int32_t(q)) & mask;
 }
-// The spare code that marks a non-finite entry.
-OCC_HD constexpr uint32_t block_nonfinite_code(BlockCode code) { return code == BlockCode::Int3 ? 0x4u : 0x8u; }
+// The scale bytes of a block holding a NaN or an infinity: its scale format's NaN
+// (E8M0 0xFF, E4M3 0x7F, bf16 0x7FC0), which makes the whole block NaN.
+OCC_HD inline void block_nan_scale(BlockCode code, uint8_t* scale_bytes) {
+  if (code == BlockCode::Mxfp4) scale_bytes[0] = 0xffu;
+  else if (code == BlockCode::Nvfp4) scale_bytes[0] = 0x7fu;
+  else scale_bytes[0] = 0xc0u, scale_bytes[1] = 0x7fu;  // bf16 0x7fc0, little-endian
+}
 
 OCC_HD inline void put_code(BlockCode code, uint8_t* bytes, int j, uint32_t c) {
   if (block_code_bits(code) == 4) {
@@ -243,31 +249,35 @@ OCC_HD inline void encode_block(const BlockCoding& coding, const float* x, int l
   const BlockCode code = coding.code;
   const int entries = block_entries(code);
   for (int k = 0; k < block_code_bytes(code); ++k) code_bytes[k] = 0;
+  bool finite = true;
+  for (int j = 0; j < len; ++j) finite = finite && finite_value(x[j]);
+  if (!finite) {  // the whole block NaN, the spec's way (zero codes)
+    block_nan_scale(code, scale_bytes);
+    return;
+  }
   const float scale = block_scale(code, block_absmax(x, len), row_scale, scale_bytes);
   const uint64_t hash = coding.stochastic ? block_hash(x, len, entries) : 0;
   PhiloxBlock draw{{0, 0, 0, 0}};
   for (int j = 0; j < len; ++j) {
     if (coding.stochastic && (j & 3) == 0) draw = Philox::block(coding.key, hash, index * uint64_t(entries / 4) + uint64_t(j >> 2));
     uint32_t c;
-    if (!finite_value(x[j])) c = block_nonfinite_code(code);
-    else if (!(scale > 0.0f)) c = 0;
+    if (!(scale > 0.0f)) c = 0;
     else c = block_entry_code(code, x[j] / scale, coding.stochastic, coding.stochastic ? block_random(draw, j) : 0.0f);
     put_code(code, code_bytes, j, c);
   }
 }
 
-// The value of one code under its block's decoded scale.
+// The value of one code under its block's decoded scale (a NaN scale: NaN).
 OCC_HD inline float block_entry_value(BlockCode code, uint32_t c, float scale) {
-  if (code == BlockCode::Mxfp4 || code == BlockCode::Nvfp4) return c == 8u ? e2m1_value(8u) : e2m1_value(c) * scale;
-  if (c == block_nonfinite_code(code)) return bits_float(0x7fc00000u);
+  if (code == BlockCode::Mxfp4 || code == BlockCode::Nvfp4) return e2m1_value(c) * scale;
   const int bits = block_code_bits(code);
   const int q = int(c << (32 - bits)) >> (32 - bits);  // sign-extended
   return float(q) * scale;
 }
-// The decoded scale of a block from its scale bytes.
+// The decoded scale of a block from its scale bytes (NaN for the formats' NaN encodings).
 OCC_HD inline float block_decoded_scale(BlockCode code, const uint8_t* scale_bytes, float row_scale) {
-  if (code == BlockCode::Mxfp4) return pow2f(int(scale_bytes[0]) - 127);
-  // nvfp4: (code * S) * R, in that order (decode_block); here S.
+  if (code == BlockCode::Mxfp4) return scale_bytes[0] == 0xffu ? bits_float(0x7fc00000u) : pow2f(int(scale_bytes[0]) - 127);
+  // nvfp4: (code * S) * R, in that order (decode_block); here S (0x7f and 0xff: NaN).
   if (code == BlockCode::Nvfp4) return fp8_e4m3_to_float(scale_bytes[0]);
   return bf16_value(uint16_t(scale_bytes[0] | (uint16_t(scale_bytes[1]) << 8)));
 }
@@ -276,9 +286,8 @@ OCC_HD inline void decode_block(BlockCode code, const uint8_t* scale_bytes, cons
                                 float* out, int len) {
   const float scale = block_decoded_scale(code, scale_bytes, row_scale);
   for (int j = 0; j < len; ++j) {
-    const uint32_t c = get_code(code, code_bytes, j);
-    float v = block_entry_value(code, c, scale);
-    if (code == BlockCode::Nvfp4 && c != 8u) v = v * row_scale;
+    float v = block_entry_value(code, get_code(code, code_bytes, j), scale);
+    if (code == BlockCode::Nvfp4) v = v * row_scale;
     out[j] = v;
   }
 }

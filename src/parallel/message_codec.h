@@ -12,14 +12,25 @@ namespace occ {
 // exchange counts what it saves against the run's own uncompressed wire:
 // slice values x wire_value_bytes(PipelineExchange::wire()) (core/
 // wire_format.h: 2 in a 16-bit run, 4 in fp32) minus 4 x wire_floats().
+// Which message of a link is encoded: the iteration, and the micro-batch and
+// model chunk whose output (forward) or input gradient (backward) it is. It
+// keys stochastic rounding (compress/link_codec.h), so that identical blocks
+// in two micro-batches, or two steps, round independently; a resumed run's
+// iterations give the same keys.
+struct MessageId {
+  int64_t iteration = 0;
+  int micro_batch = 0;
+  int chunk = 0;
+};
+
 class MessageCodec {
  public:
   virtual ~MessageCodec() = default;
   // Floats (4-byte words) of one encoded message; of a variable_size() codec, the most.
   virtual int64_t wire_floats() const = 0;
-  // Sender: encodes one TP rank's slice of the message into wire[wire_floats()];
+  // Sender: encodes one TP rank's slice of message `id` into wire[wire_floats()];
   // returns the words of this message (wire_floats() unless variable_size()).
-  virtual int64_t encode(const float* slice, float* wire) = 0;
+  virtual int64_t encode(const float* slice, float* wire, const MessageId& id) = 0;
   // Receiver: rebuilds the slice from a message of `floats` words.
   virtual void decode(const float* wire, int64_t floats, float* slice) const = 0;
   // Do messages vary in size (a lossless stage)? Their receiver then takes up

@@ -84,7 +84,8 @@ void PipelineExchange::send(const Direction& d, const float* x, size_t count, in
     // on the device where the link sends device memory, or on the CPU.
     float* wire = staged_ ? device_wire(floats) : device_out_.take(floats);
     ScopedPhase t(timers_, "compress", "compress " + name);
-    bytes = size_t(encoder->encode(message, wire)) * sizeof(float);  // (at most floats words)
+    bytes = size_t(encoder->encode(message, wire, MessageId{iteration_, mb, sender_chunk})) *
+            sizeof(float);  // (at most floats words)
     device_out_.give_back(x);  // read by the encoding, which later work on x follows
     message = wire;
   } else if (packed()) {

@@ -78,6 +78,9 @@ class PipelineExchange {
   // How traces name micro-batch mb of chunk `chunk`: "3", or "3.c1" when interleaved.
   std::string label(int mb, int chunk) const;
   void wait_sends();
+  // The iteration whose messages follow (0-based, the trainer's count before
+  // the step): with the micro-batch and chunk, the id a codec encodes them under.
+  void begin_iteration(int64_t iteration) { iteration_ = iteration; }
 
  private:
   // One direction of traffic: its peer, its link, traffic class and names.
@@ -113,6 +116,7 @@ class PipelineExchange {
   bool sequence_parallel_;
   Precision wire_;
   kernels::Ops* ops_;
+  int64_t iteration_ = 0;
 
   // Messages in flight: on the device (the executor's outputs; wires where the
   // links send device memory, or on the CPU) and in page-locked host memory

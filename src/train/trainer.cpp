@@ -128,7 +128,7 @@ void Trainer::connect(double comm_timeout_s) {
   for (auto& link : cb_links_.recv) cb.recv.push_back(link.get());
   auto act = make_activation_links(opt_.activation_comp, layout_,
                                    int64_t(opt_.micro_batch_size) * opt_.model.seq_length, opt_.model.hidden_size,
-                                   on_stage);
+                                   opt_.seed, on_stage);
   act_send_ = std::move(act.send);
   act_recv_ = std::move(act.recv);
   executor_ = std::make_unique<PipelineExecutor>(layout_, *exchange_, stage_->timers(), std::move(cb),
@@ -199,6 +199,7 @@ IterationStats Trainer::train_step() {
   heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
   grad_sync_->begin_iteration(iteration_);
+  exchange_->begin_iteration(iteration_);  // keys the pipeline codecs' stochastic rounding
   run_schedule(int(M));
   heartbeat::phase("gradient sync");
   grad_sync_->finish();
@@ -314,7 +315,9 @@ double Trainer::evaluate(const SampleSource& data, const char* set, int64_t firs
   OCC_CHECK(first_sample >= 0 && first_sample + total <= data.size(),
             "internal: evaluation of samples [{}, {}) of a set of {}", first_sample, first_sample + total, data.size());
   // Activations travel compressed as in training (--activation-comp-method): the
-  // validation loss is the one of the pipeline as it runs.
+  // validation loss is the one of the pipeline as it runs. Their rounding is keyed
+  // by the iteration evaluated at, so a resumed run's evaluations round alike.
+  exchange_->begin_iteration(iteration_);
   // Interleaved, each micro-batch goes round the ring of ranks once per chunk.
   for (int64_t j = 0; j * per_step < total; ++j) {
     const int64_t base = first_sample + j * per_step + int64_t(layout_.dp_rank) * mbs;

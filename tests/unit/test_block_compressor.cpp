@@ -14,7 +14,8 @@
 // Also: hand-worked blocks (constants derived by hand), the byte formulas for
 // row lengths blocks do not divide, round-trip error bounds, stochastic
 // rounding (unbiased, between the two neighbours, deterministic, seeded),
-// non-finite entries (NaN on decode, never a NaN scale, never -0), and
+// E2M1's 0x8 as -0, non-finite blocks as the formats' NaN scales (the whole
+// block NaN, OCP MX v1.0 5.2), and
 // error feedback resuming bit-exactly.
 #include <gtest/gtest.h>
 
@@ -26,6 +27,8 @@
 #include <vector>
 
 #include "compress/block_compressor.h"
+#include "compress/compressed_activations.h"
+#include "compress/compressed_backprop.h"
 #include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
 #include "core/error.h"
@@ -51,7 +54,7 @@ uint32_t ref_e2m1(double v) {
     const double d = std::fabs(a - kE2m1[k]), db = std::fabs(a - kE2m1[best]);
     if (d < db || (d == db && k % 2 == 0)) best = k;
   }
-  return best == 0 ? 0 : best | (v < 0 ? 8u : 0u);
+  return best | (v < 0 ? 8u : 0u);  // the sign kept: a negative value that rounds to zero is -0 (0x8)
 }
 double ref_e2m1_value(uint32_t c) { return (c & 8 ? -1 : 1) * kE2m1[c & 7]; }
 
@@ -389,39 +392,72 @@ TEST(BlockCompressor, StochasticRoundingIsUnbiasedBetweenNeighbours) {
   }
 }
 
-TEST(BlockCompressor, NonFiniteEntriesDecodeToNanAndNeverMakeANanScale) {
+// The scale formats' NaN encodings: E8M0 0xFF (OCP MX v1.0 5.2), E4M3 0x7F, bf16 0x7FC0.
+uint32_t nan_scale_code(BlockCode code) {
+  return code == BlockCode::Mxfp4 ? 0xffu : code == BlockCode::Nvfp4 ? 0x7fu : 0x7fc0u;
+}
+
+TEST(BlockCompressor, NonFiniteBlocksSendTheScaleFormatsNanAndDecodeAllNan) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (const Format& f : kFormats)
+    for (bool stochastic : {false, true}) {
+      const int64_t c = 3 * f.B;
+      std::vector<float> x = gaussian(size_t(c), 5);
+      x[1] = nan, x[2] = inf, x[3] = -inf;                             // block 0: three non-finite among finite ones
+      for (int j = f.B; j < 2 * f.B; ++j) x[size_t(j)] = j % 2 ? nan : inf;  // block 1: none finite
+      x[size_t(2 * f.B + 1)] = inf;                                    // block 2: one infinity
+      BlockCompressor q(1, c, f.code, stochastic, 1, 2);
+      const auto wire = encode(q, x);
+      std::vector<float> out(x.size());
+      q.decode(wire.data(), out.data());
+      WireView w(f, wire, 1, c);
+      for (int64_t b = 0; b < 3; ++b) {
+        EXPECT_EQ(w.scale_code(0, b), nan_scale_code(f.code)) << name_of(f) << " block " << b;
+        for (int j = 0; j < f.B; ++j) {
+          EXPECT_EQ(w.code(0, b, j), 0u) << name_of(f) << ": a NaN block sends zero codes";
+          EXPECT_TRUE(std::isnan(out[size_t(b * f.B + j)])) << name_of(f) << " block " << b << " entry " << j;
+        }
+      }
+      if (f.code == BlockCode::Nvfp4) EXPECT_TRUE(std::isfinite(w.row_scale(0))) << "R is of the finite entries";
+    }
+}
+
+TEST(BlockCompressor, FiniteBlocksNeverSendANanScale) {
+  // The largest finite magnitudes: E8M0 stops at 254 (2^127), E4M3 at 0x7e (448), bf16 below its NaNs.
+  const float big = std::numeric_limits<float>::max();
   for (const Format& f : kFormats) {
-    const int64_t c = 2 * f.B;
-    std::vector<float> x = gaussian(size_t(c), 5);
-    x[1] = nan, x[2] = inf, x[3] = -inf;                       // block 0: three non-finite among finite ones
-    for (int j = f.B; j < c; ++j) x[size_t(j)] = j % 2 ? nan : inf;  // block 1: none finite
-    x[4] = -1e-30f;                                             // rounds to zero: +0, not the marker
-    BlockCompressor q(1, c, f.code, false, 1, 2);
+    std::vector<float> x(size_t(f.B), 1.0f);
+    x[0] = big, x[1] = -big;
+    BlockCompressor q(1, f.B, f.code, false, 1, 2);
+    WireView w(f, encode(q, x), 1, f.B);
+    EXPECT_NE(w.scale_code(0, 0), nan_scale_code(f.code)) << name_of(f);
+  }
+}
+
+// E2M1's 0x8 is -0 (OCP MX v1.0 5.3.3), as a standard MX decoder reads it: a
+// negative value that rounds to zero sends it, and it decodes to -0, never NaN.
+TEST(BlockCompressor, E2m1MinusZeroIsTheSpecs) {
+  for (BlockCode code : {BlockCode::Mxfp4, BlockCode::Nvfp4}) {
+    std::vector<float> x(16, 0.0f);
+    x[0] = 4.0f, x[1] = -1e-3f, x[2] = 1e-3f;
+    BlockCompressor q(1, 16, code, false, 1, 2);
     const auto wire = encode(q, x);
     std::vector<float> out(x.size());
     q.decode(wire.data(), out.data());
-    for (int64_t j = 0; j < c; ++j) {
-      EXPECT_EQ(std::isnan(out[size_t(j)]), !std::isfinite(x[size_t(j)])) << name_of(f) << " entry " << j;
-    }
-    EXPECT_EQ(out[4], 0.0f);
-    EXPECT_FALSE(std::signbit(out[4])) << name_of(f);
-    WireView w(f, wire, 1, c);
-    // Block 0's scale is the finite entries' one (the reference over them alone).
-    std::vector<float> finite = x;
-    for (auto& v : finite)
-      if (!std::isfinite(v)) v = 0.0f;
-    const RefBlock ref = ref_block(f.code, finite.data(), f.B,
-                                   f.code == BlockCode::Nvfp4 ? double(w.row_scale(0)) : 0.0);
-    EXPECT_EQ(w.scale_code(0, 0), ref.scale_code) << name_of(f);
-    if (f.code == BlockCode::Mxfp4) EXPECT_NE(w.scale_code(0, 1), 0xffu) << "the MX spec's NaN scale";
-    if (f.code == BlockCode::Nvfp4) EXPECT_TRUE(std::isfinite(w.row_scale(0)));
-    for (int j = 0; j < f.B; ++j)
-      if (std::isfinite(x[size_t(j)])) EXPECT_EQ(w.code(0, 0, j), ref.codes[size_t(j)]) << name_of(f) << " entry " << j;
-    // Stochastic rounding marks them the same way.
-    BlockCompressor sr(1, c, f.code, true, 1, 2);
-    sr.decode(encode(sr, x).data(), out.data());
-    for (int64_t j = 0; j < c; ++j) EXPECT_EQ(std::isnan(out[size_t(j)]), !std::isfinite(x[size_t(j)])) << name_of(f);
+    WireView w(code == BlockCode::Mxfp4 ? kFormats[0] : kFormats[1], wire, 1, 16);
+    EXPECT_EQ(w.code(0, 0, 1), 0x8u) << "-0.001 rounds to -0";
+    EXPECT_EQ(w.code(0, 0, 2), 0x0u);
+    EXPECT_EQ(out[1], 0.0f);
+    EXPECT_TRUE(std::signbit(out[1]));
+    EXPECT_FALSE(std::signbit(out[2]));
+    // A wire written by another MX encoder: code 0x8 in entry 3 under a finite scale.
+    auto bytes = wire;
+    unsigned char* codes = reinterpret_cast<unsigned char*>(bytes.data()) + kernels::block_codes_offset(code, 1, 16);
+    codes[1] = uint8_t((codes[1] & 0x0f) | 0x80);
+    q.decode(bytes.data(), out.data());
+    EXPECT_FALSE(std::isnan(out[3])) << "0x8 is -0, not NaN";
+    EXPECT_EQ(out[3], 0.0f);
+    EXPECT_TRUE(std::signbit(out[3]));
   }
 }
 
@@ -486,6 +522,55 @@ TEST(BlockCompressor, RoundingFlagParses) {
   }
   EXPECT_EQ(describe({CompressionMethod::Mxfp4, 16, 0.1, true}), "mxfp4 stochastic");
   EXPECT_EQ(describe({CompressionMethod::Int3, 16, 0.1, false}), "int3");
+}
+
+// Stochastic rounding on the pipeline links is keyed by the link, the step and
+// the micro-batch (review finding 5): identical inputs in two micro-batches, or
+// two steps, or on two links round independently (their errors average instead
+// of adding up), while the same message id rounds the same (a resumed run).
+TEST(BlockCompressor, PipelineLinksKeyStochasticRoundingByLinkStepAndMicroBatch) {
+  const int64_t r = 16, c = 64;
+  const auto x = gaussian(size_t(r * c), 77);
+  ParallelLayout layout;
+  layout.pp_size = 2, layout.pp_rank = 0;
+  for (CompressionMethod m : {CompressionMethod::Mxfp4, CompressionMethod::Int3}) {
+    ActivationCompressionConfig cfg{.enabled = true, .method = m, .stochastic = true};
+    auto links = make_activation_links(cfg, layout, r, c, 1234);
+    ASSERT_NE(links.send, nullptr);
+    auto message = [&](MessageCodec& codec, MessageId id) {
+      std::vector<float> wire(size_t(codec.wire_floats()));
+      codec.encode(x.data(), wire.data(), id);
+      return wire;
+    };
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    const auto mb0 = message(*links.send, {5, 0, 0});
+    EXPECT_FALSE(same(mb0, message(*links.send, {5, 1, 0}))) << method_name(m) << ": another micro-batch";
+    EXPECT_FALSE(same(mb0, message(*links.send, {6, 0, 0}))) << method_name(m) << ": another step";
+    EXPECT_FALSE(same(mb0, message(*links.send, {5, 0, 1}))) << method_name(m) << ": another chunk";
+    EXPECT_TRUE(same(mb0, message(*links.send, {5, 0, 0}))) << method_name(m) << ": the same message (a resume)";
+    ParallelLayout other = layout;
+    other.dp_rank = 1;
+    auto replica = make_activation_links(cfg, other, r, c, 1234);
+    EXPECT_FALSE(same(mb0, message(*replica.send, {5, 0, 0}))) << method_name(m) << ": another DP rank's link";
+    auto reseeded = make_activation_links(cfg, layout, r, c, 99);
+    EXPECT_FALSE(same(mb0, message(*reseeded.send, {5, 0, 0}))) << method_name(m) << ": another --seed";
+    // Rounding to nearest draws no bits: every message of the same inputs is the same.
+    ActivationCompressionConfig nearest{.enabled = true, .method = m};
+    auto plain = make_activation_links(nearest, layout, r, c, 1234);
+    EXPECT_TRUE(same(message(*plain.send, {5, 0, 0}), message(*plain.send, {6, 3, 1}))) << method_name(m);
+  }
+  // The backward links likewise (a sender's LEP residual aside: without it here).
+  CompressedBackpropConfig cb;
+  cb.enabled = true, cb.method = CompressionMethod::Mxfp4, cb.stochastic = true;
+  layout.pp_rank = 1;
+  auto back = make_backprop_links(cb, layout, r, c, 1234);
+  ASSERT_NE(back.send[0], nullptr);
+  std::vector<float> a(size_t(back.send[0]->wire_floats())), b(a.size());
+  back.send[0]->encode(x.data(), a.data(), {5, 0, 0});
+  back.send[0]->encode(x.data(), b.data(), {5, 1, 0});
+  EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST(LinkCodec, LosslessStageSendsFewerWordsAndDecodesTheSame) {
     EXPECT_FALSE(plain.variable_size());
     EXPECT_TRUE(coded.variable_size());
     std::vector<float> wp(size_t(plain.wire_floats())), wc(size_t(coded.wire_floats()));
-    const int64_t sent_plain = plain.encode(x.data(), wp.data()), sent = coded.encode(x.data(), wc.data());
+    const int64_t sent_plain = plain.encode(x.data(), wp.data(), {}), sent = coded.encode(x.data(), wc.data(), {});
     EXPECT_EQ(sent_plain, plain.wire_floats());
     EXPECT_LT(sent, sent_plain) << method_name(m);
     EXPECT_LE(sent, coded.wire_floats());

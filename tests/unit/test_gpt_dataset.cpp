@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/xxhash64.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 
@@ -56,6 +57,14 @@ occ::GptDataset open_part(const occ::IndexedDataset& ds, const occ::GptDatasetSp
   auto hit = entry.find();
   EXPECT_TRUE(hit.has_value());
   return occ::GptDataset(ds, spec, std::move(*hit), vocab);
+}
+
+// Where a .npy file's data begin (format 1.0: 10 bytes, then the header's length in bytes 8-9).
+std::streamoff npy_data_offset(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char head[10] = {};
+  f.read(reinterpret_cast<char*>(head), 10);
+  return std::streamoff(10 + (head[8] | head[9] << 8));
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -299,6 +308,83 @@ TEST(IndexCache, HitsMissesAndRebuilds) {
   EXPECT_EQ(hit->folder, occ::fallback_cache_folder());
   for (const auto& [name, array] : hit->arrays) fs::remove(array.path());
   fs::remove(occ::fallback_cache_folder() + "/" + blocked.stem() + "-description.json");
+}
+
+// Review finding 3: a crash before an array's bytes reached the disk leaves a
+// good header over zeros, which dtype and shape alone take for a hit (every
+// sample then maps to row 0). The checksum recorded in the description finds
+// it; the set is built again and reads right.
+TEST(IndexCache, ArrayZeroedBehindAGoodHeaderIsDetectedAndRebuilt) {
+  TempDir dir;
+  const std::string prefix = make_dataset(dir);
+  auto ds = occ::IndexedDataset::open(prefix);
+  const occ::GptDatasetSpec spec = spec_of(prefix, {0, kDocs}, 30, 4, 3);
+  const std::string cache = dir / "cache";
+  std::vector<int32_t> want(5), got(5);
+  open_part(ds, spec, cache).sample(7, want.data());
+  occ::CachedArrays entry = occ::gpt_index_cache(spec, cache);
+  for (const char* array : {"document_index", "sample_index", "shuffle_index"}) {
+    ASSERT_TRUE(entry.find());
+    const std::string path = entry.path(cache, array);
+    const auto size = fs::file_size(path);
+    const std::streamoff data = npy_data_offset(path);
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(data);  // the header kept
+      std::string zeros(size_t(size) - size_t(data), '\0');
+      f.write(zeros.data(), std::streamsize(zeros.size()));
+    }
+    ASSERT_EQ(fs::file_size(path), size);
+    std::string why;
+    EXPECT_FALSE(entry.find(&why)) << array;
+    EXPECT_NE(why.find(std::string(array) + ".npy does not match its checksum"), std::string::npos) << why;
+    occ::build_gpt_indices(spec, ds, occ::plan_gpt_part(spec, ds), entry, nullptr);
+    open_part(ds, spec, cache).sample(7, got.data());
+    EXPECT_EQ(got, want) << array;
+  }
+}
+
+// The checksum is XXH64 (the reference implementation's test values).
+TEST(IndexCache, ChecksumIsXxh64) {
+  EXPECT_EQ(occ::xxhash64("", 0), 0xEF46DB3751D8E999ull);
+  EXPECT_EQ(occ::xxhash64("a", 1), 0xD24EC4F1A98C6E5Bull);
+  EXPECT_EQ(occ::xxhash64("abc", 3), 0x44BC2CF5AD770999ull);
+  const std::string spam = "Nobody inspects the spammish repetition";  // 39 bytes: stripes and every tail
+  EXPECT_EQ(occ::xxhash64(spam.data(), spam.size()), 0xFBCEA83C8A378BF1ull);
+}
+
+// A bad entry met while reading names the array that holds it (the shuffle
+// index's out-of-range row was reported as the sample index's).
+TEST(GptDataset, DamagedEntryNamesItsArray) {
+  TempDir dir;
+  const std::string prefix = make_dataset(dir);
+  auto ds = occ::IndexedDataset::open(prefix);
+  const occ::GptDatasetSpec spec = spec_of(prefix, {0, kDocs}, 30, 4, 3);
+  const std::string cache = dir / "cache";
+  occ::GptDataset part = open_part(ds, spec, cache);  // mapped: a write to the file shows through
+  const std::string shuffle = occ::gpt_index_cache(spec, cache).path(cache, "shuffle_index");
+  {
+    std::fstream f(shuffle, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(npy_data_offset(shuffle));
+    const uint32_t bad = 1u << 30;
+    f.write(reinterpret_cast<const char*>(&bad), 4);
+  }
+  std::vector<int32_t> out(5);
+  const std::string e = error_of([&] { part.sample(0, out.data()); });
+  EXPECT_NE(e.find("shuffle index entry 1073741824"), std::string::npos) << e;
+  EXPECT_NE(e.find("shuffle_index.npy"), std::string::npos) << e;
+  EXPECT_EQ(e.find("sample_index.npy"), std::string::npos) << e;
+}
+
+// Sizes in messages (the cache's free space) in the unit that shows them: not "0.0 GiB".
+TEST(IndexCache, SizesInMessagesHaveTheirUnit) {
+  EXPECT_EQ(occ::size_text(0), "0 B");
+  EXPECT_EQ(occ::size_text(1023), "1023 B");
+  EXPECT_EQ(occ::size_text(1536), "1.50 KiB");
+  EXPECT_EQ(occ::size_text(int64_t(23.4 * 1024 * 1024)), "23.4 MiB");
+  EXPECT_EQ(occ::size_text(int64_t(700) << 20), "700 MiB");
+  EXPECT_EQ(occ::size_text(int64_t(3) << 30), "3.00 GiB");
+  EXPECT_EQ(occ::size_text(int64_t(5) << 40), "5.00 TiB");
 }
 
 // Megatron's default folder: PREFIX/cache/GPTDataset_indices.

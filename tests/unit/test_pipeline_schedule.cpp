@@ -349,8 +349,8 @@ TEST(PipelineSchedule, BackpropLinksPerChunk) {
   // Each link's state is saved under its own chunk's name, so resuming restores the right residual.
   test::TempDir dir;
   std::vector<float> g(16 * 8, 0.5f), wire(size_t(last.send[0]->wire_floats()));
-  last.send[0]->encode(g.data(), wire.data());
-  last.send[1]->encode(g.data(), wire.data());
+  last.send[0]->encode(g.data(), wire.data(), {});
+  last.send[1]->encode(g.data(), wire.data(), {});
   CompressionState({last.send[0].get(), last.send[1].get()}, nullptr).save(dir / "s.bin", nlohmann::json::object());
   const TensorFileReader r = TensorFileReader::open(dir / "s.bin");
   int chunk0 = 0, chunk1 = 0;
