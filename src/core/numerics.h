@@ -21,6 +21,10 @@
 //   4: Megatron-core's data order (issue 45): the samples of a run, their order
 //      and each evaluation's samples are Megatron's GPTDataset / BlendedDataset
 //      ones (data/megatron_indices.h), no longer per-epoch Philox shuffles.
+//   5: stochastic rounding on the pipeline links keyed by link, seed, iteration
+//      and micro-batch (issue 48; it was seed 0, key 0 for every message), and
+//      MXFP4's code 0x8 decoded as -0 (OCP MX v1.0) where it was NaN. Runs without
+//      --*-comp-rounding stochastic give the same numbers as version 4.
 namespace occ {
-constexpr int kNumericsVersion = 4;
+constexpr int kNumericsVersion = 5;
 }  // namespace occ
