@@ -1,5 +1,6 @@
 #include "apps/commands/job_command.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -41,17 +42,32 @@ JobCommand::JobCommand(std::vector<std::string> argv) : argv_(std::move(argv)) {
 }
 
 std::vector<std::string> JobCommand::argv_for(const Attempt& attempt) const {
-  std::vector<std::string> out;
-  out.insert(out.end(), argv_.begin(), argv_.begin() + std::ptrdiff_t(train_end_));
-  if (!attempt.load.empty()) out.insert(out.end(), {"--load", attempt.load});
-  // The user's --load was a starting point (e.g. --finetune from an imported model): the
-  // job's own checkpoint is a whole one.
-  if (attempt.resumes && opt_.finetune) out.push_back("--finetune=false");
-  if (attempt.resumes && opt_.no_load_optim) out.push_back("--no-load-optim=false");
-  if (attempt.ckpt_step >= 0) out.insert(out.end(), {"--ckpt-step", std::to_string(attempt.ckpt_step)});
-  // The supervisor's stop signal reaches the ranks as a graceful stop.
-  if (!opt_.exit.signal_handler) out.push_back("--exit-signal-handler");
+  std::vector<std::string> out(argv_.begin(), argv_.begin() + std::ptrdiff_t(train_begin_));
+  for (size_t i = train_begin_; i < train_end_; ++i) {
+    const std::string& a = argv_[i];
+    if (attempt.resumes) {  // the user's --load / --ckpt-step: where the run began, not where it resumes
+      if (a == "--load" || a == "--ckpt-step") {
+        ++i;
+        continue;
+      }
+      if (a.rfind("--load=", 0) == 0 || a.rfind("--ckpt-step=", 0) == 0) continue;
+    }
+    out.push_back(a);
+  }
+  if (attempt.resumes) {
+    out.insert(out.end(), {"--load", attempt.load, "--ckpt-step", std::to_string(attempt.ckpt_step)});
+    // The user's --load was a starting point (e.g. --finetune from an imported model): the
+    // job's own checkpoint is a whole one.
+    if (opt_.finetune) out.push_back("--finetune=false");
+    if (opt_.no_load_optim) out.push_back("--no-load-optim=false");
+  }
+  // The supervisor's stop signal reaches the ranks as a graceful stop (on the command line
+  // even when a --config sets it: a rank installs the handler before it parses its flags).
+  if (std::none_of(argv_.begin() + std::ptrdiff_t(train_begin_), argv_.begin() + std::ptrdiff_t(train_end_),
+                   [](const std::string& a) { return a.rfind("--exit-signal-handler", 0) == 0; }))
+    out.push_back("--exit-signal-handler");
   if (!attempt.heartbeat_dir.empty()) out.insert(out.end(), {"--heartbeat-dir", attempt.heartbeat_dir});
+  if (!attempt.run_lock_token.empty()) out.insert(out.end(), {"--run-lock-token", attempt.run_lock_token});
   out.insert(out.end(), argv_.begin() + std::ptrdiff_t(train_end_), argv_.end());
   return out;
 }

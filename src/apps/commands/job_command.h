@@ -4,7 +4,8 @@
 // train parses them (--config included), so a bad flag is refused before
 // anything starts and the supervisor knows --save; each attempt runs the
 // user's command with flags appended to the train part (a flag given twice
-// takes its last value): where to resume, and the heartbeat directory.
+// takes its last value): where to resume, the heartbeat directory and the
+// supervisor's lock token.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,10 +22,14 @@ class JobCommand {
   const TrainOptions& options() const { return opt_; }
 
   struct Attempt {
-    std::string load;        // --load ("": the user's own, if any)
-    int64_t ckpt_step = -1;  // --ckpt-step (< 0: none, the latest)
-    bool resumes = false;    // from the job's own --save: turns the user's --finetune, --no-load-optim off
+    // From the job's own --save: --load `load` --ckpt-step `ckpt_step` in place of the
+    // user's --load and --ckpt-step (where the run began), and the user's --finetune,
+    // --no-load-optim off. Otherwise the user's own flags.
+    bool resumes = false;
+    std::string load;
+    int64_t ckpt_step = -1;
     std::string heartbeat_dir;
+    std::string run_lock_token;  // the supervisor's lock on --save (train/run_lock.h)
   };
   std::vector<std::string> argv_for(const Attempt& attempt) const;
 
