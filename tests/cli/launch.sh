@@ -188,9 +188,9 @@ I=(-- "${MPI[@]}" "$BIN" train "${RUN[@]}" --train-iters 100000 --save "$WORK/i"
 sup=$!
 for _ in $(seq 600); do grep -q '^placement' "$WORK/i1.log" && break; sleep 0.05; done
 ls -A "$WORK/i" > "$WORK/i_before.txt"
-"${LAUNCH[@]}" "${I[@]}" > "$WORK/i2.log" 2>&1
+timeout 60 "${LAUNCH[@]}" "${I[@]}" > "$WORK/i2.log" 2>&1  # (timeout: not refused, it would train alongside)
 rc2=$?
-"$BIN" train "${RUN[@]}" --pipeline-model-parallel-size 1 --train-iters 2 --save "$WORK/i" > "$WORK/i3.log" 2>&1
+timeout 60 "$BIN" train "${RUN[@]}" --pipeline-model-parallel-size 1 --train-iters 2 --save "$WORK/i" > "$WORK/i3.log" 2>&1
 rc3=$?
 ls -A "$WORK/i" > "$WORK/i_after.txt"
 holder="is in use by optimus-cc launch (pid $sup on $(hostname)"
