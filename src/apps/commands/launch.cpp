@@ -16,9 +16,7 @@
 // Why a supervisor process around the launcher rather than restarts inside
 // the job: a rank killed by a signal or hung in a collective takes MPI's job
 // with it, and only a process outside that job can start a new one.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +40,7 @@
 #include "apps/commands/commands.h"
 #include "apps/commands/hang_watch.h"
 #include "apps/commands/job_command.h"
+#include "apps/commands/job_process.h"
 #include "apps/commands/launch_signals.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -78,57 +77,6 @@ std::string quoted(const std::vector<std::string>& argv) {
 }
 
 std::string plural(int64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
-
-// Runs argv in a process group of its own (so that a terminal's Ctrl-C reaches
-// only the supervisor, which stops the job gracefully), stdin from /dev/null
-// (mpirun in a background group must not read the terminal).
-pid_t spawn(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = ::fork();
-  if (pid < 0) fail("launch: cannot fork: {}", std::strerror(errno));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, STDIN_FILENO);
-    signals::reset_in_child();
-    // The supervisor killed outright (SIGKILL, which it cannot catch): the launcher
-    // is told, and ends its ranks, rather than run on unsupervised.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() == 1) ::_exit(127);  // (it died before that call)
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "error: launch: cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // (also here: whichever runs first)
-  return pid;
-}
-
-// The processes of ranks on this host, from their heartbeats (still optimus-cc: pids are reused).
-std::vector<pid_t> local_rank_pids(const std::vector<heartbeat::Snapshot>& ranks) {
-  char host[64] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::vector<pid_t> pids;
-  for (const auto& s : ranks) {
-    if (s.rank < 0 || s.pid <= 0 || s.host != host) continue;
-    std::ifstream comm(fmt::format("/proc/{}/comm", s.pid));
-    std::string name;
-    if (std::getline(comm, name) && name == "optimus-cc") pids.push_back(pid_t(s.pid));
-  }
-  return pids;
-}
-
-bool process_running(pid_t pid) {
-  // A zombie (exited, not reaped) counts as gone.
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
 
 bool stop_asked() { return signals::graceful_count() > 0 || signals::at_once() != 0; }
 
@@ -188,8 +136,13 @@ class Supervisor {
 
 Supervisor::~Supervisor() {
   lock_ = RunLock{};  // (removes its file)
+  if (!created_save_) return;
+  // A run folder this supervisor created and nothing was saved in (a job refused at start-up,
+  // or one that never trained) is not left behind: its heartbeat folder when no rank wrote
+  // there, then the folder itself when empty (std::filesystem::remove leaves a non-empty one).
   std::error_code ec;
-  if (created_save_ && std::filesystem::is_empty(save_, ec)) std::filesystem::remove(save_, ec);
+  if (opt_.heartbeat_dir.empty()) std::filesystem::remove(watch_.dir(), ec);
+  std::filesystem::remove(save_, ec);
 }
 
 void Supervisor::lock_run_folder() {
@@ -439,8 +392,9 @@ int Supervisor::run() {
     }
     // Where it failed: in the iteration under way, or between iterations (a save, an evaluation).
     const std::string at = begun > reached ? fmt::format("in iteration {}", begun)
-                           : watch_.reached_training() || reached > 0 ? fmt::format("after iteration {}", reached)
-                                                                        : std::string("at start-up");
+                           : watch_.any_rank_started() && !watch_.reached_training()
+                               ? std::string("at start-up")
+                               : fmt::format("after iteration {}", reached);
     const bool started = watch_.any_rank_started();
     resume = choose_resume_checkpoint(save_);  // (one damaged since the attempt started is passed over here)
     const int64_t from = resume.iteration ? *resume.iteration : user_load_iteration();
