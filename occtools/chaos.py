@@ -7,9 +7,10 @@ supervisor. While it trains, this command injects faults and restarts nothing it
   * SIGKILLs of a random rank, at random moments (often inside a save);
   * one rank SIGSTOPped: a hang, which the supervisor must detect from the heartbeats, end
     with one line per rank saying where it waits, and restart from;
-  * the newest checkpoint corrupted once on disk (one byte of one shard flipped while the
-    job is frozen), then a rank killed: the supervisor must pass over it and resume from
-    the newest checkpoint that verifies.
+  * the newest checkpoint corrupted once on disk (7 bytes of one shard's header damaged while
+    the job is frozen), then a rank killed: the supervisor must pass over it and resume from
+    the newest checkpoint that verifies (which the job's start-up check must then verify, not
+    the damaged newest).
 
 Each fault lands at a later iteration than the one before (the supervisor refuses to
 restart the same failure at the same iteration twice). The supervisor must end the run
@@ -254,16 +255,18 @@ def last_iter(metrics):
 
 
 def corrupt_one_shard(iteration_dir, rng):
-    """Flips one byte inside the tensor data of a random model_optim_rng.bin of the checkpoint."""
+    """Damages 7 bytes of the header of a random model_optim_rng.bin of the checkpoint (at offset
+    4096 when the header reaches that far, as in issue 48's report): the header is what the
+    job's own start-up check reads, so the supervisor's choice of an older checkpoint must
+    reach that check too (--ckpt-step), not only its load."""
     shards = sorted(os.path.join(d, f) for d, _, fs in os.walk(iteration_dir) for f in fs if f == "model_optim_rng.bin")
     victim = rng.choice(shards)
     with open(victim, "r+b") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = size - 5 - rng.randrange(size // 4)  # in the last quarter: tensor data, before the CRC trailer
+        f.seek(8)
+        header_len = int.from_bytes(f.read(8), "little")  # "OCCTENS1" | uint64 header_len | header JSON
+        pos = 4096 if header_len >= 4096 - 16 + 7 else 16 + rng.randrange(max(1, header_len - 7))
         f.seek(pos)
-        byte = f.read(1)
-        f.seek(pos)
-        f.write(bytes([byte[0] ^ 0x40]))
+        f.write(b"\xde\xad\xbe\xef\x00\x11\x22")
     return victim
 
 

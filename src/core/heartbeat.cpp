@@ -57,6 +57,8 @@ struct RawRecord {
   RawActivity main, background;
   std::atomic<uint32_t> message_seq;
   char message[1024];
+  std::atomic<uint32_t> reached_training;
+  std::atomic<int64_t> resumed_from;  // -1 until training_started()
 };
 static_assert(sizeof(RawRecord) <= kFileBytes);
 
@@ -186,6 +188,8 @@ std::optional<Snapshot> read(const std::string& path) {
     s.progress = r.progress.load(std::memory_order_acquire);
     s.alive = r.alive.load(std::memory_order_acquire);
     s.iterations_done = r.iterations_done.load(std::memory_order_acquire);
+    s.reached_training = r.reached_training.load(std::memory_order_acquire) != 0;
+    s.resumed_from = r.resumed_from.load(std::memory_order_acquire);
     bool ok = locked_read(r.busy_seq, [&] {
       s.busy = r.busy > 0;
       s.busy_what = text_of(r.busy_what, sizeof r.busy_what);
@@ -226,6 +230,7 @@ void start(const std::string& dir, int rank, int world_size) {
   r->main.chunk = r->background.chunk = -1;
   r->busy = 1;
   copy_text(r->busy_what, sizeof r->busy_what, "start-up");
+  r->resumed_from.store(-1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   std::memcpy(r->magic, kMagic, sizeof kMagic);  // last: a reader never sees a half-made record
   g_record.store(r);
@@ -273,9 +278,12 @@ void end_iteration(int64_t iteration) {
   }
 }
 
-void training_started() {
+void training_started(int64_t resumed_from) {
   RawRecord* r = g_record.load(std::memory_order_relaxed);
   if (!r) return;
+  r->iterations_done.store(resumed_from, std::memory_order_relaxed);
+  r->resumed_from.store(resumed_from, std::memory_order_relaxed);
+  r->reached_training.store(1, std::memory_order_relaxed);
   r->state.store(uint32_t(State::Training), std::memory_order_release);
   locked_write(r->busy_seq, [&] {
     r->busy = 0;

@@ -51,7 +51,9 @@ struct Snapshot {
   uint64_t progress = 0, alive = 0;
   bool busy = false;
   std::string busy_what;               // the long phase (with busy)
-  int64_t iterations_done = 0;         // the last iteration this rank completed
+  int64_t iterations_done = 0;         // the last iteration this rank completed (or loaded)
+  bool reached_training = false;       // training_started() was called (it may be Done now)
+  int64_t resumed_from = -1;           // the iteration it loaded (0: none) once it reached training; -1 before
   Activity main, background;
   bool failed_at_startup = false;      // with State::Failed: before the first iteration
   std::string message;                 // with State::Failed: the error
@@ -76,7 +78,9 @@ bool active();
 // The iteration in progress (the main thread, at the start of each iteration).
 void begin_iteration(int64_t iteration);
 void end_iteration(int64_t iteration);  // completed
-void training_started();                // ends the start-up phase
+// Ends the start-up phase; `resumed_from`: the iteration the rank loaded (0: none),
+// which counts as done.
+void training_started(int64_t resumed_from = 0);
 // The current phase of the calling thread (a static string: copied).
 void phase(const char* name, int micro_batch = -1, int chunk = -1);
 // A network wait of the calling thread: `what` (static), the group's name and

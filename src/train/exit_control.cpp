@@ -4,8 +4,10 @@
 
 #include <csignal>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
+#include "train/exit_signals.h"
 
 namespace occ {
 
@@ -13,6 +15,7 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 struct sigaction g_previous_term, g_previous_usr1;
+bool g_installed = false;
 
 extern "C" void on_exit_signal(int sig) {
   if (g_signal != 0) {
@@ -27,23 +30,42 @@ extern "C" void on_exit_signal(int sig) {
 
 }  // namespace
 
-ExitControl::ExitControl(const ExitOptions& options) : opt_(options) {
-  if (!opt_.signal_handler) return;
-  g_signal = 0;
+bool exit_signal_handler_asked(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--exit-signal-handler" || a == "--exit-signal-handler=true" || a == "--exit-signal-handler=1") return true;
+  }
+  return false;
+}
+
+void install_exit_signal_handlers() {
+  // Set again when called again (ExitControl, after MPI's start-up, which may set its own):
+  // the previous ones are those from before the first call.
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_exit_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking calls go on; the flag is read between iterations
-  sigaction(SIGTERM, &sa, &g_previous_term);
-  sigaction(SIGUSR1, &sa, &g_previous_usr1);
+  sigaction(SIGTERM, &sa, g_installed ? nullptr : &g_previous_term);
+  sigaction(SIGUSR1, &sa, g_installed ? nullptr : &g_previous_usr1);
+  g_installed = true;
 }
 
-ExitControl::~ExitControl() {
-  if (!opt_.signal_handler) return;
+namespace {
+void remove_signal_handlers() {
+  if (!g_installed) return;
+  g_installed = false;
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGUSR1, &g_previous_usr1, nullptr);
 }
+}  // namespace
+
+ExitControl::ExitControl(const ExitOptions& options) : opt_(options) {
+  if (opt_.signal_handler) install_exit_signal_handlers();
+  else remove_signal_handlers();  // (asked for on the command line, then turned off, e.g. =false after it)
+}
+
+ExitControl::~ExitControl() { remove_signal_handlers(); }
 
 int ExitControl::received_signal() { return int(g_signal); }
 

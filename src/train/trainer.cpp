@@ -30,7 +30,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
             "--finetune, --no-load-optim and --no-load-rng apply to --load CHECKPOINT; pass it");
   // --finetune from a checkpoint that names its tokenizer (e.g. import-hf's): that one.
   if (opt_.finetune && !opt_.tokenizer.given() && opt_.model.vocab_size == 0)
-    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load).config);
+    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load, opt_.ckpt_step).config);
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
@@ -47,7 +47,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());  // the indices: build_data_indices(), open_data()
   // The checkpoint to resume: one save's files, before anything is created or trained.
-  if (!opt_.load.empty()) verify_checkpoint(opt_.load);
+  if (!opt_.load.empty()) verify_checkpoint(opt_.load, opt_.ckpt_step);
   // Where this rank will write, checked now rather than after the training it would hold.
   OutputPaths outputs;
   if (!opt_.save.empty()) outputs.dir("--save", opt_.save, deepest_save_path());
@@ -405,7 +405,7 @@ void Trainer::run() {
   if (is_logger())
     for (const std::string& note : data_->notes()) std::printf("notice: %s\n", note.c_str());
   if (is_logger() && tensorboard_) std::printf("tensorboard: %s\n", tensorboard_->path().c_str());
-  heartbeat::training_started();
+  heartbeat::training_started(iteration_);  // (the iteration loaded: where the supervisor counts from)
   // The validation stream continues from evaluation to evaluation as Megatron's:
   // each evaluation at a multiple of --eval-interval reads the next eval_iters
   // global batches. The evaluation at start and the one after a last iteration

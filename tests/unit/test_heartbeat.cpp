@@ -200,5 +200,26 @@ TEST(HangWatch, HungOnlyWhenNothingMovesAndNoBusyRankIsAlive) {
   EXPECT_FALSE(off.hung(now_seconds() + 1e6));
 }
 
+// Where the supervisor counts from: the iteration the ranks loaded, and the one a failure is in.
+TEST(HangWatch, TellsTheIterationLoadedAndTheOneBegun) {
+  TempDir dir;
+  const std::string hb = dir / "heartbeat";
+  cmd::HangWatch watch(hb, 0);
+  watch.reset();
+  Session session(hb, 0, 1);
+  watch.poll(now_seconds());
+  EXPECT_FALSE(watch.resumed_from().has_value());
+  EXPECT_FALSE(watch.reached_training());
+  heartbeat::training_started(5);  // loaded iteration 5
+  heartbeat::begin_iteration(6);
+  watch.poll(now_seconds());
+  EXPECT_EQ(watch.resumed_from(), std::optional<int64_t>(5));
+  EXPECT_EQ(watch.iterations_done(), 5);
+  EXPECT_EQ(watch.iteration_begun(), 6);  // a failure now is in iteration 6
+  heartbeat::fail("x");
+  watch.poll(now_seconds());
+  EXPECT_TRUE(watch.reached_training());  // (kept once it failed or ended)
+}
+
 }  // namespace
 }  // namespace occ

@@ -120,10 +120,21 @@ int HangWatch::ranks_present() const {
   return int(std::count_if(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) { return s.rank >= 0; }));
 }
 
-bool HangWatch::all_training() const {
-  return armed() && std::all_of(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) {
-           return s.state != heartbeat::State::Starting;
-         });
+std::optional<int64_t> HangWatch::resumed_from() const {
+  std::optional<int64_t> from;
+  for (const auto& s : ranks_)
+    if (s.resumed_from >= 0) from = std::max(from.value_or(0), s.resumed_from);
+  return from;
+}
+
+int64_t HangWatch::iteration_begun() const {
+  int64_t begun = 0;
+  for (const auto& s : ranks_) begun = std::max(begun, s.main.iteration);
+  return begun;
+}
+
+bool HangWatch::reached_training() const {
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const heartbeat::Snapshot& s) { return s.reached_training; });
 }
 
 int64_t HangWatch::iterations_done() const {

@@ -7,6 +7,7 @@
 // own) never counts. Times are the supervisor's own clock: the hosts' clocks
 // need not agree.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,12 @@ class HangWatch {
   bool armed() const { return armed_at_ >= 0; }  // every rank has a heartbeat: the clock runs
   int world_size() const { return world_size_; }
   int ranks_present() const;
-  // Every rank trains (its --exit-signal-handler is in place: a stop signal is safe to pass on).
-  bool all_training() const;
-  int64_t iterations_done() const;  // the most any rank completed (0 before the first)
+  int64_t iterations_done() const;  // the most any rank completed or loaded (0 before the first)
+  // The iteration the ranks loaded (the most any reported; nullopt: none reached training).
+  std::optional<int64_t> resumed_from() const;
+  // The newest iteration any rank began (0: none): a failure in it, when past iterations_done().
+  int64_t iteration_begun() const;
+  bool reached_training() const;  // some rank finished its start-up in this attempt
   // The failure the ranks reported: the lowest rank's own words ("" if none).
   std::string reported_failure() const;
   bool failed_at_startup() const;  // a rank reported its failure before training started

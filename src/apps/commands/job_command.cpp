@@ -398,15 +398,22 @@ std::vector<std::string> JobCommand::with_train_flags(const std::vector<std::str
 
 std::vector<std::string> JobCommand::argv_for(const Attempt& attempt) const {
   std::vector<std::string> flags;
-  if (!attempt.load.empty()) flags.insert(flags.end(), {"--load", attempt.load});
-  // The user's --load was a starting point (e.g. --finetune from an imported model): the
-  // job's own checkpoint is a whole one.
-  if (attempt.resumes && opt_.finetune) flags.push_back("--finetune=false");
-  if (attempt.resumes && opt_.no_load_optim) flags.push_back("--no-load-optim=false");
-  if (attempt.ckpt_step >= 0) flags.insert(flags.end(), {"--ckpt-step", std::to_string(attempt.ckpt_step)});
-  // The supervisor's stop signal reaches the ranks as a graceful stop.
-  if (!opt_.exit.signal_handler) flags.push_back("--exit-signal-handler");
+  if (attempt.resumes) {
+    // Where the run resumes, always named: after the user's --load / --ckpt-step (where the
+    // run began), which the last value of a flag given twice replaces.
+    flags.insert(flags.end(), {"--load", attempt.load, "--ckpt-step", std::to_string(attempt.ckpt_step)});
+    // The user's --load was a starting point (e.g. --finetune from an imported model): the
+    // job's own checkpoint is a whole one.
+    if (opt_.finetune) flags.push_back("--finetune=false");
+    if (opt_.no_load_optim) flags.push_back("--no-load-optim=false");
+  }
+  // The supervisor's stop signal reaches the ranks as a graceful stop (on the command line
+  // even when a --config sets it: a rank installs the handler before it parses its flags).
+  if (std::none_of(train_flags_.begin(), train_flags_.end(),
+                   [](const std::string& a) { return a.rfind("--exit-signal-handler", 0) == 0; }))
+    flags.push_back("--exit-signal-handler");
   if (!attempt.heartbeat_dir.empty()) flags.insert(flags.end(), {"--heartbeat-dir", attempt.heartbeat_dir});
+  if (!attempt.run_lock_token.empty()) flags.insert(flags.end(), {"--run-lock-token", attempt.run_lock_token});
   return with_train_flags(flags);
 }
 

@@ -8,9 +8,10 @@
 // one), so a bad flag is refused before anything starts and the supervisor
 // knows --save. Each attempt runs the user's command with flags added after
 // the train flags (a flag given twice takes its last value): where to resume,
-// and the heartbeat directory; inside a `sh -c` string they are added there,
-// quoted, and the train command's simple command is made to `exec`, so that the
-// supervisor's signals and the exit status are the launcher's, not the shell's.
+// the heartbeat directory and the supervisor's lock token; inside a `sh -c`
+// string they are added there, quoted, and the train command's simple command
+// is made to `exec`, so that the supervisor's signals and the exit status are
+// the launcher's, not the shell's.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,10 +43,14 @@ class JobCommand {
   std::optional<int> world_size() const { return world_size_; }
 
   struct Attempt {
-    std::string load;        // --load ("": the user's own, if any)
-    int64_t ckpt_step = -1;  // --ckpt-step (< 0: none, the latest)
-    bool resumes = false;    // from the job's own --save: turns the user's --finetune, --no-load-optim off
+    // From the job's own --save: --load `load` --ckpt-step `ckpt_step` in place of the
+    // user's --load and --ckpt-step (where the run began), and the user's --finetune,
+    // --no-load-optim off. Otherwise the user's own flags.
+    bool resumes = false;
+    std::string load;
+    int64_t ckpt_step = -1;
     std::string heartbeat_dir;
+    std::string run_lock_token;  // the supervisor's lock on --save (train/run_lock.h)
   };
   std::vector<std::string> argv_for(const Attempt& attempt) const;
 

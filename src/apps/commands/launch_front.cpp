@@ -42,10 +42,11 @@ void refuse_words_before_split(int split, int argc, char** argv) {
 
 MadeDirectories::MadeDirectories(const std::string& heartbeat_dir, std::string save) : save_(std::move(save)) {
   std::error_code ec;
-  for (fs::path p = heartbeat_dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    made_.push_back(p);
-    if (p == p.parent_path()) break;
-  }
+  for (const std::string& dir : {heartbeat_dir, save_})  // (the heartbeat directory first: it holds the files)
+    for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      if (std::find(made_.begin(), made_.end(), p) == made_.end()) made_.push_back(p);
+      if (p == p.parent_path()) break;
+    }
 }
 
 MadeDirectories::~MadeDirectories() {

@@ -13,16 +13,19 @@ namespace occ::cmd {
 // the fix, rather than CLI11's list of stray words.
 void refuse_words_before_split(int split, int argc, char** argv);
 
-// The directories the supervisor makes for the heartbeats (SAVE/heartbeat, and
-// SAVE itself when it did not exist): removed again, with the heartbeat files,
-// when the job wrote no checkpoint (a refused or failed start). After a
-// checkpoint they stay. Construct before the first attempt; it acts when destroyed.
+// The directories the supervisor makes (the heartbeat directory, SAVE for its
+// lock, and their parents where they did not exist): removed again, with the
+// heartbeat files, when the job wrote no checkpoint (a refused or failed start).
+// After a checkpoint they stay. Construct before anything is created; it acts
+// when destroyed, unless dismissed (the folder turned out to be another
+// supervisor's: a refused lock).
 class MadeDirectories {
  public:
   MadeDirectories(const std::string& heartbeat_dir, std::string save);
   ~MadeDirectories();
   MadeDirectories(const MadeDirectories&) = delete;
   MadeDirectories& operator=(const MadeDirectories&) = delete;
+  void dismiss() { made_.clear(); }
 
  private:
   std::string save_;

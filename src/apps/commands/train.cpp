@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -13,6 +14,8 @@
 #include "apps/commands/train_flags.h"
 #include "comm/mpi_communicator.h"
 #include "core/heartbeat.h"
+#include "train/exit_signals.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 
 namespace occ::cmd {
@@ -102,13 +105,29 @@ int train(int argc, char** argv) {
                "train"};
   TrainOptions opt;
   add_train_command_flags(app, opt);
+  // Set by `optimus-cc launch` for its own job: it holds --save's lock with this token.
+  std::string run_lock_token;
+  app.add_option("--run-lock-token", run_lock_token, "set by `optimus-cc launch` for its own job")->group("");
+  // --exit-signal-handler first thing (train/exit_signals.h).
+  if (exit_signal_handler_asked(argc, argv)) install_exit_signal_handlers();
   MpiRuntime mpi(argc, argv);
   choose_cuda_module_loading(mpi);
   // --heartbeat-dir: stopped after the trainer is gone (its threads may report).
   struct HeartbeatSession {
     ~HeartbeatSession() { heartbeat::stop(); }
   } heartbeat_session;
+  RunLock run_lock;  // (released after the trainer's last save)
   std::unique_ptr<Trainer> trainer;
+  // --save's lock on world rank 0 (train/run_lock.h): before anything is read from or
+  // written there when the folder exists, else once the trainer has created it.
+  const auto lock_run_folder = [&] {
+    if (mpi.rank != 0 || opt.save.empty() || run_lock.held() || !std::filesystem::is_directory(opt.save)) return;
+    try {
+      run_lock = RunLock::acquire(opt.save, "optimus-cc train", run_lock_token);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--save {}", e.what()));
+    }
+  };
   try {
     int rc = -1;
     agree(mpi, [&] {
@@ -118,7 +137,11 @@ int train(int argc, char** argv) {
     });
     if (rc >= 0) return rc;
     if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
-    agree(mpi, [&] { trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size); });
+    agree(mpi, lock_run_folder);
+    agree(mpi, [&] {
+      trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size);
+      lock_run_folder();
+    });
     build_data_indices(mpi, *trainer);
     or_end_job(mpi, [&] { trainer->connect(opt.comm_timeout_s); });
     if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
