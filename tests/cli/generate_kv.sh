@@ -2,7 +2,7 @@
 # labels: data
 # generate with its KV cache against the uncached forward (--no-kv-cache, the whole window
 # per token): for a Llama-style model (RoPE, GQA) and a GPT-2 one (learned positions), the
-# 48-token greedy continuation is identical and the logits each token was chosen from agree
+# 40-token greedy continuation (the 21-token prompt and 40 new tokens fit the context of 64) is identical and the logits each token was chosen from agree
 # within 1e-5; a prompt longer than the context (seq-length 32), or more new tokens than the
 # context holds after the prompt, is refused naming the lengths (as Megatron refuses prompt +
 # tokens_to_generate beyond its positions), and the default --max-new-tokens stops at the context;
@@ -42,13 +42,13 @@ for arch in llama gpt2; do
   [[ $arch == llama ]] && extra=("${LLAMA[@]}")
   MODEL=("${BASE[@]}" "${extra[@]}" --seq-length 64 --max-position-embeddings 64)
   train_run $arch 1 --save "$WORK/$arch" || continue
-  gen $arch ${arch}_kv --prompt "$PROMPT" --temperature 0 --max-new-tokens 48 &&
-    gen $arch ${arch}_nokv --prompt "$PROMPT" --temperature 0 --max-new-tokens 48 --no-kv-cache &&
+  gen $arch ${arch}_kv --prompt "$PROMPT" --temperature 0 --max-new-tokens 40 &&
+    gen $arch ${arch}_nokv --prompt "$PROMPT" --temperature 0 --max-new-tokens 40 --no-kv-cache &&
     equal_runs "$arch: KV-cached greedy = uncached" ${arch}_kv ${arch}_nokv 1e-5
   gen $arch ${arch}_p1 --prompt "$PROMPT" --top-p 0.9 --temperature 1 --seed 3 --max-new-tokens 24 &&
     gen $arch ${arch}_p2 --prompt "$PROMPT" --top-p 0.9 --temperature 1 --seed 3 --max-new-tokens 24 --no-kv-cache &&
     equal_runs "$arch: --top-p 0.9 sampling with a seed, cached = uncached" ${arch}_p1 ${arch}_p2 1e-5
-  gen $arch ${arch}_p0 --prompt "$PROMPT" --top-p 1e-6 --temperature 1 --max-new-tokens 48 &&
+  gen $arch ${arch}_p0 --prompt "$PROMPT" --top-p 1e-6 --temperature 1 --max-new-tokens 40 &&
     cmp -s <(grep '^ids:' "$WORK/${arch}_p0.txt") <(grep '^ids:' "$WORK/${arch}_kv.txt") &&
     pass "$arch: --top-p 1e-6 samples the greedy tokens" || failed "$arch: --top-p 1e-6 is not greedy"
 done
