@@ -176,7 +176,18 @@ void OutputPaths::tokenizer_inputs(const TokenizerSpec& flags, const TokenizerSp
     if (!path.empty()) input("--load", path, fmt::format("{}, the tokenizer file checkpoint --load {} records", path, load));
 }
 
-void OutputPaths::check_collisions() const {
+namespace {
+std::vector<std::pair<const char*, std::string>>& command_line_inputs() {
+  static std::vector<std::pair<const char*, std::string>> inputs;
+  return inputs;
+}
+}  // namespace
+
+void OutputPaths::command_line_input(const char* flag, const std::string& path) {
+  command_line_inputs().emplace_back(flag, path);
+}
+
+void OutputPaths::check_collisions(const std::vector<Entry>& entries_) {
   // How a message names an entry: "--out x.safetensors", "--hf-gpt2's hx/config.json".
   auto named = [](const Entry& e) {
     if (!e.what.empty()) return e.what;
@@ -254,7 +265,9 @@ void OutputPaths::check_collisions() const {
 void OutputPaths::check(int rank) const {
   for (const Entry& e : entries_) OCC_CHECK(!e.path.empty(), "{} is an empty string; give a path", e.flag);
   // Before anything is created: no output overwrites another, nor what the command reads.
-  check_collisions();
+  std::vector<Entry> all = entries_;
+  for (const auto& [flag, path] : command_line_inputs()) all.push_back({flag, path, Kind::Input, "", ""});
+  check_collisions(all);
   // Directories first (a file may be written in one), all undone when a check fails.
   std::vector<fs::path> created;  // the levels that did not exist, outermost first
   try {

@@ -56,6 +56,10 @@ class OutputPaths {
   // loads (`load`) records (`recorded`: a later run of that checkpoint reads them).
   void tokenizer_inputs(const TokenizerSpec& flags, const TokenizerSpec& recorded = {}, const std::string& load = "");
 
+  // A file the command line itself read (--config FILE): an input of every OutputPaths
+  // this process checks (registered once, by the command-line parser).
+  static void command_line_input(const char* flag, const std::string& path);
+
   // Throws on the first problem. Creates the directories (all of them, or, when a
   // check fails, none: those it created are removed again).
   void check(int rank = 0) const;
@@ -70,7 +74,7 @@ class OutputPaths {
     std::string what;     // Input: a description for messages ("" -> "FLAG PATH")
     bool output() const { return kind == Kind::File || kind == Kind::Dir || kind == Kind::SaveRoot || kind == Kind::Inside; }
   };
-  void check_collisions() const;
+  static void check_collisions(const std::vector<Entry>& entries);
   std::vector<Entry> entries_;
 };
 
