@@ -90,6 +90,12 @@ std::map<std::pair<dev_t, ino_t>, std::string> files_below(const std::string& di
   return out;
 }
 
+// The files the command line itself read (--config), registered by its parser.
+std::vector<std::pair<const char*, std::string>>& command_line_inputs() {
+  static std::vector<std::pair<const char*, std::string>> inputs;
+  return inputs;
+}
+
 }  // namespace
 
 void check_writable_dir(const std::string& dir, const char* flag, int rank) {
@@ -176,40 +182,33 @@ void OutputPaths::tokenizer_inputs(const TokenizerSpec& flags, const TokenizerSp
     if (!path.empty()) input("--load", path, fmt::format("{}, the tokenizer file checkpoint --load {} records", path, load));
 }
 
-namespace {
-std::vector<std::pair<const char*, std::string>>& command_line_inputs() {
-  static std::vector<std::pair<const char*, std::string>> inputs;
-  return inputs;
-}
-}  // namespace
-
 void OutputPaths::command_line_input(const char* flag, const std::string& path) {
   command_line_inputs().emplace_back(flag, path);
 }
 
-void OutputPaths::check_collisions(const std::vector<Entry>& entries_) {
+void OutputPaths::check_collisions(const std::vector<Entry>& entries) {
   // How a message names an entry: "--out x.safetensors", "--hf-gpt2's hx/config.json".
   auto named = [](const Entry& e) {
     if (!e.what.empty()) return e.what;
     return e.kind == Kind::Inside ? fmt::format("{}'s {}", e.flag, e.path) : fmt::format("{} {}", e.flag, e.path);
   };
   auto own_path = [](const Entry& e) { return fmt::format("give {} a path of its own", e.flag); };
-  std::vector<std::string> where(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) where[i] = resolved(entries_[i].path);
+  std::vector<std::string> where(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) where[i] = resolved(entries[i].path);
   // The files the directories read hold, by identity (a hard link is found under any name).
-  std::vector<std::map<std::pair<dev_t, ino_t>, std::string>> held(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].kind == Kind::InputDir || entries_[i].kind == Kind::LoadRoot)
-      held[i] = files_below(entries_[i].path, entries_[i].kind == Kind::LoadRoot);
+  std::vector<std::map<std::pair<dev_t, ino_t>, std::string>> held(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].kind == Kind::InputDir || entries[i].kind == Kind::LoadRoot)
+      held[i] = files_below(entries[i].path, entries[i].kind == Kind::LoadRoot);
 
-  for (size_t a = 0; a < entries_.size(); ++a) {
-    const Entry& out = entries_[a];
+  for (size_t a = 0; a < entries.size(); ++a) {
+    const Entry& out = entries[a];
     if (!out.output()) continue;
     const bool writes_file = out.kind == Kind::File || out.kind == Kind::Inside;
     const auto id = writes_file ? file_id(out.path) : std::nullopt;
-    for (size_t b = 0; b < entries_.size(); ++b) {
+    for (size_t b = 0; b < entries.size(); ++b) {
       if (a == b) continue;
-      const Entry& other = entries_[b];
+      const Entry& other = entries[b];
       if (other.output()) {
         if (b < a) continue;  // each pair of outputs once
         if (where[a] == where[b] || (writes_file && id && (other.kind == Kind::File || other.kind == Kind::Inside) &&
