@@ -81,7 +81,7 @@ int64_t safetensors_itemsize(const std::string& dtype) {
 std::string shown_key(const std::string& s) { return printable(s); }
 }  // namespace
 
-SafetensorsReader SafetensorsReader::open(const std::string& path) {
+SafetensorsReader SafetensorsReader::open(const std::string& path, const std::string& fix) {
   constexpr uint64_t kMaxHeader = 100'000'000;  // the format's own limit
   SafetensorsReader r;
   r.path_ = path;
@@ -92,8 +92,8 @@ SafetensorsReader SafetensorsReader::open(const std::string& path) {
   OCC_CHECK(end_pos >= 0, "cannot read safetensors file {}; check that it is a regular file", path);
   const uint64_t size = uint64_t(end_pos);
   in.seekg(0);
-  auto bad = [&path](const std::string& what) {
-    fail("{} is not a valid safetensors file ({}); export it again", path, what);
+  auto bad = [&path, &fix](const std::string& what) {
+    fail("{} is not a valid safetensors file ({}); {}", path, what, fix);
   };
   if (size < 8) bad(fmt::format("{} bytes, shorter than the 8-byte header length", size));
   uint64_t header_len = 0;

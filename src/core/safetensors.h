@@ -35,7 +35,8 @@ class SafetensorsWriter {
 // one-line occ::Error naming the file and the tensor.
 class SafetensorsReader {
  public:
-  static SafetensorsReader open(const std::string& path);
+  // `fix`: what a message about a malformed file advises (the file's origin decides it).
+  static SafetensorsReader open(const std::string& path, const std::string& fix = "export it again");
 
   std::vector<std::string> names() const;  // sorted
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }

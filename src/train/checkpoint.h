@@ -48,6 +48,9 @@ struct CheckpointPosition {
   // -1 in a checkpoint from before it: Megatron's formula then stands in.
   int64_t consumed_valid_samples = -1;
 };
+// The key of `data` in an import-hf checkpoint: the folder it was imported from (it
+// was trained on no data of ours: it loads with --finetune).
+inline constexpr const char* kImportedFromKey = "imported_from";
 
 // Saving is three steps so that many ranks can write one checkpoint: one rank
 // opens the staging directory, every shard owner writes its shard into it

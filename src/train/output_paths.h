@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace occ {
 
 // DIR can be created (with its parents) and a file written in it: a probe file
@@ -21,30 +23,58 @@ void check_writable_file(const std::string& path, const char* flag);
 // long for the paths written under it fails now rather than at the first save.
 void check_writable_depth(const std::string& dir, const std::string& below, const char* flag, int rank);
 
-// The outputs of one command, checked together: no path empty, each writable (as
-// above), and no two of them, nor an output and an input the command reads, the
-// same file or directory (after resolving '.', '..' and symbolic links).
+// The outputs and inputs of one command, checked together, the one rule every
+// command that writes files follows: no output path empty, each writable (as
+// above), and no output the same file as another output of the command nor as
+// anything the command reads. Paths are compared after resolving '.', '..' and
+// symbolic links, and existing files also by device and inode (a hard link is the
+// same file under another name). A checkpoint's files are its marker and
+// everything under its iter_* directories: an output there is refused whichever
+// iteration the command reads, since any of them is a checkpoint a later run loads.
 class OutputPaths {
  public:
   void file(const char* flag, const std::string& path);  // a file the command writes
   // A directory it creates or writes in; `deepest`: the longest path it writes
   // below it (check_writable_depth), if any.
   void dir(const char* flag, const std::string& path, const std::string& deepest = "");
-  void input(const char* flag, const std::string& path);  // a file it reads (never to be overwritten)
-  // A file it writes inside one of its directories: checked against the others' paths only.
+  // A checkpoint directory it saves into (train --save, import-hf --save): a
+  // directory as dir(), whose marker and iter_* entries are its outputs.
+  void checkpoint_output(const char* flag, const std::string& root, const std::string& deepest = "");
+  // A file it writes inside one of its directories (`flag`: that directory's flag).
   void inside(const char* flag, const std::string& path);
+
+  // A file it reads (never to be overwritten). `what`, when given, describes it in
+  // messages instead of the flag ("the tokenizer checkpoint --load ck records").
+  void input(const char* flag, const std::string& path, const std::string& what = "");
+  // A directory all of whose files it reads (import-hf --input).
+  void input_dir(const char* flag, const std::string& dir);
+  // A checkpoint directory it reads (--load): its marker and iter_* files. The same
+  // directory as a checkpoint_output() is the resume pattern (--save X --load X), allowed.
+  void checkpoint_input(const char* flag, const std::string& root);
+
+  // The tokenizer files it reads: those its flags name, and those the checkpoint it
+  // loads (`load`) records (`recorded`: a later run of that checkpoint reads them).
+  void tokenizer_inputs(const TokenizerSpec& flags, const TokenizerSpec& recorded = {}, const std::string& load = "");
+
+  // A file the command line itself read (--config FILE): an input of every OutputPaths
+  // this process checks (registered once, by the command-line parser).
+  static void command_line_input(const char* flag, const std::string& path);
+
   // Throws on the first problem. Creates the directories (all of them, or, when a
   // check fails, none: those it created are removed again).
   void check(int rank = 0) const;
 
  private:
-  enum class Kind { File, Dir, Input, Inside };
+  enum class Kind { File, Dir, SaveRoot, Inside, Input, InputDir, LoadRoot };
   struct Entry {
     const char* flag;
     std::string path;
     Kind kind;
-    std::string deepest;
+    std::string deepest;  // Dir, SaveRoot
+    std::string what;     // Input: a description for messages ("" -> "FLAG PATH")
+    bool output() const { return kind == Kind::File || kind == Kind::Dir || kind == Kind::SaveRoot || kind == Kind::Inside; }
   };
+  static void check_collisions(const std::vector<Entry>& entries);
   std::vector<Entry> entries_;
 };
 

@@ -14,6 +14,7 @@
 #include "core/numerics.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_stamp.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_writer.h"
 #include "train/host_fit.h"
@@ -50,15 +51,19 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   if (!opt_.load.empty()) verify_checkpoint(opt_.load, opt_.ckpt_step);
   // Where this rank will write, checked now rather than after the training it would hold.
   OutputPaths outputs;
-  if (!opt_.save.empty()) outputs.dir("--save", opt_.save, deepest_save_path());
+  if (!opt_.save.empty()) outputs.checkpoint_output("--save", opt_.save, deepest_save_path());
+  if (!opt_.load.empty()) outputs.checkpoint_input("--load", opt_.load);  // --save X --load X: a resume
   if (is_logger()) {
     if (!opt_.trace_path.empty()) outputs.file("--trace", opt_.trace_path);
     if (!opt_.metrics_path.empty()) outputs.file("--metrics", opt_.metrics_path);
     if (!opt_.tensorboard.dir.empty()) outputs.dir("--tensorboard-dir", opt_.tensorboard.dir);
-    for (const auto& [flag, path] : {std::pair{"--tokenizer-model", opt_.tokenizer.model},
-                                     {"--vocab-file", opt_.tokenizer.vocab_file},
-                                     {"--merge-file", opt_.tokenizer.merge_file}})
-      if (!path.empty()) outputs.input(flag, path);
+    outputs.tokenizer_inputs(opt_.tokenizer);
+    const DataSpec data = opt_.data_spec();
+    for (const auto& [flag, blend] : {std::pair{"--data-path", &data.data}, {"--train-data-path", &data.train},
+                                      {"--valid-data-path", &data.valid}, {"--test-data-path", &data.test}})
+      for (const std::string& prefix : blend->prefixes)
+        for (const std::string& file : {prefix + ".bin", prefix + ".idx", tokenizer_stamp_path(prefix)})
+          outputs.input(flag, file);
   }
   outputs.check(world_rank_);
   if (is_logger() && !opt_.tensorboard.dir.empty()) tensorboard_ = std::make_unique<TensorBoardLog>(opt_.tensorboard);

@@ -37,6 +37,10 @@ void Trainer::load() {
   }
   AdamMoments adam;
   CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
+  // An import holds weights only (no position in any data of ours): --finetune starts from them.
+  OCC_CHECK(!(pos.data.is_object() && pos.data.contains(kImportedFromKey)),
+            "checkpoint {} was imported (import-hf) from {}; load it with --finetune (its weights at iteration 0, a "
+            "fresh optimizer)", opt_.load, pos.data.is_object() ? pos.data.value(kImportedFromKey, std::string()) : "");
   // Any checkpoint holds the whole moments: a shard of them is this rank's (at any DP size).
   if (!opt_.no_load_optim) {
     optimizer_->m().assign_from_host(shards_ ? shards_->take_owned(adam.m) : adam.m);

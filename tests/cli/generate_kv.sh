@@ -2,9 +2,11 @@
 # labels: data
 # generate with its KV cache against the uncached forward (--no-kv-cache, the whole window
 # per token): for a Llama-style model (RoPE, GQA) and a GPT-2 one (learned positions), the
-# 48-token greedy continuation is identical and the logits each token was chosen from agree
-# within 1e-5; a prompt longer than the context (seq-length 32) slides the window as before,
-# identically with and without the cache; --top-p keeps sampling deterministic for a seed and
+# 40-token greedy continuation (the 21-token prompt and 40 new tokens fit the context of 64) is identical and the logits each token was chosen from agree
+# within 1e-5; a prompt longer than the context (seq-length 32), or more new tokens than the
+# context holds after the prompt, is refused naming the lengths (as Megatron refuses prompt +
+# tokens_to_generate beyond its positions), and the default --max-new-tokens stops at the context;
+# with --sliding-window the window slides, identically with and without the cache; --top-p keeps sampling deterministic for a seed and
 # --top-p 1e-6 is greedy. Prints (does not assert) tokens/s at 256 new tokens both ways.
 source "$(dirname "$0")/fixture/lib.sh"
 FIX=$SRC/tests/cli/fixture
@@ -40,22 +42,48 @@ for arch in llama gpt2; do
   [[ $arch == llama ]] && extra=("${LLAMA[@]}")
   MODEL=("${BASE[@]}" "${extra[@]}" --seq-length 64 --max-position-embeddings 64)
   train_run $arch 1 --save "$WORK/$arch" || continue
-  gen $arch ${arch}_kv --prompt "$PROMPT" --temperature 0 --max-new-tokens 48 &&
-    gen $arch ${arch}_nokv --prompt "$PROMPT" --temperature 0 --max-new-tokens 48 --no-kv-cache &&
+  gen $arch ${arch}_kv --prompt "$PROMPT" --temperature 0 --max-new-tokens 40 &&
+    gen $arch ${arch}_nokv --prompt "$PROMPT" --temperature 0 --max-new-tokens 40 --no-kv-cache &&
     equal_runs "$arch: KV-cached greedy = uncached" ${arch}_kv ${arch}_nokv 1e-5
   gen $arch ${arch}_p1 --prompt "$PROMPT" --top-p 0.9 --temperature 1 --seed 3 --max-new-tokens 24 &&
     gen $arch ${arch}_p2 --prompt "$PROMPT" --top-p 0.9 --temperature 1 --seed 3 --max-new-tokens 24 --no-kv-cache &&
     equal_runs "$arch: --top-p 0.9 sampling with a seed, cached = uncached" ${arch}_p1 ${arch}_p2 1e-5
-  gen $arch ${arch}_p0 --prompt "$PROMPT" --top-p 1e-6 --temperature 1 --max-new-tokens 48 &&
+  gen $arch ${arch}_p0 --prompt "$PROMPT" --top-p 1e-6 --temperature 1 --max-new-tokens 40 &&
     cmp -s <(grep '^ids:' "$WORK/${arch}_p0.txt") <(grep '^ids:' "$WORK/${arch}_kv.txt") &&
     pass "$arch: --top-p 1e-6 samples the greedy tokens" || failed "$arch: --top-p 1e-6 is not greedy"
 done
-# A prompt longer than the context (32): the window slides, with or without the cache.
+# A prompt longer than the context (32), or too many new tokens: refused, naming the lengths;
+# the default number of new tokens stops at the context; --sliding-window slides the window.
 MODEL=("${BASE[@]}" "${LLAMA[@]}" --seq-length 32 --max-position-embeddings 32)
 LONG="$PROMPT $PROMPT $PROMPT $PROMPT"
-train_run short 1 --save "$WORK/short" && gen short short_kv --prompt "$LONG" --temperature 0 --max-new-tokens 20 &&
-  gen short short_nokv --prompt "$LONG" --temperature 0 --max-new-tokens 20 --no-kv-cache &&
-  equal_runs "a prompt longer than the context: the sliding window, cached = uncached" short_kv short_nokv 1e-5
+refused() {  # refused NAME PATTERN FLAGS...: one error line matching PATTERN, no --logits-out file
+  local name=$1 pattern=$2
+  shift 2
+  rm -f "$WORK/refused.safetensors"
+  if ! "$BIN" generate --load "$WORK/short" --logits-out "$WORK/refused.safetensors" "$@" > "$WORK/refused.log" 2>&1 &&
+     [[ $(grep -c '^error:' "$WORK/refused.log") -eq 1 ]] && grep '^error:' "$WORK/refused.log" | grep -Eq "$pattern" &&
+     [[ ! -e $WORK/refused.safetensors ]]; then
+    pass "$name refused: $(grep '^error:' "$WORK/refused.log" | cut -c1-200)"
+  else
+    tail -n 3 "$WORK/refused.log"; failed "$name: not refused with one error line matching /$pattern/"
+  fi
+}
+if train_run short 1 --save "$WORK/short"; then
+  refused "a prompt longer than the context" "the prompt is [0-9]+ tokens, more than the 32 positions .*--seq-length.*shorter prompt"     --prompt "$LONG" --temperature 0 --max-new-tokens 1
+  refused "prompt + --max-new-tokens beyond the context" "the prompt's 5 tokens and --max-new-tokens 28 need 33 positions, more than the 32 .*pass --max-new-tokens 27 or less"     --prompt-ids 5,17,300,2,99 --temperature 0 --max-new-tokens 28
+  gen short short_fill --prompt-ids 5,17,300,2,99 --temperature 0 --top-k 0 &&
+    "$PY" - "$WORK/short_fill.safetensors" "$FIX" <<'PY' && pass "the default --max-new-tokens stops at the context: 5 prompt positions + 27 new tokens (unless an end of document comes first)" || failed "the default --max-new-tokens"
+import sys
+sys.path.insert(0, sys.argv[2])
+from safetensors_compare import read
+t, _ = read(sys.argv[1])
+assert t["prompt_logits"].shape[0] == 5, t["prompt_logits"].shape
+assert 5 < t["tokens"].shape[0] <= 32 and t["step_logits"].shape[0] <= 27, (t["tokens"].shape, t["step_logits"].shape)
+PY
+  gen short short_kv --prompt "$LONG" --temperature 0 --max-new-tokens 20 --sliding-window &&
+    gen short short_nokv --prompt "$LONG" --temperature 0 --max-new-tokens 20 --no-kv-cache --sliding-window &&
+    equal_runs "--sliding-window: a prompt longer than the context, the window slides, cached = uncached" short_kv short_nokv 1e-5
+fi
 # Speed at 256 new tokens (context 288): measured, printed.
 MODEL=("${BASE[@]}" "${LLAMA[@]}" --seq-length 288 --max-position-embeddings 288 --train-iters 1)
 if train_run long 1 --save "$WORK/long"; then

@@ -146,7 +146,11 @@ int bench(int argc, char** argv) {
   add_attention_backend_flag(app, opt);
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  if (!json_path.empty()) check_writable_file(json_path, "--json");  // now, not after the measurements
+  if (!json_path.empty()) {  // now, not after the measurements; not over a file the command line read (--config)
+    OutputPaths outputs;
+    outputs.file("--json", json_path);
+    outputs.check();
+  }
   refuse_inapplicable_model_flags(app, opt.model);
 
   GptConfig& m = opt.model;

@@ -35,7 +35,11 @@ int bench_compress(int argc, char** argv) {
   app.add_option("--repeats", repeats)->capture_default_str();
   app.add_option("--json", json_path, "also write the results as JSON");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
-  if (!json_path.empty()) check_writable_file(json_path, "--json");  // now, not after the measurements
+  if (!json_path.empty()) {  // now, not after the measurements; not over a file the command line read (--config)
+    OutputPaths outputs;
+    outputs.file("--json", json_path);
+    outputs.check();
+  }
   OCC_CHECK(rows >= 1 && cols >= 1 && repeats >= 1, "--rows, --cols and --repeats must be >= 1");
   OCC_CHECK(topk_fraction > 0 && topk_fraction <= 1, "--topk-fraction must be in (0, 1] (got {})", topk_fraction);
   std::vector<int64_t> ranks;

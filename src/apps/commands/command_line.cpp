@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -136,6 +137,7 @@ int parse_command_line(CLI::App& app, int argc, char** argv, std::initializer_li
       const std::string path = attached ? a.substr(9) : argv[++i];
       if (path.empty()) throw UsageError("--config needs a file name, not an empty string");
       config_paths.push_back(path);
+      OutputPaths::command_line_input("--config", path);  // no output of the command may overwrite it
       continue;
     }
     args.push_back(a);

@@ -26,6 +26,7 @@
 #include "core/safetensors.h"
 #include "core/tensor_file.h"
 #include "model/params.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
 #include "train/output_paths.h"
 
@@ -89,16 +90,23 @@ int export_checkpoint(int argc, char** argv) {
   OCC_CHECK(!app.count("--iteration") || iteration >= 0,
             "--iteration must be >= 0 (got {}); leave it out to export the latest committed iteration", iteration);
   const GgmlType gguf_storage = parse_ggml_type(gguf_type);
-  // Every target is checked before anything is written, and a failure removes what
-  // this export created: nothing partial is left.
+  // Every target is checked before anything is written, against the others and
+  // against every file the export reads (the checkpoint's files, whichever iteration,
+  // and the tokenizer), and a failure removes what this export created: nothing
+  // partial is left, nothing read is overwritten.
+  const SavedCheckpoint saved = verify_checkpoint(load, iteration);  // headers only: the config, the tokenizer
+  const TokenizerSpec recorded = tokenizer_from_config(saved.config);
+  const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : recorded;
   OutputPaths targets;
   if (!out.empty()) targets.file("--out", out);
   if (!gguf.empty()) targets.file("--gguf", gguf);
   for (const auto& [flag, dir] : {std::pair{"--hf-gpt2", hf_dir}, std::pair{"--hf-llama", hf_llama_dir}}) {
     if (dir.empty()) continue;
     targets.dir(flag, dir);
-    targets.inside(flag, (fs::path(dir) / "model.safetensors").string());
+    for (const std::string& name : hf_file_names(tokenizer)) targets.inside(flag, (fs::path(dir) / name).string());
   }
+  targets.checkpoint_input("--load", load);
+  targets.tokenizer_inputs(tokenizer_flags, recorded, load);
   std::vector<fs::path> created;
   std::error_code ec;
   for (const std::string& target : {out, gguf, hf_dir, hf_llama_dir})
@@ -111,14 +119,12 @@ int export_checkpoint(int argc, char** argv) {
     const int T = merged.tensor_parallel, P = merged.pipeline_parallel;
     const double head_diff = merged.head_copy_diff;
     iteration = merged.iteration;
-    const nlohmann::json& config = merged.config;
     // Output in the single-process layout's order and names.
     const ParamLayout single(model, ParallelLayout{});
     OCC_CHECK(full.size() == single.tensors().size(), "internal: merged {} tensors, the full model has {}", full.size(),
               single.tensors().size());
     int64_t total = 0;
     for (const auto& [name, t] : full) total += int64_t(t.data.size());
-    const TokenizerSpec tokenizer = tokenizer_flags.given() ? tokenizer_flags : tokenizer_from_config(config);
     // Each Hugging Face target holds this model (and tokenizer), before any file is written.
     if (!hf_dir.empty()) check_hf_gpt2(model, tokenizer);
     if (!hf_llama_dir.empty()) check_hf_llama(model, tokenizer);

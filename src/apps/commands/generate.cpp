@@ -1,8 +1,12 @@
 // Samples text from a checkpoint: temperature, top-k and top-p (nucleus) over
 // the last position's logits. With the KV cache (default) the prompt runs once
-// and every new token one position's forward (model/kv_decoder.h); once the
-// text fills the context (seq-length) the window slides, each new token then
-// recomputing the window of the last seq-length tokens, as without the cache.
+// and every new token one position's forward (model/kv_decoder.h). The prompt and
+// the new tokens fit the context (the run's seq-length), as Megatron's text
+// generation refuses prompt + tokens_to_generate beyond its positions: a longer
+// request is refused, naming the lengths. --sliding-window asks for the old
+// behaviour instead: once the text fills the context the window slides, each new
+// token then recomputing the window of the last seq-length tokens (a longer prompt
+// keeps its last seq-length tokens).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +21,9 @@
 #include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "model/kv_decoder.h"
+#include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -47,12 +53,17 @@ int generate(int argc, char** argv) {
   int max_new_tokens = 100, top_k = 40;
   float temperature = 0.8f, top_p = 1.0f;
   uint64_t seed = 1234;
-  bool kv_cache = true, print_ids = false, print_speed = false;
+  bool kv_cache = true, print_ids = false, print_speed = false, sliding_window = false;
   app.add_option("--load", load, "checkpoint directory")->required();
   add_tokenizer_flags(app, spec);  // default: the tokenizer the checkpoint's run was trained with
   app.add_option("--prompt", prompt, "text to continue")->capture_default_str();
   app.add_option("--prompt-ids", prompt_ids, "the prompt as comma-separated token ids (instead of --prompt)");
-  app.add_option("--max-new-tokens", max_new_tokens)->capture_default_str();
+  app.add_option("--max-new-tokens", max_new_tokens,
+                 "new tokens to sample (default: 100, or as many as the context holds after the prompt); the prompt "
+                 "and the new tokens must fit the context (the run's --seq-length)");
+  app.add_flag("--sliding-window", sliding_window,
+               "past the context, slide the window over the last seq-length tokens (a longer prompt keeps its last "
+               "seq-length tokens; --logits-out then has a row per kept prompt position)");
   app.add_option("--temperature", temperature, "0 picks the most likely token")->capture_default_str();
   app.add_option("--top-k", top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
   app.add_option("--top-p", top_p, "then among the fewest most likely tokens whose probabilities sum to p (1: all)")
@@ -72,6 +83,14 @@ int generate(int argc, char** argv) {
   OCC_CHECK(top_p > 0 && top_p <= 1, "--top-p {} is outside (0, 1]", top_p);
   OCC_CHECK(prompt_ids.empty() || prompt.empty(), "pass --prompt or --prompt-ids, not both");
 
+  if (!logits_out.empty()) {  // before the work: not over anything it reads
+    const TokenizerSpec recorded = tokenizer_from_config(verify_checkpoint(load).config);
+    OutputPaths outputs;
+    outputs.file("--logits-out", logits_out);
+    outputs.checkpoint_input("--load", load);
+    outputs.tokenizer_inputs(spec, recorded, load);
+    outputs.check();
+  }
   // Any layout: the shards are merged into the single-process model.
   const MergedCheckpoint merged = merge_checkpoint(load);
   if (!spec.given()) {
@@ -98,6 +117,17 @@ int generate(int argc, char** argv) {
   const size_t prompt_len = ids.size();
   const int V = model.vocab_size, Vp = model.padded_vocab_size();
   const size_t S = size_t(model.seq_length);
+  if (!sliding_window) {
+    OCC_CHECK(prompt_len <= S,
+              "the prompt is {} tokens, more than the {} positions of the checkpoint's context (its --seq-length); "
+              "give a shorter prompt (or --sliding-window to keep its last {} tokens)", prompt_len, S, S);
+    if (!app.count("--max-new-tokens")) max_new_tokens = int(std::min<size_t>(size_t(max_new_tokens), S - prompt_len));
+    OCC_CHECK(prompt_len + size_t(max_new_tokens) <= S,
+              "the prompt's {} tokens and --max-new-tokens {} need {} positions, more than the {} of the checkpoint's "
+              "context (its --seq-length); pass --max-new-tokens {} or less, or a shorter prompt (or --sliding-window "
+              "to slide past the context)", prompt_len, max_new_tokens, prompt_len + size_t(max_new_tokens), S,
+              S - prompt_len);
+  }
   KvCacheDecoder decoder(stage);
   // The next-token logits after ids: one cached position, or the window's full forward.
   auto window_logits = [&] {

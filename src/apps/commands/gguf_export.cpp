@@ -225,6 +225,8 @@ void add_gpt2(GgufWriter& w, Builder& b, const GptConfig& m, const std::map<std:
   }
   b.add("output_norm.weight", get("final_layernorm.weight"));
   b.add("output_norm.bias", get("final_layernorm.bias"));
+  // Untied: llama.cpp's GPT-2 reads output.weight when present (src/models/gpt2.cpp), token_embd otherwise.
+  if (!m.tied_embeddings()) b.add("output.weight", get("output_layer.weight"));
 }
 
 }  // namespace
@@ -247,8 +249,6 @@ GgufSummary write_gguf(const std::string& path, const GptConfig& m, const std::m
     require(m.kv_heads() == m.num_attention_heads, arch, "num_query_groups", std::to_string(m.kv_heads()),
             "one k/v head per query head");
     require(m.add_bias_linear, arch, "add_bias_linear", "false", "linear biases");
-    require(m.tied_embeddings(), arch, "untie_embeddings_and_output_weights", "true",
-            "the output tied to token_embd");
   }
   GgufWriter w;
   w.add_string("general.architecture", arch);

@@ -73,6 +73,24 @@ void write_hf_tokenizer(const std::string& flag, const std::string& dir, const T
   write_file_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
 }
 
+}  // namespace
+
+std::vector<std::string> hf_file_names(const TokenizerSpec& tokenizer) {
+  std::vector<std::string> names{"model.safetensors", "config.json"};
+  if (!tokenizer.given()) return names;
+  for (const char* name : {"generation_config.json", "tokenizer_config.json", "special_tokens_map.json"})
+    names.push_back(name);
+  if (tokenizer.type == TokenizerType::Gpt2Bpe) {
+    names.push_back("vocab.json");
+    names.push_back("merges.txt");
+  } else {
+    names.push_back("tokenizer.model");
+  }
+  return names;
+}
+
+namespace {
+
 // The merged tensor `name` (the model's own single-process names).
 const MergedTensor& merged_tensor(const std::map<std::string, MergedTensor>& full, const std::string& name) {
   auto it = full.find(name);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "data/tokenizer.h"
 #include "model/config.h"
@@ -19,6 +20,10 @@ namespace occ::cmd {
 // vocabulary): checked by the writers, and by export before it writes anything.
 void check_hf_gpt2(const GptConfig& m, const TokenizerSpec& tokenizer);
 void check_hf_llama(const GptConfig& m, const TokenizerSpec& tokenizer);
+
+// The names of the files either writer writes into its directory for this tokenizer
+// (model.safetensors, config.json, and the tokenizer's files when it names one).
+std::vector<std::string> hf_file_names(const TokenizerSpec& tokenizer);
 
 // GPT-2: LayerNorm, GeLU MLP, learned positions, tied embeddings, biases, one k/v head per query head.
 void write_hf_gpt2(const std::string& dir, const GptConfig& m, const std::map<std::string, MergedTensor>& full,

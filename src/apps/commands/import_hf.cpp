@@ -8,6 +8,7 @@
 // names it in the checkpoint, so that train --finetune and generate use it.
 // What the engine does not model (rope scaling, sliding windows, experts, ...)
 // is refused with a one-line error naming the field.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
+#include "apps/commands/hf_folder.h"
 #include "apps/commands/train_flags.h"
 #include "core/precision.h"
 #include "core/safetensors.h"
@@ -27,10 +29,9 @@
 #include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
-#include "train/checkpoint_store.h"
-#include "train/output_paths.h"
 #include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
+#include "train/output_paths.h"
 #include "train/options.h"
 
 namespace occ::cmd {
@@ -39,80 +40,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-json read_json(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  OCC_CHECK(in.good(), "import-hf: cannot read {} ({}); --input must be a Hugging Face model folder", path, what);
-  json j = json::parse(in, nullptr, false);
-  OCC_CHECK(j.is_object(), "import-hf: {} is not a JSON object; the folder is damaged", path);
-  return j;
-}
-
-// The folder's tensors by name, over one file or the shards of an index.
-class HfWeights {
- public:
-  explicit HfWeights(const std::string& dir) : dir_(dir) {
-    const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
-    if (fs::exists(single)) {
-      open(single);
-      for (const auto& name : files_.at(single).names()) where_[name] = single;
-    } else {
-      OCC_CHECK(fs::exists(index), "import-hf: {} has neither model.safetensors nor model.safetensors.index.json "
-                                   "(PyTorch .bin weights: save them as safetensors first)", dir);
-      const json map = read_json(index, "the shard index").value("weight_map", json());
-      OCC_CHECK(map.is_object() && !map.empty(), "import-hf: {} has no weight_map", index);
-      for (const auto& [name, file] : map.items()) {
-        OCC_CHECK(file.is_string() && file.get<std::string>().find('/') == std::string::npos,
-                  "import-hf: {}: tensor {} maps to {}, not a file of the folder", index, name, file.dump());
-        const std::string path = dir + "/" + file.get<std::string>();
-        open(path);
-        OCC_CHECK(files_.at(path).has(name), "import-hf: {} names {} for tensor {}, which it does not hold", index,
-                  path, name);
-        where_[name] = path;
-      }
-    }
-  }
-  bool has(const std::string& name) const { return where_.count(name) != 0; }
-  std::set<std::string> names() const {
-    std::set<std::string> out;
-    for (const auto& [name, file] : where_) out.insert(name);
-    return out;
-  }
-  // A tensor's values as fp32 (F32 as they are; F16 and BF16 widened exactly).
-  MergedTensor read(const std::string& name, const std::vector<int64_t>& want) const {
-    auto it = where_.find(name);
-    OCC_CHECK(it != where_.end(), "import-hf: {} has no tensor {}; the weights do not match config.json", dir_, name);
-    const SafetensorsReader& f = files_.at(it->second);
-    MergedTensor t{f.shape(name), {}};
-    OCC_CHECK(t.shape == want, "import-hf: tensor {} has shape [{}] but config.json implies [{}]", name,
-              fmt::join(t.shape, ", "), fmt::join(want, ", "));
-    const std::string& dtype = f.dtype(name);
-    if (dtype == "F32") {
-      t.data = f.read_f32(name);
-    } else {
-      OCC_CHECK(dtype == "F16" || dtype == "BF16", "import-hf: tensor {} is {}; F32, F16 and BF16 are read", name,
-                dtype);
-      const std::vector<char> raw = f.read_bytes(name);
-      t.data.resize(raw.size() / 2);
-      for (size_t i = 0; i < t.data.size(); ++i) {
-        uint16_t b;
-        std::memcpy(&b, raw.data() + 2 * i, 2);
-        t.data[i] = dtype == "F16" ? fp16_value(b) : bf16_value(b);
-      }
-    }
-    used_.insert(name);
-    return t;
-  }
-  mutable std::set<std::string> used_;
-
- private:
-  void open(const std::string& path) {
-    if (!files_.count(path)) files_.emplace(path, SafetensorsReader::open(path));
-  }
-  std::string dir_;
-  std::map<std::string, SafetensorsReader> files_;
-  std::map<std::string, std::string> where_;
-};
 
 // Refuses a config field the engine does not model.
 void refuse(bool unsupported, const std::string& field, const json& value, const std::string& why) {
@@ -131,32 +58,6 @@ int need_int(const json& c, const char* key) {
   OCC_CHECK(set(c, key) && c[key].is_number_integer() && c[key].get<int64_t>() > 0,
             "import-hf: config.json lacks a positive integer {}", key);
   return c[key].get<int>();
-}
-
-// Copies the folder's tokenizer into CKPT/tokenizer/ and names it.
-TokenizerSpec import_tokenizer(const std::string& dir, const std::string& save) {
-  TokenizerSpec spec;
-  const std::string out = save + "/tokenizer";
-  auto copy = [&](const char* name) {
-    std::ifstream in(dir + "/" + name, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    fs::create_directories(out);
-    write_file_atomic(out + "/" + name, bytes.str());
-    return fs::absolute(out + "/" + name).string();
-  };
-  if (fs::exists(dir + "/tokenizer.model")) {
-    spec.model = copy("tokenizer.model");
-  } else if (fs::exists(dir + "/vocab.json") && fs::exists(dir + "/merges.txt")) {
-    spec.type = TokenizerType::Gpt2Bpe;
-    spec.vocab_file = copy("vocab.json");
-    spec.merge_file = copy("merges.txt");
-  } else {
-    fail("import-hf: {} has no tokenizer optimus-cc reads (tokenizer.model: SentencePiece; vocab.json + merges.txt: "
-         "GPT-2 BPE{}); pass --tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and "
-         "--merge-file)", dir, fs::exists(dir + "/tokenizer.json") ? "; a tokenizer.json alone is not read" : "");
-  }
-  return spec;
 }
 
 // The largest power of two up to 128 that pads `vocab` to exactly `rows`, else rows itself.
@@ -219,14 +120,28 @@ GptConfig llama_config(const json& c) {
   m.norm_epsilon = get(c, "rms_norm_eps", 1e-6f);
   m.rotary_base = get(c, "rope_theta", 10000.0f);
   const bool attention_bias = get(c, "attention_bias", false), mlp_bias = get(c, "mlp_bias", false);
-  refuse(attention_bias != mlp_bias, "attention_bias", c.value("attention_bias", json()),
-         "the same choice for attention_bias and mlp_bias (--disable-bias-linear covers both)");
+  OCC_CHECK(attention_bias == mlp_bias,
+            "import-hf: config.json has attention_bias = {} but mlp_bias = {}, which optimus-cc does not model (one "
+            "switch, --disable-bias-linear, covers the attention's and the MLP's biases together)",
+            attention_bias, mlp_bias);
   m.add_bias_linear = attention_bias;
   m.hidden_dropout = 0.0f;
   m.attention_dropout = get(c, "attention_dropout", 0.0f);
   m.init_method_std = get(c, "initializer_range", 0.02f);
   m.untie_embeddings_and_output_weights = !get(c, "tie_word_embeddings", false);
   return m;
+}
+
+// A tied model's lm_head.weight, where the folder holds one (transformers saves it
+// for some models): a copy of the embedding, the output layer being the embedding itself.
+void tied_output_copy(const HfWeights& w, const MergedTensor& embedding, const std::string& embedding_name, int rows,
+                      int64_t C) {
+  if (!w.has("lm_head.weight")) return;
+  const MergedTensor head = w.read("lm_head.weight", {rows, C});
+  OCC_CHECK(head.data == embedding.data,
+            "import-hf: config.json has tie_word_embeddings = true (the output layer is {} itself), but the folder's "
+            "lm_head.weight differs from it; set tie_word_embeddings to false in config.json if lm_head.weight is "
+            "the model's own output layer", embedding_name);
 }
 
 // HF names, with or without the wrapper's prefix ("transformer." / "model.").
@@ -273,7 +188,7 @@ void map_gpt2(const HfWeights& w, const GptConfig& m, int rows, Tensors& out) {
   }
   out["final_layernorm.weight"] = w.read(n("ln_f.weight"), {C});
   out["final_layernorm.bias"] = w.read(n("ln_f.bias"), {C});
-  if (w.has("lm_head.weight")) w.read("lm_head.weight", {rows, C});  // tied: a copy of wte
+  tied_output_copy(w, out["embedding.word_embeddings.weight"], n("wte.weight"), rows, C);
 }
 
 void map_llama(const HfWeights& w, const GptConfig& m, int rows, Tensors& out) {
@@ -313,7 +228,18 @@ void map_llama(const HfWeights& w, const GptConfig& m, int rows, Tensors& out) {
     out[p + "post_attention_layernorm.weight"] = w.read(n(h + "post_attention_layernorm.weight"), {C});
   }
   out["final_layernorm.weight"] = w.read(n("norm.weight"), {C});
-  if (m.untie_embeddings_and_output_weights) out["output_layer.weight"] = w.read("lm_head.weight", {rows, C});
+  if (m.untie_embeddings_and_output_weights)
+    out["output_layer.weight"] = w.read("lm_head.weight", {rows, C});
+  else
+    tied_output_copy(w, out["embedding.word_embeddings.weight"], n("embed_tokens.weight"), rows, C);
+}
+
+// An import's position: iteration 0, and a record that it was imported, so that a
+// train --load of it without --finetune is told to pass --finetune.
+CheckpointPosition imported_position(const std::string& input) {
+  CheckpointPosition pos;
+  pos.data = {{kImportedFromKey, fs::absolute(input).lexically_normal().string()}};
+  return pos;
 }
 
 std::string flags_of(const GptConfig& m) {
@@ -345,76 +271,116 @@ int import_hf(int argc, char** argv) {
   add_tokenizer_flags(app, tokenizer_flags);  // default: the folder's own tokenizer
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
   tokenizer_flags.validate();
+  // A new checkpoint directory: importing over a run's checkpoints would make iteration 0
+  // the latest and leave the run's later saves to be trained over.
+  {
+    std::error_code ec;
+    const CheckpointStore store(save);
+    const std::vector<int64_t> saved = fs::is_directory(save, ec) ? store.iterations() : std::vector<int64_t>{};
+    OCC_CHECK(saved.empty() && !fs::exists(fs::path(save) / "latest_checkpointed_iteration.txt", ec),
+              "import-hf: --save {} already holds checkpoints{}; import into a new directory", save,
+              saved.empty() ? std::string() : fmt::format(" (iterations {})", fmt::join(saved, ", ")));
+    OCC_CHECK(!fs::exists(fs::path(save) / "tokenizer", ec),
+              "import-hf: --save {} already holds a tokenizer/ folder (of an earlier import); import into a new "
+              "directory", save);
+  }
+  const bool save_existed = fs::exists(save);
   {  // where it writes, before the first write (the tokenizer's files go into --save too)
     OutputPaths outputs;
-    outputs.dir("--save", save);
-    outputs.input("--input", input);
+    outputs.checkpoint_output("--save", save);
+    outputs.input_dir("--input", input);
+    outputs.tokenizer_inputs(tokenizer_flags);
     outputs.check();
   }
+  // Written in staging folders that become the checkpoint at the end; a failure
+  // removes them (and --save, when this import created it): nothing is left behind.
+  const std::string tokenizer_staging = save + "/tokenizer.tmp", tokenizer_dir = save + "/tokenizer";
+  auto clean_up = [&] {
+    std::error_code ec;
+    abort_checkpoint(save, 0);
+    fs::remove_all(tokenizer_staging, ec);
+    if (!save_existed) {
+      fs::remove_all(save, ec);
+    } else {
+      for (const fs::path& p : {fs::path(tokenizer_dir), fs::path(save) / "iter_0000000",
+                                fs::path(save) / "latest_checkpointed_iteration.txt"})
+        fs::remove_all(p, ec);
+    }
+  };
+  try {
+    const json c = read_hf_json(input + "/config.json", "config.json");
+    std::string arch = c.value("model_type", std::string());
+    if (c.contains("architectures") && c.value("architectures", json()).is_array() && !c.value("architectures", json()).empty()) {
+      const std::string a = c.value("architectures", json())[0].is_string() ? c.value("architectures", json())[0].get<std::string>() : "";
+      refuse(a != "GPT2LMHeadModel" && a != "LlamaForCausalLM", "architectures", c.value("architectures", json()),
+             "GPT2LMHeadModel or LlamaForCausalLM");
+      arch = a == "GPT2LMHeadModel" ? "gpt2" : "llama";
+    }
+    refuse(arch != "gpt2" && arch != "llama", "model_type", c.value("model_type", json()), "gpt2 or llama");
+    GptConfig m = arch == "gpt2" ? gpt2_config(c) : llama_config(c);
+    m.seq_length = m.max_position_embeddings;
+    const int rows = need_int(c, "vocab_size");
 
-  const json c = read_json(input + "/config.json", "config.json");
-  std::string arch = c.value("model_type", std::string());
-  if (c.contains("architectures") && c.value("architectures", json()).is_array() && !c.value("architectures", json()).empty()) {
-    const std::string a = c.value("architectures", json())[0].is_string() ? c.value("architectures", json())[0].get<std::string>() : "";
-    refuse(a != "GPT2LMHeadModel" && a != "LlamaForCausalLM", "architectures", c.value("architectures", json()),
-           "GPT2LMHeadModel or LlamaForCausalLM");
-    arch = a == "GPT2LMHeadModel" ? "gpt2" : "llama";
+    const bool own_tokenizer = !tokenizer_flags.given();  // the folder's, copied into CKPT/tokenizer/
+    TokenizerSpec spec = own_tokenizer ? folder_tokenizer(input) : tokenizer_flags;
+    const std::unique_ptr<Tokenizer> tok = own_tokenizer ? load_folder_tokenizer(spec, input) : load_tokenizer(spec);
+    OCC_CHECK(tok->vocab_size() <= rows,
+              "import-hf: tokenizer {} has {} tokens but the model's vocab_size is {}; they do not belong together",
+              tok->describe(), tok->vocab_size(), rows);
+    m.vocab_size = tok->vocab_size();
+    m.make_vocab_size_divisible_by = vocab_divisor(m.vocab_size, rows);
+
+    const HfWeights weights(input);
+    Tensors full;
+    if (arch == "gpt2")
+      map_gpt2(weights, m, rows, full);
+    else
+      map_llama(weights, m, rows, full);
+    // Every tensor of the folder is used, but GPT-2's causal-mask buffers.
+    for (const auto& name : weights.names())
+      OCC_CHECK(weights.used_.count(name) || name.find("attn.bias") != std::string::npos ||
+                    name.find("attn.masked_bias") != std::string::npos || name.find("rotary_emb.inv_freq") != std::string::npos,
+                "import-hf: tensor {} of {} has no place in the {} model optimus-cc builds from config.json", name, input,
+                arch);
+
+    TrainOptions opt;
+    opt.model = m;
+    opt.tokenizer = spec;
+    opt.global_batch_size = opt.micro_batch_size;
+    ParallelLayout layout;
+    opt.validate(layout);
+    SelfCommunicator self;
+    GptStage stage(m, layout, self, opt.seed);
+    std::vector<float> params(size_t(stage.param_layout().total()));
+    for (const auto& t : stage.param_layout().tensors()) {
+      const MergedTensor& src = full.at(t.name);
+      OCC_CHECK(src.shape == t.full_shape, "internal: imported {} has the wrong shape", t.name);
+      std::copy(src.data.begin(), src.data.end(), params.begin() + t.offset);
+    }
+    stage.params().assign_from_host(params);
+    if (own_tokenizer) {
+      spec = copy_tokenizer(spec, tokenizer_staging, tokenizer_dir);
+      fs::rename(tokenizer_staging, tokenizer_dir);
+    }
+    opt.tokenizer = spec;
+    const std::string staging = begin_checkpoint(save, 0);
+    const auto zeros = std::make_shared<const std::vector<float>>(params.size(), 0.0f);  // Adam's moments
+    CheckpointFiles files;
+    files.add(kShardStateFile, checkpoint_shard(opt, layout, stage,
+                                                {std::make_shared<const std::vector<float>>(params), zeros, zeros},
+                                                imported_position(input)));
+    files.write(staging, layout, save_id(files.digest(layout, 0)));
+    commit_checkpoint(save, 0);
+    std::printf("import-hf: %s (%s, %s; %d layers, hidden %d, %d heads, vocabulary %d of %s padded to %d) -> %s "
+                "(iteration 0)\n",
+                input.c_str(), arch == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+                m.describe_architecture().c_str(), m.num_layers, m.hidden_size, m.num_attention_heads, m.vocab_size,
+                tok->describe().c_str(), m.padded_vocab_size(), save.c_str());
+    std::printf("model flags for train --finetune --load %s: %s\n", save.c_str(), flags_of(m).c_str());
+  } catch (...) {
+    clean_up();
+    throw;
   }
-  refuse(arch != "gpt2" && arch != "llama", "model_type", c.value("model_type", json()), "gpt2 or llama");
-  GptConfig m = arch == "gpt2" ? gpt2_config(c) : llama_config(c);
-  m.seq_length = m.max_position_embeddings;
-  const int rows = need_int(c, "vocab_size");
-
-  const TokenizerSpec spec = tokenizer_flags.given() ? tokenizer_flags : import_tokenizer(input, save);
-  const std::unique_ptr<Tokenizer> tok = load_tokenizer(spec);
-  OCC_CHECK(tok->vocab_size() <= rows,
-            "import-hf: tokenizer {} has {} tokens but the model's vocab_size is {}; they do not belong together",
-            tok->describe(), tok->vocab_size(), rows);
-  m.vocab_size = tok->vocab_size();
-  m.make_vocab_size_divisible_by = vocab_divisor(m.vocab_size, rows);
-
-  const HfWeights weights(input);
-  Tensors full;
-  if (arch == "gpt2")
-    map_gpt2(weights, m, rows, full);
-  else
-    map_llama(weights, m, rows, full);
-  // Every tensor of the folder is used, but GPT-2's causal-mask buffers.
-  for (const auto& name : weights.names())
-    OCC_CHECK(weights.used_.count(name) || name.find("attn.bias") != std::string::npos ||
-                  name.find("attn.masked_bias") != std::string::npos || name.find("rotary_emb.inv_freq") != std::string::npos,
-              "import-hf: tensor {} of {} has no place in the {} model optimus-cc builds from config.json", name, input,
-              arch);
-
-  TrainOptions opt;
-  opt.model = m;
-  opt.tokenizer = spec;
-  opt.global_batch_size = opt.micro_batch_size;
-  ParallelLayout layout;
-  opt.validate(layout);
-  SelfCommunicator self;
-  GptStage stage(m, layout, self, opt.seed);
-  std::vector<float> params(size_t(stage.param_layout().total()));
-  for (const auto& t : stage.param_layout().tensors()) {
-    const MergedTensor& src = full.at(t.name);
-    OCC_CHECK(src.shape == t.full_shape, "internal: imported {} has the wrong shape", t.name);
-    std::copy(src.data.begin(), src.data.end(), params.begin() + t.offset);
-  }
-  stage.params().assign_from_host(params);
-  const std::string staging = begin_checkpoint(save, 0);
-  const auto zeros = std::make_shared<const std::vector<float>>(params.size(), 0.0f);  // Adam's moments
-  CheckpointFiles files;
-  files.add(kShardStateFile, checkpoint_shard(opt, layout, stage,
-                                              {std::make_shared<const std::vector<float>>(params), zeros, zeros},
-                                              CheckpointPosition{}));
-  files.write(staging, layout, save_id(files.digest(layout, 0)));
-  commit_checkpoint(save, 0);
-  std::printf("import-hf: %s (%s, %s; %d layers, hidden %d, %d heads, vocabulary %d of %s padded to %d) -> %s "
-              "(iteration 0)\n",
-              input.c_str(), arch == "gpt2" ? "GPT2LMHeadModel" : "LlamaForCausalLM",
-              m.describe_architecture().c_str(), m.num_layers, m.hidden_size, m.num_attention_heads, m.vocab_size,
-              tok->describe().c_str(), m.padded_vocab_size(), save.c_str());
-  std::printf("model flags for train --finetune --load %s: %s\n", save.c_str(), flags_of(m).c_str());
   return 0;
 }
 

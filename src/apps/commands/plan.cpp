@@ -178,6 +178,7 @@ int plan(int argc, char** argv) {
     for (const auto& [flag, path] : {std::pair{"--calibrate", calibrate_path}, std::pair{"--compressors-json", loss_costs_path},
                                      std::pair{"--diloco-json", diloco_costs_path}})
       if (!path.empty()) outputs.input(flag, path);
+    outputs.tokenizer_inputs(opt.tokenizer);
     outputs.check();
   }
   if (!app.remaining().empty())

@@ -87,9 +87,7 @@ int preprocess(int argc, char** argv) {
     outputs.file("--output-prefix", prefix + ".vocab");
   }
   outputs.input("--input", input);
-  for (const auto& [flag, path] : {std::pair{"--tokenizer-model", spec.model}, std::pair{"--vocab-file", spec.vocab_file},
-                                   std::pair{"--merge-file", spec.merge_file}})
-    if (!path.empty()) outputs.input(flag, path);
+  outputs.tokenizer_inputs(spec);
   outputs.check();
   const double start = now_seconds();
 

@@ -8,6 +8,7 @@
 #include "core/safetensors.h"
 #include "model/gpt.h"
 #include "train/checkpoint_merge.h"
+#include "train/output_paths.h"
 
 namespace occ::cmd {
 
@@ -31,6 +32,12 @@ int reference_dump(int argc, char** argv) {
   app.add_option("--device", opt.device_name, "cpu | cuda (default: cuda when available)");
   app.add_option("--recompute-granularity", opt.recompute_granularity, "selective | full (recompute in backward)");
   if (int rc = parse_command_line(app, argc, argv); rc >= 0) return rc;
+  {  // where it writes: not over the checkpoint it reads, nor a --config file
+    OutputPaths outputs;
+    outputs.file("--out", out);
+    if (!load.empty()) outputs.checkpoint_input("--load", load);
+    outputs.check();
+  }
   refuse_inapplicable_model_flags(app, opt.model);
   std::unique_ptr<MergedCheckpoint> merged;
   if (!load.empty()) {
