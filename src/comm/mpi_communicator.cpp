@@ -86,7 +86,7 @@ void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, 
       if ((polls & 63) == 0 && now_seconds() - start > timeout_s_) {
         int world_rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-        abort_job(fmt::format("rank {} waited more than {:.0f} s for {} ({} group, peer {}); a peer rank has "
+        abort_job(fmt::format("rank {} waited more than {:g} s for {} ({} group, peer {}); a peer rank has "
                               "probably failed or stalled (raise --comm-timeout if this is legitimate)",
                               world_rank, timeout_s_, what, name_, peer));
       }

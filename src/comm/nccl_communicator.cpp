@@ -131,7 +131,7 @@ struct NcclCommunicator::Impl {
   // wait behind the other group's kernel still spinning on this GPU, and the
   // message would never be printed.)
   [[noreturn]] void timed_out(const std::string& what) {
-    abort_job(fmt::format("rank {} waited more than {:.0f} s for NCCL {} ({} group); a peer rank has probably failed "
+    abort_job(fmt::format("rank {} waited more than {:g} s for NCCL {} ({} group); a peer rank has probably failed "
                           "or stalled (raise --comm-timeout if this is legitimate)",
                           world_rank(), timeout_s, what, name));
   }
@@ -249,7 +249,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& grou
   }
   const bool ok = r == ncclSuccess && impl->comm;
   if (!ok) {
-    reason = late ? fmt::format("ncclCommInitRankConfig did not finish within --comm-timeout {:.0f} s", timeout_s)
+    reason = late ? fmt::format("ncclCommInitRankConfig did not finish within --comm-timeout {:g} s", timeout_s)
                   : fmt::format("ncclCommInitRankConfig: {} ({})", ncclGetErrorString(r),
                                 last_error(impl->comm));
   }

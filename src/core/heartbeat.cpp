@@ -325,6 +325,14 @@ void fail(const std::string& message) {
   r->state.store(uint32_t(State::Failed), std::memory_order_release);
 }
 
+void busy_text(const std::string& text) {
+  RawRecord* r = g_record.load(std::memory_order_relaxed);
+  if (!r || !t_main) return;  // (the main thread is the busy fields' one writer)
+  locked_write(r->busy_seq, [&] {
+    if (r->busy > 0) copy_text(r->busy_what, sizeof r->busy_what, text.c_str());
+  });
+}
+
 Busy::Busy(const char* what) : active_(active() && t_main), previous_(g_busy_what) {
   if (!active_) return;
   g_busy_what = what;

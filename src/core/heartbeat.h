@@ -93,6 +93,10 @@ void end_wait();
 void fail(const std::string& message);
 
 // Long local work (see above). Nests.
+// busy_text: what the innermost Busy scope of the main thread shows, replaced
+// while it lasts (its progress: "checkpoint write: 120/800 MB"); a no-op on
+// other threads and outside a Busy scope.
+void busy_text(const std::string& text);
 class Busy {
  public:
   explicit Busy(const char* what);

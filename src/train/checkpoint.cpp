@@ -161,12 +161,35 @@ std::string begin_checkpoint(const std::string& root, int64_t iteration) {
   return CheckpointStore(root).begin(iteration);
 }
 
-int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step) {
-  if (ckpt_step >= 0) return ckpt_step;  // iteration_dir() names the saved ones if it is not there
-  auto latest = CheckpointStore(root).latest();
-  OCC_CHECK(latest.has_value(),
-            "--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path", root);
-  return *latest;
+namespace {
+// One spelling of a directory ("ck", "./ck/", a symlink to it): absolute, with
+// the symlinks of its existing part resolved and no trailing separator.
+std::filesystem::path resolved_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+  if (ec) p = std::filesystem::absolute(dir).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path() && p != p.root_path()) p = p.parent_path();
+  return p;
+}
+}  // namespace
+
+std::optional<int64_t> checkpoint_to_resume(const std::string& load, int64_t ckpt_step, const std::string& save) {
+  namespace fs = std::filesystem;
+  if (ckpt_step >= 0) return ckpt_step;  // verify_checkpoint names the saved ones if it is not there
+  std::error_code ec;
+  const bool exists = fs::is_directory(load, ec);
+  const CheckpointStore store(load);
+  const std::optional<int64_t> latest = exists ? store.latest() : std::nullopt;
+  if (latest) return latest;
+  const bool empty = !exists || store.iterations().empty();
+  if (empty && !save.empty() && resolved_dir(load) == resolved_dir(save)) return std::nullopt;  // Megatron's resume pattern
+  OCC_CHECK(exists, "--load {}: no such directory; check the path (to train from scratch, drop --load, or pass the "
+            "same directory as --save, Megatron's resume pattern)", load);
+  std::string saved;
+  for (int64_t it : store.iterations()) saved += (saved.empty() ? "" : ", ") + std::to_string(it);
+  fail("--load {}: no checkpoint there (no latest_checkpointed_iteration.txt); check the path{}", load,
+       empty ? " (to train from scratch, drop --load, or pass the same directory as --save, Megatron's resume pattern)"
+             : fmt::format(" (it holds iterations {} but no marker: pass --ckpt-step N to pick one)", saved));
 }
 
 TensorFileWriter checkpoint_shard(const TrainOptions& opt, const ParallelLayout& layout, const GptStage& stage,
@@ -233,9 +256,9 @@ void abort_checkpoint(const std::string& root, int64_t iteration) noexcept {
   }
 }
 
-CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                                   GptStage& stage, AdamMoments* adam) {
-  const SavedCheckpoint saved = verify_checkpoint(root, opt.ckpt_step);
+CheckpointPosition load_checkpoint(const std::string& root, int64_t iteration, const TrainOptions& opt,
+                                   const ParallelLayout& layout, GptStage& stage, AdamMoments* adam) {
+  const SavedCheckpoint saved = verify_checkpoint(root, iteration);
   OCC_CHECK(layout.tp_rank < saved.tensor_parallel && layout.pp_rank < saved.pipeline_parallel,
             "checkpoint {} was saved with tensor {} x pipeline {} shards, and has none for tensor rank {} pipeline "
             "rank {}; use the saved run's --tensor-model-parallel-size and --pipeline-model-parallel-size",

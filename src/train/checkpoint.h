@@ -5,6 +5,7 @@
 // pure functions of (seed, iteration, consumed samples), so they need no state.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,7 @@ class CheckpointFiles {
   uint64_t digest(const ParallelLayout& layout, int64_t iteration) const;
   // Writes every file into STAGING/mp_rank_TT_PPP/, stamped with save_id.
   void write(const std::string& staging, const ParallelLayout& layout, const std::string& save_id);
+  bool empty() const { return files_.empty(); }  // (a data-parallel rank > 0 often has nothing to write)
 
  private:
   std::vector<std::pair<std::string, TensorFileWriter>> files_;
@@ -99,14 +101,22 @@ void commit_checkpoint(const std::string& root, int64_t iteration);
 // checkpoint stays the latest). Never throws.
 void abort_checkpoint(const std::string& root, int64_t iteration) noexcept;
 
-// The iteration a run with --load root (and --ckpt-step, when >= 0) resumes
-// from: ckpt_step, or the latest; one-line error when there is none.
-int64_t checkpoint_iteration_to_load(const std::string& root, int64_t ckpt_step);
+// The one choice of what a run with --load resumes from, made once at start-up
+// and read by every check and load after it (the tokenizer --finetune takes, the
+// verification of the files, the weights, the compressor and DiLoCo state, the
+// data checks): --ckpt-step's iteration when given (>= 0), else the latest (the
+// marker's). nullopt: nothing to resume and the run trains from scratch, which
+// only Megatron's resume pattern allows: --load names the --save directory (the
+// same folder, however spelt) and it holds no checkpoint yet (no marker and no
+// iter_* directory; it may not exist). Any other --load without a checkpoint, or
+// with --ckpt-step, is refused with a one-line error (a mistyped path must not
+// silently train from scratch).
+std::optional<int64_t> checkpoint_to_resume(const std::string& load, int64_t ckpt_step, const std::string& save);
 
-// Loads the checkpoint opt.ckpt_step (the latest when < 0) into stage (and
-// adam's whole-buffer moments unless null); refuses, with a one-line error, a
-// checkpoint of another model shape or layout.
-CheckpointPosition load_checkpoint(const std::string& root, const TrainOptions& opt, const ParallelLayout& layout,
-                                   GptStage& stage, AdamMoments* adam);
+// Loads checkpoint `iteration` of root (checkpoint_to_resume's choice) into
+// stage (and adam's whole-buffer moments unless null); refuses, with a one-line
+// error, a checkpoint of another model shape or layout.
+CheckpointPosition load_checkpoint(const std::string& root, int64_t iteration, const TrainOptions& opt,
+                                   const ParallelLayout& layout, GptStage& stage, AdamMoments* adam);
 
 }  // namespace occ

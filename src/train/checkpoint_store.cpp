@@ -77,7 +77,7 @@ std::string make_shard_dir(const std::string& staging_dir, int tp_rank, int pp_r
   OCC_CHECK(is_dir(staging_dir), "checkpoint staging dir {} does not exist; the saving rank must call begin() before the others write", staging_dir);
   std::string dir = shard_dir(staging_dir, tp_rank, pp_rank);
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directory(dir, ec);  // not its parents: a staging dir removed meanwhile (a stop at once) stays removed
   check_fs(ec, "create", dir);
   return dir;
 }
@@ -194,21 +194,25 @@ std::vector<int64_t> CheckpointStore::iterations() const {
 void CheckpointStore::keep_last(int n) const {
   OCC_CHECK(n >= 1, "cannot keep the last {} checkpoints; pass a positive number", n);
   const std::optional<int64_t> current = latest();
-  // Only those up to the marker's count: one beyond it is an unfinished save or
-  // one of a timeline since resumed from an earlier checkpoint (left as it is).
-  std::vector<int64_t> its;
-  for (int64_t it : iterations())
-    if (!current || it <= *current) its.push_back(it);
-  const size_t drop = its.size() > static_cast<size_t>(n) ? its.size() - static_cast<size_t>(n) : 0;
-  for (size_t i = 0; i < drop; ++i) {
-    if (current && its[i] == *current) continue;
+  if (!current) return;  // nothing committed: nothing is known to be old
+  // Called after a commit, so the marker names the newest save of this run: a
+  // directory beyond it belongs to a timeline abandoned by a resume from an
+  // earlier checkpoint (--ckpt-step, or the supervisor's fallback), which no
+  // plain resume ever picks (choose_resume_checkpoint stops at the marker);
+  // it goes too. Of those up to the marker, the n most recent stay.
+  std::vector<int64_t> kept, doomed;
+  for (int64_t it : iterations()) (it > *current ? doomed : kept).push_back(it);
+  const size_t drop = kept.size() > static_cast<size_t>(n) ? kept.size() - static_cast<size_t>(n) : 0;
+  for (size_t i = 0; i < drop; ++i)
+    if (kept[i] != *current) doomed.push_back(kept[i]);
+  for (int64_t it : doomed) {
     // Rename first: a crash mid-delete must not leave a partial dir that still
     // looks like a committed iteration.
-    const std::string dir = final_dir(its[i]);
-    const std::string doomed = dir + ".del";
-    remove_tree(doomed);
-    rename_path(dir, doomed);
-    remove_tree(doomed);
+    const std::string dir = final_dir(it);
+    const std::string removing = dir + ".del";
+    remove_tree(removing);
+    rename_path(dir, removing);
+    remove_tree(removing);
   }
 }
 

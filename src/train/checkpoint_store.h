@@ -53,8 +53,10 @@ class CheckpointStore {
   // Committed iterations present under ROOT, ascending (staging dirs excluded).
   std::vector<int64_t> iterations() const;
 
-  // Deletes committed iterations older than the n most recent at or below the
-  // marker's (--keep-last), never the one the marker names.
+  // After a commit (--keep-last): deletes committed iterations older than the
+  // n most recent at or below the marker's, and every one beyond it (a branch
+  // abandoned by a resume from an earlier checkpoint: never resumed again);
+  // never the one the marker names.
   void keep_last(int n) const;
 
  private:

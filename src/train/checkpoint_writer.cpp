@@ -6,9 +6,12 @@
 
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <utility>
 
 #include "core/error.h"
+#include "core/heartbeat.h"
+#include "train/checkpoint_store.h"
 #include "core/timer.h"
 
 namespace occ {
@@ -46,13 +49,33 @@ void CheckpointWriter::start(int64_t iteration, CheckpointFiles files, std::stri
       write_all();
     });
   } else {
-    write_all();
+    // Inline: the caller waits, busy, showing how far the write is.
+    std::thread writing([this] { write_all(); });
+    while (!written()) {
+      heartbeat::busy_text(progress());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    writing.join();
   }
+}
+
+std::string CheckpointWriter::progress() const {
+  // The bytes of this rank's files in the staging directory (the one being written too).
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(shard_dir(staging_, layout_.tp_rank, layout_.pp_rank), ec), end;
+       !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    const uintmax_t size = it->file_size(size_ec);
+    if (!size_ec) bytes += size;
+  }
+  return fmt::format("checkpoint write: {:.0f} MB", double(bytes) / 1e6);
 }
 
 void CheckpointWriter::write_all() {
   const double start = now_seconds();
-  if (delay_s_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay_s_));
+  // (Only where there is something to write: a slow disk slows the writers, not the others.)
+  if (delay_s_ > 0 && !files_.empty()) std::this_thread::sleep_for(std::chrono::duration<double>(delay_s_));
   try {
     files_.write(staging_, layout_, save_id_);
   } catch (const std::exception& e) {

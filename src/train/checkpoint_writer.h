@@ -8,6 +8,8 @@
 // fsync, rename, fsync of the directory) into the save's staging directory;
 // nothing is visible until the save is committed (train/checkpoint_store.h).
 //
+// Inline, the write runs on a thread too, while the training thread waits for
+// it and shows its progress in the heartbeat (a write of many GB takes minutes).
 // The thread makes no MPI call: whether every rank has written its files, and
 // the commit, are agreed on the training thread (Trainer::finish_save), so the
 // design needs no MPI thread level beyond the one the main thread uses. One
@@ -26,7 +28,7 @@ namespace occ {
 class CheckpointWriter {
  public:
   // background: write on a thread (--async-save); delay_s: a test-only pause
-  // before the writing starts (--debug-save-delay).
+  // before the writing starts, on a rank with files to write (--debug-save-delay).
   CheckpointWriter(bool background, double delay_s);
   ~CheckpointWriter();  // waits for a write in flight (its result is dropped: nothing commits it)
   CheckpointWriter(const CheckpointWriter&) = delete;
@@ -44,6 +46,9 @@ class CheckpointWriter {
   // Blocks until this rank's files are written; the error ("" when all were).
   const std::string& wait();
   double write_seconds() const { return write_s_; }  // after wait(): how long the writing took
+  // How far this rank's write is, for the heartbeat's busy text: "checkpoint
+  // write: 120 MB" (what its files hold on disk so far). Training thread.
+  std::string progress() const;
   void clear();                                   // after the save was committed or given up
 
  private:

@@ -1,13 +1,19 @@
 #include "train/exit_control.h"
 
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
 #include "train/exit_signals.h"
+#include "train/save_in_flight.h"
 
 namespace occ {
 
@@ -17,9 +23,47 @@ volatile std::sig_atomic_t g_signal = 0;
 struct sigaction g_previous_term, g_previous_usr1;
 bool g_installed = false;
 
+// The save in flight's staging directory, for the handler: the path is written
+// while g_staging_set is 0, then published.
+char g_staging[4096];
+volatile std::sig_atomic_t g_staging_set = 0;
+
+// Removes `name` under directory fd `parent` and everything below it, `depth`
+// levels deep at most (a staging directory holds shard directories of files),
+// with async-signal-safe calls only (openat, getdents64, unlinkat).
+void remove_tree_now(int parent, const char* name, int depth) {
+  if (unlinkat(parent, name, 0) == 0 || errno == ENOENT) return;  // a file (or gone)
+  if (depth == 0) return;
+  const int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  struct Entry {  // linux_dirent64
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[1];
+  };
+  alignas(8) char buffer[4096];
+  for (long n; (n = syscall(SYS_getdents64, fd, buffer, sizeof buffer)) > 0;)
+    for (long at = 0; at < n;) {
+      const Entry* e = reinterpret_cast<const Entry*>(buffer + at);
+      at += e->reclen;
+      if (std::strcmp(e->name, ".") != 0 && std::strcmp(e->name, "..") != 0) remove_tree_now(fd, e->name, depth - 1);
+    }
+  close(fd);
+  unlinkat(parent, name, AT_REMOVEDIR);
+}
+
 extern "C" void on_exit_signal(int sig) {
   if (g_signal != 0) {
-    // The second signal: stop now (async-signal-safe calls only).
+    // The second signal: stop now (async-signal-safe calls only), without the save in flight.
+    // A writer thread may still add a file meanwhile: tried again until the directory is gone.
+    const int saved_errno = errno;
+    for (int attempt = 0; g_staging_set && attempt < 20; ++attempt) {
+      remove_tree_now(AT_FDCWD, g_staging, 3);
+      if (access(g_staging, F_OK) != 0) break;
+    }
+    errno = saved_errno;
     static const char kMsg[] = "error: a second signal: exiting at once, without a checkpoint\n";
     ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     (void)ignored;
@@ -68,6 +112,15 @@ ExitControl::ExitControl(const ExitOptions& options) : opt_(options) {
 ExitControl::~ExitControl() { remove_signal_handlers(); }
 
 int ExitControl::received_signal() { return int(g_signal); }
+
+void set_save_in_flight(const std::string& staging) {
+  g_staging_set = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (staging.empty() || staging.size() >= sizeof g_staging) return;  // (a path too long stays: rare, and harmless)
+  std::memcpy(g_staging, staging.c_str(), staging.size() + 1);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  g_staging_set = 1;
+}
 
 std::string ExitControl::stop_reason(Communicator& world, int64_t iteration, double elapsed_s) {
   std::string reason;

@@ -29,9 +29,15 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
   opt_.tokenizer.validate();
   OCC_CHECK(!(opt_.finetune || opt_.no_load_optim || opt_.no_load_rng) || !opt_.load.empty(),
             "--finetune, --no-load-optim and --no-load-rng apply to --load CHECKPOINT; pass it");
+  // The checkpoint to resume (--load, --ckpt-step), chosen once: every read of it below and in load() takes this one.
+  if (!opt_.load.empty()) {
+    resume_iteration_ = checkpoint_to_resume(opt_.load, opt_.ckpt_step, opt_.save);
+    OCC_CHECK(resume_iteration_ || !opt_.finetune,
+              "--finetune --load {}: no checkpoint there to take the weights from; check the path", opt_.load);
+  }
   // --finetune from a checkpoint that names its tokenizer (e.g. import-hf's): that one.
   if (opt_.finetune && !opt_.tokenizer.given() && opt_.model.vocab_size == 0)
-    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load, opt_.ckpt_step).config);
+    opt_.tokenizer = tokenizer_from_config(verify_checkpoint(opt_.load, *resume_iteration_).config);
   if (opt_.tokenizer.given()) opt_.model.vocab_size = load_tokenizer(opt_.tokenizer)->vocab_size();
   OCC_CHECK(opt_.model.vocab_size > 0,
             "--tokenizer-model (or --tokenizer-type GPT2BPETokenizer with --vocab-file and --merge-file, or "
@@ -48,7 +54,7 @@ Trainer::Trainer(TrainOptions options, int world_rank, int world_size)
 
   data_ = std::make_unique<TrainingData>(opt_.data_spec());  // the indices: build_data_indices(), open_data()
   // The checkpoint to resume: one save's files, before anything is created or trained.
-  if (!opt_.load.empty()) verify_checkpoint(opt_.load, opt_.ckpt_step);
+  if (resume_iteration_) verify_checkpoint(opt_.load, *resume_iteration_);
   // Where this rank will write, checked now rather than after the training it would hold.
   OutputPaths outputs;
   if (!opt_.save.empty()) outputs.checkpoint_output("--save", opt_.save, deepest_save_path());
@@ -203,6 +209,13 @@ IterationStats Trainer::train_step() {
   const int64_t M = opt_.num_micro_batches(layout_.dp_size);
   heartbeat::begin_iteration(iteration_ + 1);
   stage_->zero_grads();
+  if (opt_.debug_inject_nan == iteration_ + 1 && layout_.last_stage() && layout_.tp_rank == 0 &&
+      layout_.dp_rank == 0) {
+    // Test only: a NaN in this stage's first parameter gradient on one replica, where an
+    // overflow in its backward would leave it: the backward accumulates into it and the
+    // data-parallel reduction carries it to every replica, as it would a real one.
+    stage_->ops().fill(stage_->grads().data(), std::nanf(""), 1);
+  }
   grad_sync_->begin_iteration(iteration_);
   exchange_->begin_iteration(iteration_);  // keys the pipeline codecs' stochastic rounding
   run_schedule(int(M));
@@ -217,12 +230,6 @@ IterationStats Trainer::train_step() {
     // Unscale (a power of two: exact) before the norm, clipping and the update.
     ScopedPhase t(timers, "optimizer");
     stage_->ops().scale(grads.data(), 1.0f / loss_scale, int64_t(grads.size()));
-  }
-  if (opt_.debug_inject_nan == iteration_ + 1 && layout_.last_stage() && layout_.tp_rank == 0 &&
-      layout_.dp_rank == 0) {
-    // Test only: a NaN in this stage's first parameter gradient, as an overflow would leave.
-    const float nan = std::nanf("");
-    stage_->ops().fill(grads.data(), nan, 1);
   }
   {
     // Its own phase: stages that finished early wait here for the slowest one.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ class Trainer {
   // or "test" set) from `first_sample` on (collective).
   double evaluate(const SampleSource& data, const char* set, int64_t first_sample);
   bool is_logger() const { return world_rank_ == 0; }
+  // The checkpoint iteration --load resumes (checkpoint_to_resume); nullopt: none (no --load,
+  // or Megatron's resume pattern on a first start).
+  std::optional<int64_t> resume_iteration() const { return resume_iteration_; }
   const ParallelLayout& layout() const { return layout_; }
 
  private:
@@ -76,6 +80,10 @@ class Trainer {
   // Collective, where a save is pending: commits it if every rank has written
   // its files (block: after waiting for this rank's); throws AgreedError if one failed.
   void finish_save(bool block);
+  // Collective, without the communication timeout (busy meanwhile): whether
+  // the logging rank's part of a save failed (error_here: its error, "" when it
+  // did not); throws AgreedError with it on every rank when it did.
+  void agree_on_save(const std::string& error_here, const char* waiting_for);
   std::string deepest_save_path() const;
   CompressionState compression_state() {
     std::vector<CompressedBackprop*> links;
@@ -91,6 +99,7 @@ class Trainer {
   void log_iteration(const IterationStats& s);
 
   TrainOptions opt_;
+  std::optional<int64_t> resume_iteration_;  // what load() resumes (see resume_iteration())
   int world_rank_ = 0, world_size_ = 1;
   ParallelLayout layout_;
   std::unique_ptr<Topology> topo_;

@@ -4,18 +4,23 @@
 // (synchronously or through the background writer) and the state beside the
 // weights (DiLoCo's replicas, the compressors'). trainer.cpp wires and runs.
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/untimed_agreement.h"
 #include "core/heartbeat.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_merge.h"
 #include "train/checkpoint_store.h"
 #include "train/checkpoint_writer.h"
 #include "train/output_paths.h"
+#include "train/save_in_flight.h"
 
 namespace occ {
 namespace {
@@ -27,16 +32,25 @@ std::string diloco_state_path(const std::string& dir, const ParallelLayout& l) {
 
 void Trainer::load() {
   if (opt_.load.empty()) return;
+  if (!resume_iteration_) {  // Megatron's resume pattern, on its first start
+    if (is_logger())
+      std::printf("notice: --load %s holds no checkpoint yet; training from scratch (Megatron's resume pattern: "
+                  "--save and --load the same directory)\n",
+                  opt_.load.c_str());
+    return;
+  }
+  const int64_t resume = *resume_iteration_;
   heartbeat::Busy busy("loading the checkpoint");
   if (opt_.finetune) {
     // Megatron's --finetune: the weights only (saved in any layout), iteration 0, a fresh optimizer.
-    load_merged_weights(merge_checkpoint(opt_.load), opt_.load, opt_.model, *stage_);
+    load_merged_weights(merge_checkpoint(opt_.load, resume), opt_.load, opt_.model, *stage_);
     if (is_logger())
       std::printf("--finetune: loaded the weights of %s (iteration 0, fresh optimizer)\n", opt_.load.c_str());
     return;
   }
   AdamMoments adam;
-  CheckpointPosition pos = load_checkpoint(opt_.load, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
+  CheckpointPosition pos =
+      load_checkpoint(opt_.load, resume, opt_, layout_, *stage_, opt_.no_load_optim ? nullptr : &adam);
   // An import holds weights only (no position in any data of ours): --finetune starts from them.
   OCC_CHECK(!(pos.data.is_object() && pos.data.contains(kImportedFromKey)),
             "checkpoint {} was imported (import-hf) from {}; load it with --finetune (its weights at iteration 0, a "
@@ -50,8 +64,7 @@ void Trainer::load() {
   }
   // Local (inside the command line's error agreement); the notice is printed
   // by announce_compression_state() once every rank has loaded.
-  const std::string loaded_dir =
-      CheckpointStore(opt_.load).iteration_dir(checkpoint_iteration_to_load(opt_.load, opt_.ckpt_step));
+  const std::string loaded_dir = CheckpointStore(opt_.load).iteration_dir(resume);
   compression_notice_ = compression_state().load(compression_state_path(loaded_dir));
   // DiLoCo: this replica's own parameters, moments and the outer state replace the common ones.
   if (diloco_)
@@ -116,10 +129,18 @@ void Trainer::save_checkpoint() {
   finish_save(true);  // one save at a time: the previous one is committed first
   heartbeat::phase("checkpoint save");
   wait_for_params();  // a checkpoint holds the whole updated parameters
-  std::string staging;
-  if (is_logger()) staging = begin_checkpoint(opt_.save, iteration_);
-  topo_->world->barrier();
-  if (staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  std::string staging, begin_error;
+  if (is_logger()) {
+    heartbeat::Busy busy("checkpoint staging");  // (removing a crashed save's leftover can take a while)
+    try {
+      staging = begin_checkpoint(opt_.save, iteration_);
+    } catch (const Error& e) {
+      begin_error = e.what();
+    }
+  }
+  agree_on_save(begin_error, "waiting for the checkpoint staging");
+  if (!begin_error.empty() || staging.empty()) staging = opt_.save + fmt::format("/iter_{:07d}.tmp", iteration_);
+  set_save_in_flight(staging);  // a stop at once removes it
 
   // The whole moments; with the distributed optimizer gathered from every DP
   // rank's shard into the DP rank 0 that writes the shard file (the others hold
@@ -176,38 +197,76 @@ void Trainer::finish_save(bool block) {
   CheckpointWriter& writer = *checkpoint_writer_;
   if (!writer.pending()) return;
   const double start = now_seconds();
-  bool written = writer.written();
-  if (block && !written) {
-    heartbeat::Busy busy("waiting for the checkpoint write");
-    writer.wait();
-    written = true;
+  // Blocking, a rank waits here for its own write, then for every other rank's,
+  // however long they take (a 15 GB shard on a network file system): busy in
+  // its heartbeat (the supervisor's hang detection does not count it), with its
+  // own write's progress shown, and with no --comm-timeout.
+  std::optional<heartbeat::Busy> busy;
+  if (block) {
+    busy.emplace("checkpoint write");
+    while (!writer.written()) {
+      heartbeat::busy_text(writer.progress());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
+  const bool written = writer.written();
   const std::string error = written ? writer.wait() : std::string();
   // In place of a barrier, every rank says [failed, still writing]. A full disk
   // fails several ranks at once; the lowest of them reports (one line for the
   // job), nothing is committed, and the previous checkpoint stays the latest.
   heartbeat::phase("checkpoint agreement");
   float flags[2] = {error.empty() ? 0.0f : float(world_size_ - world_rank_), written ? 0.0f : 1.0f};
-  topo_->world->allreduce_max(flags, 2, Traffic::Other);
+  if (block) {
+    heartbeat::busy_text("waiting for the checkpoint writers");
+    allreduce_max_untimed(*topo_->world, flags, 2, Traffic::Other);
+  } else {
+    topo_->world->allreduce_max(flags, 2, Traffic::Other);  // between iterations: every rank is there
+  }
   if (flags[0] > 0) {
     if (is_logger()) abort_checkpoint(opt_.save, writer.iteration());  // no half-written save left behind
+    set_save_in_flight("");
     writer.clear();
     throw AgreedError(error, world_size_ - int(flags[0]));
   }
   if (flags[1] > 0) return;  // a rank is still writing: asked again after the next iteration
   const int64_t iteration = writer.iteration();
+  // The commit (and --keep-last's deletions) on the logging rank, busy; the
+  // others wait for it without the timeout, and a failure of it ends every rank.
+  std::string commit_error;
   if (is_logger()) {
-    commit_checkpoint(opt_.save, iteration);
-    if (opt_.keep_last > 0) CheckpointStore(opt_.save).keep_last(opt_.keep_last);
-    const double ms = (save_snapshot_s_ + (opt_.async_save ? 0.0 : now_seconds() - start)) * 1e3;
-    if (opt_.async_save)
-      std::printf("saved checkpoint %s/iter_%07lld (written in the background in %.0f ms; %.1f ms of the training "
-                  "thread)\n",
-                  opt_.save.c_str(), (long long)iteration, writer.write_seconds() * 1e3, ms);
-    else
-      std::printf("saved checkpoint %s/iter_%07lld (%.1f ms)\n", opt_.save.c_str(), (long long)iteration, ms);
+    heartbeat::Busy committing("checkpoint commit");
+    try {
+      commit_checkpoint(opt_.save, iteration);
+      set_save_in_flight("");
+      if (opt_.keep_last > 0) CheckpointStore(opt_.save).keep_last(opt_.keep_last);
+    } catch (const Error& e) {
+      commit_error = e.what();
+    }
   }
+  set_save_in_flight("");
+  if (!commit_error.empty() && is_logger()) abort_checkpoint(opt_.save, iteration);
+  if (!commit_error.empty() || !is_logger()) writer.clear();
+  agree_on_save(commit_error, "waiting for the checkpoint commit");
+  if (!is_logger()) return;
+  const double ms = (save_snapshot_s_ + (opt_.async_save ? 0.0 : now_seconds() - start)) * 1e3;
+  if (opt_.async_save)
+    std::printf("saved checkpoint %s/iter_%07lld (written in the background in %.0f ms; %.1f ms of the training "
+                "thread)\n",
+                opt_.save.c_str(), (long long)iteration, writer.write_seconds() * 1e3, ms);
+  else
+    std::printf("saved checkpoint %s/iter_%07lld (%.1f ms)\n", opt_.save.c_str(), (long long)iteration, ms);
   writer.clear();
+}
+
+// Every rank learns whether the logging rank's step of a save (opening the
+// staging directory, the commit) failed, waiting for it without the timeout
+// (busy): it may take long on a slow file system. A failure, said by the
+// logging rank, ends every rank (AgreedError).
+void Trainer::agree_on_save(const std::string& error_here, const char* waiting_for) {
+  heartbeat::Busy busy(waiting_for);
+  float failed = error_here.empty() ? 0.0f : 1.0f;
+  allreduce_max_untimed(*topo_->world, &failed, 1, Traffic::Other);
+  if (failed > 0) throw AgreedError(error_here, 0);
 }
 
 void Trainer::gather_master_weights() {

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/tensor_file.h"
+#include "train/checkpoint.h"
 
 namespace occ {
 namespace {
@@ -165,19 +166,46 @@ TEST(CheckpointStore, KeepLastNeverDeletesTheLatest) {
   EXPECT_EQ(read_value(store.iteration_dir(500)), 500.0f);
 
   // Resumed from 100 and re-saved it: 100 is now the latest, though oldest. The
-  // saves beyond it belong to the abandoned run: kept until this one replaces them.
+  // saves beyond it belong to the abandoned run, which nothing resumes again: they go.
   save(store, 100, 7.0f);
-  store.keep_last(1);
-  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{100, 400, 500}));
+  store.keep_last(3);
+  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{100}));
   EXPECT_EQ(store.latest(), 100);
+  EXPECT_EQ(read_value(store.iteration_dir(100)), 7.0f);
   save(store, 200, 8.0f);
   store.keep_last(1);
-  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{200, 400, 500}));
+  EXPECT_EQ(store.iterations(), (std::vector<int64_t>{200}));
+  save(store, 300, 9.0f);
   store.keep_last(5);  // fewer than 5 saved: nothing to do
-  EXPECT_EQ(store.iterations().size(), 3u);
+  EXPECT_EQ(store.iterations().size(), 2u);
   EXPECT_NE(error_of([&] { store.keep_last(0); }).find("positive"), std::string::npos);
   for (const auto& e : fs::directory_iterator(dir.str()))
     EXPECT_EQ(e.path().filename().string().find(".del"), std::string::npos);
+}
+
+// Megatron's resume pattern: --load naming the --save directory (however spelt) with no
+// checkpoint in it trains from scratch; any other --load without one is refused.
+TEST(CheckpointStore, ResumeChoiceAllowsOnlyTheResumePattern) {
+  TempDir dir;
+  const std::string run = dir.str() + "/run", other = dir.str() + "/other";
+  EXPECT_FALSE(checkpoint_to_resume(run, -1, run));                      // not created yet
+  fs::create_directories(run);
+  fs::create_directories(other);
+  EXPECT_FALSE(checkpoint_to_resume(run + "/", -1, dir.str() + "/./run"));  // another spelling
+  fs::create_directory_symlink(run, dir.str() + "/link");
+  EXPECT_FALSE(checkpoint_to_resume(dir.str() + "/link", -1, run));
+  EXPECT_NE(error_of([&] { checkpoint_to_resume(other, -1, run); }).find("no checkpoint there"), std::string::npos);
+  EXPECT_NE(error_of([&] { checkpoint_to_resume(other, -1, ""); }).find("no checkpoint there"), std::string::npos);
+  EXPECT_NE(error_of([&] { checkpoint_to_resume(dir.str() + "/typo", -1, run); }).find("no such directory"),
+            std::string::npos);
+  EXPECT_EQ(checkpoint_to_resume(run, 7, run), 7);  // --ckpt-step: that one (verified, and refused, later)
+  CheckpointStore store(run);
+  save(store, 3, 1.0f);
+  EXPECT_EQ(checkpoint_to_resume(run, -1, run), 3);
+  EXPECT_EQ(checkpoint_to_resume(run, -1, ""), 3);
+  fs::remove(run + "/latest_checkpointed_iteration.txt");  // saves but no marker: not a first start
+  EXPECT_NE(error_of([&] { checkpoint_to_resume(run, -1, run); }).find("holds iterations 3 but no marker"),
+            std::string::npos);
 }
 
 TEST(CheckpointStore, MisuseIsAClearError) {

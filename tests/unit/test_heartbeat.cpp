@@ -84,6 +84,10 @@ TEST(Heartbeat, RecordsWhereEachThreadIs) {
       {
         heartbeat::Busy inner("checkpoint write");
         EXPECT_EQ(read_rank(dir.str(), 3).busy_what, "checkpoint write");
+        heartbeat::busy_text("checkpoint write: 120 MB");  // its progress, while it lasts
+        EXPECT_EQ(read_rank(dir.str(), 3).busy_what, "checkpoint write: 120 MB");
+        std::thread([] { heartbeat::busy_text("not the main thread"); }).join();  // ignored
+        EXPECT_EQ(read_rank(dir.str(), 3).busy_what, "checkpoint write: 120 MB");
       }
       s = read_rank(dir.str(), 3);
       EXPECT_TRUE(s.busy);

@@ -47,6 +47,22 @@ void check_ranks_agree(const MpiRuntime& mpi, const TrainOptions& opt) {
   }
 }
 
+// Every rank resumes the same checkpoint, or every rank none (collective): a
+// --load folder not shared between the nodes would otherwise let some ranks
+// train from scratch (Megatron's resume pattern) or from another save.
+void check_same_resume(const MpiRuntime& mpi, const TrainOptions& opt, const Trainer& trainer) {
+  const long long mine = trainer.resume_iteration().value_or(-1);
+  long long range[2] = {mine, -mine};  // the highest and minus the lowest
+  MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  agree(mpi, [&] {
+    auto said = [](long long it) { return it < 0 ? std::string("no checkpoint") : fmt::format("iteration {}", it); };
+    OCC_CHECK(mpi.rank != 0 || range[0] == -range[1],
+              "--load {}: the ranks find different checkpoints there ({} on one, {} on another); --load must name a "
+              "folder that every node sees (a shared file system)",
+              opt.load, said(-range[1]), said(range[0]));
+  });
+}
+
 // Which ranks run on which host (collective). Rank 0 prints it, and warns when a
 // TP group spans hosts: its per-layer all-reduces would then cross the slow links.
 void report_placement(const MpiRuntime& mpi, int tp_size) {
@@ -142,6 +158,7 @@ int train(int argc, char** argv) {
       trainer = std::make_unique<Trainer>(opt, mpi.rank, mpi.size);
       lock_run_folder();
     });
+    if (mpi.size > 1) check_same_resume(mpi, opt, *trainer);
     build_data_indices(mpi, *trainer);
     or_end_job(mpi, [&] { trainer->connect(opt.comm_timeout_s); });
     if (mpi.size > 1) report_placement(mpi, trainer->layout().tp_size);
