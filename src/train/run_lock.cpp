@@ -19,7 +19,7 @@ namespace occ {
 
 namespace {
 
-std::string host_name() {
+std::string lock_holder_host() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   return host;
@@ -103,9 +103,9 @@ RunLock RunLock::acquire(const std::string& dir, const std::string& what, const 
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
-    lock.token_ = fmt::format("{}:{}:{}", host_name(), ::getpid(), ns);
+    lock.token_ = fmt::format("{}:{}:{}", lock_holder_host(), ::getpid(), ns);
     const std::string text =
-        fmt::format("{}\n{} (pid {} on {}, since {})\n", lock.token_, what, ::getpid(), host_name(), utc_now());
+        fmt::format("{}\n{} (pid {} on {}, since {})\n", lock.token_, what, ::getpid(), lock_holder_host(), utc_now());
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != ssize_t(text.size())) {
       // A full disk: the lock is held all the same; a refusal then names no one.
     }

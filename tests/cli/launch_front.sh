@@ -51,7 +51,7 @@ kill -TERM $sup
 wait $sup
 rc=$?
 stopped=$(cat "$WORK/b/ck/latest_checkpointed_iteration.txt" 2> /dev/null)
-if [[ $rc == 0 && -n $stopped ]] && grep -q "^launch: attempt 1: from the beginning: sh -c .*cd .* && OMP_NUM_THREADS=1 exec mpirun .* --heartbeat-dir $WORK/b/ck/heartbeat > job.log 2>&1'" "$WORK/b.log" &&
+if [[ $rc == 0 && -n $stopped ]] && grep -q "^launch: attempt 1: from the beginning: sh -c .*cd .* && OMP_NUM_THREADS=1 exec mpirun .* --heartbeat-dir $WORK/b/ck/heartbeat --run-lock-token [^ ]* > job.log 2>&1'" "$WORK/b.log" &&
     grep -q "^launch: stopped by signal 15 (Terminated): the job saved checkpoint $WORK/b/ck/iter_$(printf %07d "$stopped") and exited 0" "$WORK/b.log"; then
   pass "(b) a symlink in sh -c \"cd DIR && mpirun ...\": recognised; SIGTERM stopped it with checkpoint $stopped, exit 0"
 else

@@ -220,8 +220,10 @@ TEST(JobCommand, AppendsWhereToResume) {
                                   "--finetune", "--no-load-optim"});
   EXPECT_TRUE(finetune.options().finetune);
   const std::vector<std::string> resumed = finetune.argv_for(resume);
-  EXPECT_EQ(std::vector<std::string>(resumed.begin() + 10, resumed.begin() + 16),
-            (std::vector<std::string>{"--load", "ck", "--finetune=false", "--no-load-optim=false", "--ckpt-step", "15"}));
+  // The user's --load hf (where the run began) gives way to the run's own checkpoint.
+  EXPECT_EQ(std::vector<std::string>(resumed.begin() + 6, resumed.begin() + 14),
+            (std::vector<std::string>{"--finetune", "--no-load-optim", "--load", "ck", "--ckpt-step", "15",
+                                      "--finetune=false", "--no-load-optim=false"}));
   EXPECT_EQ(finetune.argv_for(fresh).size(), 13u);  // the first attempt starts from --load hf as given
 
   EXPECT_NE(error_of([] { cmd::JobCommand({"mpirun", "-np", "2", "python3", "train.py"}); }).find("optimus-cc train"),

@@ -191,6 +191,14 @@ TEST(HangWatch, HungOnlyWhenNothingMovesAndNoBusyRankIsAlive) {
       watch.poll(now_seconds());
       EXPECT_FALSE(watch.hung(now_seconds())) << i;
     }
+    // Busy, but waiting for the others (the save agreement, no timeout): not work of its own.
+    // With no writer alive to move, that is a hang (a writer stopped by SIGSTOP).
+    heartbeat::begin_wait("an agreement (no timeout)", "world", -1);
+    watch.poll(now_seconds());  // (the wait's start is progress)
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    watch.poll(now_seconds());
+    EXPECT_TRUE(watch.hung(now_seconds()));
+    heartbeat::end_wait();
   }
   heartbeat::end_iteration(1);
   heartbeat::fail("out of memory");

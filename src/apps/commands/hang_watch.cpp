@@ -78,8 +78,11 @@ void HangWatch::poll(double now) {
     if (!all) return;
     armed_at_ = progress_at_ = now;
   }
+  // Long local work (a checkpoint write, a load): slow, not hung. A busy rank that waits for
+  // others (the save agreement waits for the writers without a timeout) is not working: it
+  // is the writers' progress that counts, and a writer stopped there is a hang.
   for (size_t i = 0; i < ranks_.size(); ++i)
-    if (ranks_[i].busy && alive(i, now)) moved = true;  // long local work: slow, not hung
+    if (ranks_[i].busy && !ranks_[i].main.waiting && alive(i, now)) moved = true;
   if (moved) progress_at_ = now;
 }
 

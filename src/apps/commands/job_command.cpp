@@ -380,9 +380,22 @@ void JobCommand::validate_train_flags() const {
   }
 }
 
-std::vector<std::string> JobCommand::with_train_flags(const std::vector<std::string>& flags) const {
+std::vector<std::string> JobCommand::with_train_flags(const std::vector<std::string>& flags,
+                                                      const std::vector<std::string>& dropped) const {
   if (shell_string_ == kNone) {
-    std::vector<std::string> out(argv_.begin(), argv_.begin() + std::ptrdiff_t(train_end_));
+    const size_t train_begin = train_end_ - train_flags_.size();
+    std::vector<std::string> out(argv_.begin(), argv_.begin() + std::ptrdiff_t(train_begin));
+    for (size_t i = train_begin; i < train_end_; ++i) {
+      const std::string& a = argv_[i];
+      const bool drop = std::any_of(dropped.begin(), dropped.end(), [&](const std::string& flag) {
+        return a == flag || a.rfind(flag + "=", 0) == 0;
+      });
+      if (!drop) {
+        out.push_back(a);
+      } else if (a.find('=') == std::string::npos && i + 1 < train_end_) {
+        ++i;  // (its value)
+      }
+    }
     out.insert(out.end(), flags.begin(), flags.end());
     out.insert(out.end(), argv_.begin() + std::ptrdiff_t(train_end_), argv_.end());
     return out;
@@ -398,9 +411,12 @@ std::vector<std::string> JobCommand::with_train_flags(const std::vector<std::str
 
 std::vector<std::string> JobCommand::argv_for(const Attempt& attempt) const {
   std::vector<std::string> flags;
+  std::vector<std::string> dropped;
   if (attempt.resumes) {
-    // Where the run resumes, always named: after the user's --load / --ckpt-step (where the
-    // run began), which the last value of a flag given twice replaces.
+    // Where the run resumes, always named, in place of the user's --load / --ckpt-step (where
+    // the run began). Inside a sh -c string those stay, before these: a flag given twice
+    // takes its last value.
+    dropped = {"--load", "--ckpt-step"};
     flags.insert(flags.end(), {"--load", attempt.load, "--ckpt-step", std::to_string(attempt.ckpt_step)});
     // The user's --load was a starting point (e.g. --finetune from an imported model): the
     // job's own checkpoint is a whole one.
@@ -414,7 +430,7 @@ std::vector<std::string> JobCommand::argv_for(const Attempt& attempt) const {
     flags.push_back("--exit-signal-handler");
   if (!attempt.heartbeat_dir.empty()) flags.insert(flags.end(), {"--heartbeat-dir", attempt.heartbeat_dir});
   if (!attempt.run_lock_token.empty()) flags.insert(flags.end(), {"--run-lock-token", attempt.run_lock_token});
-  return with_train_flags(flags);
+  return with_train_flags(flags, dropped);
 }
 
 }  // namespace occ::cmd

@@ -70,8 +70,10 @@ class JobCommand {
   bool find_in_shell();
   void parse_train_flags();
   void validate_train_flags() const;
-  // The user's command with `flags` after its train flags.
-  std::vector<std::string> with_train_flags(const std::vector<std::string>& flags) const;
+  // The user's command with `flags` after its train flags, and (the direct form) without
+  // the train flags named in `dropped` (with their values).
+  std::vector<std::string> with_train_flags(const std::vector<std::string>& flags,
+                                            const std::vector<std::string>& dropped = {}) const;
 
   std::vector<std::string> argv_;
   std::vector<std::string> train_flags_;  // the words after `optimus-cc train`
