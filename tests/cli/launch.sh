@@ -19,7 +19,12 @@
 #  (i) one supervisor per --save: a second one (and a plain train) is refused naming the holder;
 #      SIGHUP (a closed ssh session) to the first: its job's graceful stop, a checkpoint, exit 0,
 #      no rank left running; (j) a job that never trained is not a success; (k) SIGTERM when
-#      the ranks' heartbeats are not visible from the supervisor's host: still passed on.
+#      the ranks' heartbeats are not visible from the supervisor's host: still passed on;
+#  (l) Megatron's resume habit under the supervisor: --save L --load L on a first start trains
+#      from scratch (a notice), a rank killed mid-run, the restart resumes L's newest save, and
+#      the run ends equal to an uninterrupted one; (m) saves slower than --comm-timeout 1 (and
+#      than the hang timeout, 3/4 of it) at DP 2, where one rank waits for the other's write:
+#      they commit, no hang is declared, one attempt.
 source "$(dirname "$0")/fixture/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 MPI=(mpirun --oversubscribe -np 2)
@@ -248,5 +253,38 @@ if [[ $rc == 0 && -n $stopped && $(cat "$WORK/k/latest_checkpointed_iteration.tx
 else
   grep -v '^iter' "$WORK/k.log"
   failed "(k) SIGTERM with no heartbeat in sight: exit $rc, stopped at '$stopped'"
+fi
+# (l) --save L --load L on the first start (L does not exist), a rank killed after a few saves.
+L=("${LAUNCH[@]}" -- "${MPI[@]}" "$BIN" train "${RUN[@]}" --train-iters $ITERS --save "$WORK/l" --load "$WORK/l"
+   --save-interval 50 --metrics "$WORK/l.jsonl")
+"${L[@]}" > "$WORK/l.log" 2>&1 &
+sup=$!
+for _ in $(seq 4800); do [[ -d $WORK/l/iter_0000100 ]] && break; sleep 0.05; done
+rank=$(pgrep -P "$(pgrep -P $sup | head -1)" | tail -1)
+[[ -n $rank ]] && kill -KILL "$rank"
+wait $sup
+rc=$?
+if [[ $rc == 0 && -n $rank && $(attempts "$WORK/l.log") == 2 ]] &&
+    grep -q "^notice: --load $WORK/l holds no checkpoint yet; training from scratch" "$WORK/l.log" &&
+    grep -q "^launch: attempt 1: from the beginning: " "$WORK/l.log" &&
+    grep -q "^launch: attempt 2: resuming from $WORK/l/iter_0*[1-9][0-9]*: .*--load $WORK/l --ckpt-step [1-9]" "$WORK/l.log" &&
+    [[ $(cat "$WORK/l/latest_checkpointed_iteration.txt") == "$ITERS" ]] && compare_losses e_ref l 0; then
+  pass "(l) --save L --load L on a first start: trained from scratch, a rank killed, $(grep -o 'resuming from [^:]*' "$WORK/l.log" | sed "s|$WORK/||")"
+else
+  grep -v '^iter' "$WORK/l.log" | cut -c1-300
+  failed "(l) --save L --load L on a first start: exit $rc, rank '$rank'"
+fi
+
+# (m) Every save 2.5 s (a slow file system) under --comm-timeout 1 at DP 2 (PP 1): the writer is
+# busy, the other rank waits for it without the timeout, the supervisor sees no hang.
+"${LAUNCH[@]}" -- "${MPI[@]}" "$BIN" train "${RUN[@]}" --pipeline-model-parallel-size 1 --train-iters 4 \
+  --save "$WORK/m" --save-interval 2 --comm-timeout 1 --debug-save-delay 2.5 > "$WORK/m.log" 2>&1
+rc=$?
+if [[ $rc == 0 && $(attempts "$WORK/m.log") == 1 && $(cat "$WORK/m/latest_checkpointed_iteration.txt") == 4 ]] &&
+    grep -q "^saved checkpoint $WORK/m/iter_0000002" "$WORK/m.log" && ! grep -q "hung" "$WORK/m.log"; then
+  pass "(m) saves of 2.5 s under --comm-timeout 1 (hang timeout 0.75 s) at DP 2: committed, one attempt"
+else
+  grep -v '^iter' "$WORK/m.log" | cut -c1-300
+  failed "(m) slow saves under the supervisor: exit $rc"
 fi
 finish

@@ -347,9 +347,8 @@ int Supervisor::run() {
     }
     const std::vector<std::string> argv = job_.argv_for(a);
     say(fmt::format("attempt {}: {}: {}", attempt,
-                    resume.iteration ? "resuming from " + resume_text(resume)
-                    : train.load.empty() ? std::string("from the beginning")
-                                         : "from --load " + train.load,
+                    // ("the beginning" for a --load with nothing in it yet: --save X --load X, Megatron's habit)
+                    (resume.iteration ? "resuming from " : "from ") + resume_text(resume),
                     quoted(argv)));
     const int64_t asked_from = resume.iteration ? *resume.iteration : user_load_iteration();
     const Outcome outcome = run_attempt(argv);
