@@ -149,24 +149,32 @@ fi
 # untimed), so rank 0 stopped there is met by rank 1's next timed collective, while rank 1
 # stopped there would hold rank 0 in the gather until it continues.
 MARK="$WORK/h-$$.jsonl"
-rank0() {
+rank0() {  # the rank that holds the metrics file open: world rank 0, the logger
   local p
   for p in $(pgrep -f -- "^$BIN train .*$MARK"); do
-    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && { echo "$p"; return; }
+    find "/proc/$p/fd" -lname "$MARK" 2> /dev/null | grep -q . && { echo "$p"; return; }
   done
 }
-timeout -s KILL 90 mpirun -np 2 "$BIN" train "${MODEL[@]}" --train-iters 100000000 --comm-timeout 0.2 --metrics "$MARK" \
+timeout -s KILL 150 mpirun -np 2 "$BIN" train "${MODEL[@]}" --train-iters 100000000 --comm-timeout 0.2 --metrics "$MARK" \
   > "$WORK/h.log" 2>&1 &
 mpirun_pid=$!
 victim=
-for _ in $(seq 600); do
+for _ in $(seq 1800); do  # (up to 90 s: a loaded machine reaches the first log late)
   [[ -s $MARK ]] && victim=$(rank0)
   [[ -n $victim ]] && break
   sleep 0.05
 done
-[[ -n $victim ]] && kill -STOP $victim
-for _ in $(seq 200); do grep -q '^error: rank' "$WORK/h.log" && break; sleep 0.05; done
-[[ -n $victim ]] && kill -CONT $victim
+# Up to 3 stops of 10 s: a stop is not always met by the timeout (seen on a loaded machine: the
+# other rank kept running, no message; not yet explained, docs/training.md). This checks the
+# message's number, which needs one timeout.
+for _ in 1 2 3; do
+  [[ -n $victim ]] || break
+  kill -STOP $victim
+  for _ in $(seq 200); do grep -q '^error: rank' "$WORK/h.log" && break; sleep 0.05; done
+  kill -CONT $victim
+  grep -q '^error: rank' "$WORK/h.log" && break
+  sleep 1
+done
 wait $mpirun_pid
 said=$(grep -m1 '^error: rank' "$WORK/h.log")
 if [[ $said == "error: rank "[01]" waited more than 0.2 s for "* ]]; then
