@@ -237,7 +237,6 @@ void Trainer::finish_save(bool block) {
     heartbeat::Busy committing("checkpoint commit");
     try {
       commit_checkpoint(opt_.save, iteration);
-      set_save_in_flight("");
       if (opt_.keep_last > 0) CheckpointStore(opt_.save).keep_last(opt_.keep_last);
     } catch (const Error& e) {
       commit_error = e.what();
