@@ -86,7 +86,9 @@ elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
   EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
 fi
 [[ $SETUP == main ]] && TARGETS=(optimus-cc)
-[[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA+=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++) TARGETS=(fuzzers)
+# The fuzz tree (sanitizers on) is a second, throw-away build of the same sources: unity
+# batches, as the main job's first build, halve its compile time in CI.
+[[ ${OCC_FUZZ:-0} == 1 ]] && EXTRA+=(-DOCC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DOCC_FAST_BUILD=ON) TARGETS=(fuzzers)
 [[ -n ${OCC_TARGETS:-} ]] && read -r -a TARGETS <<< "$OCC_TARGETS"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCC_SANITIZE=$SAN "${EXTRA[@]}" > "$BUILD.cmake.log" 2>&1 \
   || { cat "$BUILD.cmake.log"; exit 1; }

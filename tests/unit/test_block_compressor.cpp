@@ -152,6 +152,7 @@ struct WireView {
   int64_t n, c, nb;
   WireView(const Format& f, const std::vector<float>& wire, int64_t n, int64_t c)
       : f(f), bytes(reinterpret_cast<const unsigned char*>(wire.data())), n(n), c(c), nb((c + f.B - 1) / f.B) {}
+  WireView(const Format&, std::vector<float>&&, int64_t, int64_t) = delete;  // it would point into a temporary
   float row_scale(int64_t i) const {
     float r;
     std::memcpy(&r, bytes + 4 * i, 4);
@@ -429,7 +430,8 @@ TEST(BlockCompressor, FiniteBlocksNeverSendANanScale) {
     std::vector<float> x(size_t(f.B), 1.0f);
     x[0] = big, x[1] = -big;
     BlockCompressor q(1, f.B, f.code, false, 1, 2);
-    WireView w(f, encode(q, x), 1, f.B);
+    const std::vector<float> wire = encode(q, x);  // WireView points into it: keep it alive
+    WireView w(f, wire, 1, f.B);
     EXPECT_NE(w.scale_code(0, 0), nan_scale_code(f.code)) << name_of(f);
   }
 }
