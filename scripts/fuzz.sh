@@ -7,7 +7,7 @@
 #
 #   bash scripts/fuzz.sh [--runs N | --minutes M] [--only a,b] [--jobs J] [--report FILE]
 # --runs N      (default 3000) N executions per harness from a fresh copy of the
-#               seeds, with a fixed seed: what CI runs (tests/cli/fuzz_smoke.sh).
+#               seeds, with a fixed seed: what CI runs (scripts/test.sh).
 # --minutes M   M minutes per harness instead, growing build-fuzz/corpus/HARNESS
 #               (kept between runs; start it from the seeds by deleting it).
 # --jobs J      harnesses run at once (default: the number of cores).

@@ -11,6 +11,8 @@
 #   OCC_SANITIZE=1  AddressSanitizer + UBSan build (use another OCC_BUILD_DIR)
 #   OCC_FUZZ=1      the libFuzzer harnesses, built by clang (scripts/fuzz.sh; use another OCC_BUILD_DIR)
 #   OCC_TARGETS     what to build (default: everything; main: optimus-cc; with OCC_FUZZ=1: the harnesses only)
+#   OCC_FAST_BUILD=ON  with OCC_SETUP=full: the library in unity batches (a one-off build, e.g. CI;
+#                   per-file compilation, the default, rebuilds less after an edit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SETUP=${OCC_SETUP:-full}
@@ -80,7 +82,8 @@ EXTRA=() TARGETS=()
 if [[ $SETUP == full ]]; then
   # Explicit, so that a build folder first configured by the main job gets the tests, CUDA
   # and per-file compilation back.
-  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD=OFF)
+  # OCC_FAST_BUILD=ON asks for unity batches anyway: a one-off build such as CI's clean clone.
+  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD="${OCC_FAST_BUILD:-OFF}")
 elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
   # A first build: the library in unity batches (CMakeLists.txt: OCC_FAST_BUILD).
   EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
