@@ -116,7 +116,7 @@ LenientLine lenient_copy(const std::string& line) {
       continue;
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       size_t j = i + 1;
-      while (j < n && ((line[j] >= '0' && line[j] <= '9') || std::strchr(".eE+-", line[j]))) ++j;
+      while (j < n && ((line[j] >= '0' && line[j] <= '9') || (line[j] != 0 && std::strchr(".eE+-", line[j])))) ++j;
       const std::string number = line.substr(i, j - i);
       char* end = nullptr;
       const double v = std::strtod(number.c_str(), &end);

@@ -54,6 +54,15 @@ TEST(ShellWords, SplitsAsTheShellDoes) {
   EXPECT_EQ(cmd::shell_quote("/x/y.z"), "/x/y.z");
 }
 
+// A NUL byte (possible in a --config string, never in argv) is part of a word: it used to
+// match strchr's terminator, become an operator of length 0, and loop for ever.
+TEST(ShellWords, NulByteIsPartOfAWord) {
+  const auto t = cmd::split_shell_words(std::string("a\0b c", 5));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].text, std::string("a\0b", 3));
+  EXPECT_EQ(t[1].text, "c");
+}
+
 TEST(JobCommand, WorldSizeFromTheLauncher) {
   EXPECT_EQ(cmd::JobCommand(with_flags({"mpirun", "-np", "4", "optimus-cc", "train"}, {"--save", "s"})).world_size(), 4);
   EXPECT_EQ(cmd::JobCommand(with_flags({"srun", "--ntasks=2", "optimus-cc", "train"}, {"--save", "s"})).world_size(), 2);

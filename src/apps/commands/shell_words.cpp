@@ -12,7 +12,8 @@ namespace occ::cmd {
 namespace {
 bool blank(char c) { return c == ' ' || c == '\t'; }
 // Characters that end an unquoted word (and begin an operator).
-bool ends_word(char c) { return blank(c) || c == '\n' || std::strchr(";&|()<>", c) != nullptr; }
+// (c != 0: strchr finds the terminator too, and a NUL would then be an operator of length 0.)
+bool ends_word(char c) { return blank(c) || c == '\n' || (c != 0 && std::strchr(";&|()<>", c) != nullptr); }
 }  // namespace
 
 std::vector<ShellToken> split_shell_words(const std::string& s) {
