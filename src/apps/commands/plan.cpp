@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
+#include "apps/commands/plan_objective.h"
 #include "apps/commands/train_flags.h"
 #include "data/tokenizer.h"
 #include "plan/auto_plan.h"
@@ -165,6 +166,8 @@ int plan(int argc, char** argv) {
                  "--max-loss-increase: DiLoCo's measured loss costs (python3 -m occtools diloco-quality); where the file "
                  "exists, DiLoCo settings are candidates for the dp link")
       ->capture_default_str();
+  ObjectiveFlags objective_flags;
+  add_objective_flags(app, objective_flags);
   app.add_flag("--critical-path", show_path, "print every node of the critical path");
   app.add_option("--json", json_path, "also write the prediction as JSON");
   app.add_flag("--ignore-unknown-flags", ignore_unknown, "accept (and ignore) flags plan does not know");
@@ -176,7 +179,8 @@ int plan(int argc, char** argv) {
     OutputPaths outputs;
     outputs.file("--json", json_path);
     for (const auto& [flag, path] : {std::pair{"--calibrate", calibrate_path}, std::pair{"--compressors-json", loss_costs_path},
-                                     std::pair{"--diloco-json", diloco_costs_path}})
+                                     std::pair{"--diloco-json", diloco_costs_path},
+                                     std::pair{"--time-to-target-json", time_to_target_path(objective_flags, loss_costs_path)}})
       if (!path.empty()) outputs.input(flag, path);
     outputs.tokenizer_inputs(opt.tokenizer);
     outputs.check();
@@ -301,15 +305,25 @@ int plan(int argc, char** argv) {
     throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
   if (app.count("--max-loss-increase") && lim.max_loss_increase < 0)
     throw UsageError(fmt::format("--max-loss-increase must be >= 0 (a percentage; got {})", lim.max_loss_increase));
+  const ObjectiveChoice objective = resolve_objective(app, objective_flags, auto_mode, app.count("--max-loss-increase") > 0,
+                                                      loss_costs_path, opt, cfg);
+  if (!objective.note.empty()) std::printf("%s\n", objective.note.c_str());
   std::unique_ptr<LossCostTable> loss_costs;
-  if (app.count("--max-loss-increase")) {
+  if (objective.objective == PlanObjective::LossBudget) {
     loss_costs = std::make_unique<LossCostTable>(LossCostTable::load(loss_costs_path));
     // DiLoCo's measurements, where they exist (an explicit --diloco-json must).
     if (app.count("--diloco-json") || std::ifstream(diloco_costs_path).good()) loss_costs->load_more(diloco_costs_path);
     lim.loss_costs = loss_costs.get();
   }
   PlanConfig shown = cfg;
-  if (auto_mode && loss_costs) {
+  AutoResult target_result;
+  if (auto_mode && objective.objective == PlanObjective::TimeToTarget) {
+    lim.target = objective.regime;
+    target_result = auto_plan(cfg, lim, measured);
+    print_time_to_target(objective, target_result, lim.tolerance);
+    shown = target_result.chosen.cfg;
+  } else if (auto_mode && loss_costs) {
+    std::printf("objective: loss-budget (the fastest plan within +%.2f %% expected loss)\n", lim.max_loss_increase);
     const AutoResult a = auto_plan(cfg, lim, measured);
     std::string sources;
     for (const std::string& p : loss_costs->paths()) sources += (sources.empty() ? "" : " and ") + p;
@@ -328,6 +342,7 @@ int plan(int argc, char** argv) {
     for (const auto& line : a.explanation) std::printf("  %s\n", line.c_str());
     shown = a.chosen.cfg;
   } else if (auto_mode) {
+    if (objective.note.empty()) std::printf("objective: time (the least compressing plan among the fastest)\n");
     const AutoResult a = auto_plan(cfg, lim, measured);
     std::printf("auto: %d plans evaluated; baseline %.3f ms, fastest %.3f ms (%s)\n", a.evaluated,
                 a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str());
@@ -356,6 +371,15 @@ int plan(int argc, char** argv) {
         for (const DilocoFragmentCost& c : stage) per_fragment.push_back({{"elements", c.elements}, {"bytes", c.bytes}});
         j["diloco_sync_per_rank"].push_back(per_fragment);
       }
+    }
+    if (auto_mode) j["objective"] = objective_name(objective.objective);
+    if (objective.regime) {
+      const Candidate& c = target_result.chosen;
+      const bool known = c.iterations.known && c.iterations.reached;
+      j["regime"] = objective.regime->name;
+      j["iterations_to_target"] = known ? nlohmann::json(c.iterations.iterations) : nlohmann::json();
+      j["predicted_time_to_target_s"] = known ? nlohmann::json(c.time_to_target()) : nlohmann::json();
+      j["iterations_how"] = c.iterations.how;
     }
     if (loss_costs) {
       const LossEstimate e = loss_costs->estimate(shown);
