@@ -253,7 +253,9 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       const StageMeasure& m = measured->stages[size_t(s)];
       st.forward = m.forward + (T > 1 ? m.tp_forward : 0.0);
       st.backward = m.backward + (T > 1 ? m.tp_backward : 0.0);
+      f.tp_seconds_forward = T > 1 ? m.tp_forward : 0.0, f.tp_seconds_backward = T > 1 ? m.tp_backward : 0.0;
     } else {
+      f.tp_seconds_forward = tp_f, f.tp_seconds_backward = tp_b;
       st.forward = f.forward_flops / rate + tp_f;
       st.backward = f.backward_flops / rate + tp_b;
     }

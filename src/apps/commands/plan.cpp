@@ -3,6 +3,7 @@
 // (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
 // with --auto chooses the compression plan (plan/auto_plan.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -128,6 +129,10 @@ int plan(int argc, char** argv) {
                                   "GB/s per node between nodes (200 Gb/s InfiniBand = 25)")->capture_default_str();
   auto* inter_lat = app.add_option("--inter-node-latency", inter_us, "microseconds per message between nodes")
                         ->capture_default_str();
+  double inter_message_us = -1;
+  auto* inter_msg_lat = app.add_option("--inter-node-message-latency", inter_message_us,
+                                       "microseconds per message sent by the main thread between nodes (pipeline "
+                                       "sends, scalar all-reduces; default: --inter-node-latency, or calibrated)");
   auto* bpv_flag = app.add_option("--bytes-per-value", cfg.bytes_per_value,
                                   "bytes per activation / parameter value on the wire (default: the run's, 2 with "
                                   "--bf16 / --fp16, else 4)");
@@ -217,6 +222,11 @@ int plan(int argc, char** argv) {
   cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
   cl.intra = {intra_gbs * 1e9, intra_us * 1e-6};
   cl.inter = {inter_gbs * 1e9, inter_us * 1e-6};
+  if (inter_msg_lat->count()) {
+    if (!std::isfinite(inter_message_us) || inter_message_us < 0)
+      throw UsageError(fmt::format("--inter-node-message-latency must be a finite number >= 0 (got {:g})", inter_message_us));
+    cl.inter.p2p_latency = inter_message_us * 1e-6;
+  }
 
   std::unique_ptr<Calibration> cal;
   if (!calibrate_path.empty()) {
@@ -258,6 +268,7 @@ int plan(int argc, char** argv) {
         calibrate(calibrate_path, run, inter_bw->count() || inter_lat->count(), intra_bw->count() || intra_lat->count(),
                   skip));
     cl.inter = cal->inter, cl.intra = cal->intra;
+    if (inter_msg_lat->count()) cl.inter.p2p_latency = inter_message_us * 1e-6;
     for (const auto& line : cal->report) std::printf("%s\n", line.c_str());
   } else {
     validate_cluster(cl);  // --nodes and --devices-per-node named before they are used
@@ -282,6 +293,9 @@ int plan(int argc, char** argv) {
     }
   }
   cfg.validate();
+  // Before any output: a bad objective, file or regime is the only line.
+  const ObjectiveChoice objective = resolve_objective(app, objective_flags, auto_mode, app.count("--max-loss-increase") > 0,
+                                                      loss_costs_path, opt, cfg);
   const Measured* measured = cal ? &cal->measured : nullptr;
 
   std::printf("model: %d layers, hidden %d, %d heads, seq %d, vocab %d; micro-batch %d, global batch %d (%d "
@@ -305,8 +319,6 @@ int plan(int argc, char** argv) {
     throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
   if (app.count("--max-loss-increase") && lim.max_loss_increase < 0)
     throw UsageError(fmt::format("--max-loss-increase must be >= 0 (a percentage; got {})", lim.max_loss_increase));
-  const ObjectiveChoice objective = resolve_objective(app, objective_flags, auto_mode, app.count("--max-loss-increase") > 0,
-                                                      loss_costs_path, opt, cfg);
   if (!objective.note.empty()) std::printf("%s\n", objective.note.c_str());
   std::unique_ptr<LossCostTable> loss_costs;
   if (objective.objective == PlanObjective::LossBudget) {
@@ -392,9 +404,17 @@ int plan(int argc, char** argv) {
       j["model_state_gib"].push_back(f.model_state_bytes / double(1 << 30));
       j["activation_gib"].push_back(f.activation_bytes / double(1 << 30));
       j["tp_bytes_per_micro_batch"].push_back(f.tp_bytes_forward + f.tp_bytes_backward);
+      j["tp_ms_per_micro_batch"].push_back((f.tp_seconds_forward + f.tp_seconds_backward) * 1e3);
       j["dp_bytes_per_rank"].push_back(f.dp_bytes);
       j["micro_batches_in_flight"].push_back(f.in_flight);
     }
+    for (const StageTimes& st : model.input.stages)
+      j["compute_ms_per_micro_batch"].push_back((st.forward + st.backward) * 1e3);  // TP collectives inside included
+    j["micro_batches"] = shown.micro_batches();
+    j["links"] = {{"inter_bandwidth", cl.inter.bandwidth}, {"inter_latency_s", cl.inter.latency},
+                  {"inter_message_latency_s", cl.inter.message_latency()}, {"intra_bandwidth", cl.intra.bandwidth},
+                  {"intra_latency_s", cl.intra.latency}};
+    if (cal) j["achieved_flops_per_rank"] = cal->measured.achieved_flops;
     j["model_chunks"] = shown.chunks();
     // Per TP rank: an activation message as sent forward, an uncompressed one backward.
     j["pp_forward_bytes"] = model.pp_forward_bytes;

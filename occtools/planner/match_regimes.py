@@ -1,0 +1,434 @@
+"""python3 -m occtools match-regimes: emulated-cluster jobs matched to three real clusters by the
+planner (issue 49, docs/planner.md "Regimes matched to real clusters").
+
+For each real setting the planner (`optimus-cc plan --json`) projects the baseline iteration's
+shares of its critical path (compute, exposed pipeline, DP, embedding, TP) and the ratio of
+pipeline to DP bytes. It then searches the knobs of an emulated job that fits this 2-core machine
+(model size, vocabulary, layout, micro-batches, nodes and ranks per node on scripts/cluster.sh,
+bandwidth, latency; at most 8 ranks) for the job whose shares, predicted by the same planner with
+this machine's calibrated costs (occtools/planner/emulated-calibration.json: compute per rank, the
+TP step, the link's efficiency and per-message costs, plus the emulated latency), match: each
+share that is >= 5 % of the real iteration within +-25 % relative, the bytes ratio within
++-25 %, or as close as the knobs allow, with the mismatch stated.
+
+    python3 -m occtools match-regimes [--bin build/optimus-cc] [--out docs/results/regimes-matched.json]
+        [--regimes paper,datacenter,cross_region] [--evaluations N] [--calibration FILE.json] [--seed S]
+
+Writes OUT (the schema helper tools read: {"regimes": [{name, real_setting, real: {shares,
+pp_to_dp_bytes, ...}, emulated: {train_flags, nodes, ranks_per_node, bandwidth, latency, shares,
+pp_to_dp_bytes, vocab_size, ...}, mismatch}]}) and OUT with .md (both side by side). Every number
+is a prediction of the planner, not a measurement. The search is seeded (--seed) and
+deterministic for a given binary and calibration; about 5-10 minutes on the 2-core machine.
+
+Shares of the critical path: compute = its compute less the TP collectives inside it (the TP
+fraction of each stage's forward + backward, averaged over stages) + optimizer; tp = that TP part
++ the TP all-gathers after pipeline receives; pipeline = exposed pipeline transfers; dp = exposed
+DP all-reduces; embedding = the embedding all-reduce; other (an extra key) = the scalar grad-norm
+and loss all-reduces. pp_to_dp_bytes: bytes on the pipeline links per iteration (both
+directions, every boundary, micro-batch and replica) over the DP wire's bytes per iteration
+(every rank).
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+from occtools.common import engine
+from occtools.common.errors import Failure, positive_int, words
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALIBRATION = os.path.join(HERE, "emulated-calibration.json")
+SHARES = ("compute", "pipeline", "dp", "embedding", "tp")
+
+# The real settings: the planner's flags for each (docs/planner.md says why these values).
+REAL = {
+    "paper": {
+        "real_setting": "the paper's cluster: GPT-2.5B (52 layers, hidden 1920, 24 heads, seq 1024), T8 P4 D4 on "
+                        "16 x 8 A100, 200 Gb/s InfiniBand per node, FP32 (TF32 GEMMs: 156 TFLOP/s x 0.45), "
+                        "micro-batch 8, global batch 512, full recomputation",
+        "flags": ["--num-layers", "52", "--hidden-size", "1920", "--num-attention-heads", "24", "--seq-length",
+                  "1024", "--max-position-embeddings", "1024", "--vocab-size", "50257", "--micro-batch-size", "8",
+                  "--global-batch-size", "512", "--tensor-model-parallel-size", "8",
+                  "--pipeline-model-parallel-size", "4", "--nodes", "16", "--devices-per-node", "8",
+                  "--device-tflops", "156", "--efficiency", "0.45", "--bytes-per-value", "4",
+                  "--inter-node-bandwidth", "25", "--checkpoint-activations"],
+        "bf16": False,
+    },
+    "datacenter": {
+        "real_setting": "a current datacenter: GPT of 8.3B (72 layers, hidden 3072, 24 heads, seq 2048), bf16 "
+                        "(989 TFLOP/s x 0.40), T8 P4 D4 on 16 x 8 H100, NVLink 450 GB/s per GPU, 400 Gb/s per GPU "
+                        "between nodes (400 GB/s per node), micro-batch 2, global batch 512 (64 micro-batches per "
+                        "pipeline), selective recomputation",
+        "flags": ["--num-layers", "72", "--hidden-size", "3072", "--num-attention-heads", "24", "--seq-length",
+                  "2048", "--max-position-embeddings", "2048", "--vocab-size", "50257", "--micro-batch-size", "2",
+                  "--global-batch-size", "512", "--tensor-model-parallel-size", "8",
+                  "--pipeline-model-parallel-size", "4", "--nodes", "16", "--devices-per-node", "8", "--bf16",
+                  "--recompute-activations", "--device-tflops", "989", "--efficiency", "0.4",
+                  "--memory-bandwidth", "3350", "--intra-node-bandwidth", "450", "--inter-node-bandwidth", "400"],
+        "bf16": True,
+    },
+    "cross_region": {
+        "real_setting": "across regions (ProtocolNanoGPT's network): GPT of 203M (8 layers, hidden 1024, 16 heads, "
+                        "seq 1024), bf16, P8 D2 on 16 H100s each its own site, every link 200 Mb/s with 50 ms "
+                        "latency (pipeline boundaries and DP replicas alike), micro-batch 8, global batch 512 (32 "
+                        "micro-batches per pipeline)",
+        "flags": ["--num-layers", "8", "--hidden-size", "1024", "--num-attention-heads", "16", "--seq-length",
+                  "1024", "--max-position-embeddings", "1024", "--vocab-size", "50257", "--micro-batch-size", "8",
+                  "--global-batch-size", "512", "--tensor-model-parallel-size", "1",
+                  "--pipeline-model-parallel-size", "8", "--nodes", "16", "--devices-per-node", "1", "--bf16",
+                  "--device-tflops", "989", "--efficiency", "0.4", "--memory-bandwidth", "3350",
+                  "--inter-node-bandwidth", "0.025", "--inter-node-latency", "50000"],
+        "bf16": True,
+    },
+}
+
+# The emulated job's knobs (what scripts/cluster.sh and train take on this machine).
+HIDDEN = (64, 128, 192, 256, 384, 512)
+LAYERS_PER_STAGE = (1, 2, 4)
+SEQ = (32, 64, 128, 256)
+VOCAB = (1024, 2048, 4096, 8192)
+MICRO_BATCH = (1, 2, 4, 8)
+MICRO_BATCHES_PER_STAGE = (1, 2, 4)  # micro-batches per pipeline = this x P (at least 2)
+BANDWIDTH_MBIT = (10, 20, 30, 50, 100, 200, 300, 500, 1000)
+LATENCY_MS = (0, 1, 2, 5, 10, 20, 50)
+MAX_RANKS = 8
+MAX_ITERATION_S = 6.0  # a few iterations well under a minute on the 2 cores
+
+
+def plan(binary, flags, tmp):
+    out = os.path.join(tmp, f"p{random.random():.12f}.json")
+    r = subprocess.run([binary, "plan", *flags, "--json", out], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Failure(f"plan failed ({' '.join(flags)}): {(r.stdout + r.stderr).strip()[-300:]}", 1)
+    with open(out) as f:
+        j = json.load(f)
+    os.remove(out)
+    return j
+
+
+def layout_of(flags):
+    get = lambda k, d: int(flags[flags.index(k) + 1]) if k in flags else d
+    return get("--tensor-model-parallel-size", 1), get("--pipeline-model-parallel-size", 1)
+
+
+def shares_of(j, tp, pp, dp):
+    """The critical path's shares and the pipeline-to-DP bytes ratio of a plan's JSON."""
+    crit = j["critical_ms"]
+    total = sum(crit.values())
+    fractions = [t / c if c > 0 else 0.0 for t, c in zip(j["tp_ms_per_micro_batch"], j["compute_ms_per_micro_batch"])]
+    tp_fraction = sum(fractions) / len(fractions)
+    shares = {
+        "compute": crit["compute"] * (1 - tp_fraction) + crit["optimizer"] + crit["compress"] + crit["decompress"],
+        "pipeline": crit["pp_comm"],
+        "dp": crit["dp_comm"],
+        "embedding": crit["emb_sync"],
+        "tp": crit["compute"] * tp_fraction + crit["tp_allgather"],
+        "other": crit["sync"],
+    }
+    shares = {k: v / total for k, v in shares.items()}
+    pp_bytes = 2.0 * (pp - 1) * j["micro_batches"] * dp * tp * j["pp_message_bytes"]
+    dp_bytes = sum(j["dp_bytes_per_rank"]) * tp * dp
+    ratio = pp_bytes / dp_bytes if dp_bytes > 0 else (math.inf if pp_bytes > 0 else 0.0)
+    return shares, ratio, total
+
+
+def real_projection(binary, name, tmp):
+    r = REAL[name]
+    j = plan(binary, r["flags"], tmp)
+    tp, pp = layout_of(r["flags"])
+    nodes, per = int(r["flags"][r["flags"].index("--nodes") + 1]), int(r["flags"][r["flags"].index("--devices-per-node") + 1])
+    dp = nodes * per // (tp * pp)
+    shares, ratio, total = shares_of(j, tp, pp, dp)
+    return {"shares": shares, "pp_to_dp_bytes": ratio, "iteration_ms": total, "layout": [tp, pp, dp],
+            "plan_flags": r["flags"]}
+
+
+class Knobs(dict):
+    """One emulated job: hidden, layers_per_stage, seq, vocab, micro_batch, mb_per_stage, tp, pp, dp,
+    bandwidth (mbit), latency (ms)."""
+
+    def key(self):
+        return tuple(sorted(self.items()))
+
+    def ranks(self):
+        return self["tp"] * self["pp"] * self["dp"]
+
+    def heads(self):
+        h = max(2, self["hidden"] // 64)
+        while h % self["tp"]:
+            h += 1
+        return h
+
+    def micro_batches(self):
+        return max(2, self["mb_per_stage"] * self["pp"])
+
+    def train_flags(self, bf16):
+        L = self["layers_per_stage"] * self["pp"]
+        gb = self["micro_batch"] * self.micro_batches() * self["dp"]
+        f = ["--num-layers", str(L), "--hidden-size", str(self["hidden"]), "--num-attention-heads", str(self.heads()),
+             "--seq-length", str(self["seq"]), "--max-position-embeddings", str(self["seq"]),
+             "--micro-batch-size", str(self["micro_batch"]), "--global-batch-size", str(gb),
+             "--tensor-model-parallel-size", str(self["tp"]), "--pipeline-model-parallel-size", str(self["pp"])]
+        return f + (["--bf16"] if bf16 else [])
+
+    def plan_flags(self, bf16, cal):
+        ranks = self.ranks()
+        rate = cal["compute"]["achieved_flops_per_rank"] * cal["compute"]["ranks"] / max(ranks, cal["cores"])
+        rate = min(rate, cal["compute"]["achieved_flops_per_rank"] * cal["compute"]["ranks"] / cal["cores"])
+        inter = cal["inter"]
+        lat = self["latency"] / 1e3
+        bw = self["bandwidth"] * 1e6 / 8 * inter["bandwidth_efficiency"]
+        return self.train_flags(bf16) + [
+            "--vocab-size", str(self["vocab"]), "--nodes", str(self["pp"] * self["dp"]),
+            "--devices-per-node", str(self["tp"]), "--device-tflops", f"{rate / 1e12:.6g}", "--efficiency", "1",
+            "--memory-bandwidth", f"{cal['memory_bandwidth_bytes_per_s'] / 1e9:.6g}",
+            "--intra-node-bandwidth", f"{cal['tp']['bandwidth_bytes_per_s'] / 1e9:.6g}",
+            "--intra-node-latency", f"{cal['tp']['latency_s'] * 1e6:.6g}",
+            "--inter-node-bandwidth", f"{bw / 1e9:.6g}",
+            "--inter-node-latency", f"{(inter['reducer_step_latency_s'] + lat) * 1e6:.6g}",
+            "--inter-node-message-latency", f"{(inter['message_latency_s'] + lat) * 1e6:.6g}"]
+
+
+def score(real, shares, ratio):
+    """The worst relative error: shares >= 5 % of the real iteration (relative), the bytes ratio
+    (relative, in log), and a share that is small in the real setting but not in the emulated one
+    (its excess over max(5 %, 1.25 x real), in units of 5 %; `other` too, the scalar all-reduces that a
+    long latency makes large)."""
+    errs = {}
+    for k in SHARES + ("other",):
+        r, e = real["shares"][k], shares[k]
+        errs[k] = abs(e - r) / r if r >= 0.05 else max(0.0, e - max(0.05, 1.25 * r)) / 0.05
+    rr = real["pp_to_dp_bytes"]
+    if rr > 0 and ratio > 0 and math.isfinite(ratio):
+        errs["pp_to_dp_bytes"] = abs(math.log(ratio / rr)) / math.log(1.25) * 0.25
+    else:
+        errs["pp_to_dp_bytes"] = 0.0 if rr == ratio else 10.0
+    # The worst error decides; the mean breaks its ties (a search step that improves the others counts).
+    return max(errs.values()) + 0.2 * sum(errs.values()) / len(errs), errs
+
+
+def allowed_layouts(real_layout):
+    tp_r, pp_r, dp_r = real_layout
+    out = []
+    for tp in (1, 2):
+        for pp in (1, 2, 4, 8):
+            for dp in (1, 2, 4):
+                if tp * pp * dp > MAX_RANKS or (tp > 1) != (tp_r > 1) or (pp > 1) != (pp_r > 1) or (dp > 1) != (dp_r > 1):
+                    continue
+                out.append((tp, pp, dp))
+    return out
+
+
+OPTIONS = {"hidden": HIDDEN, "layers_per_stage": LAYERS_PER_STAGE, "seq": SEQ, "vocab": VOCAB,
+           "micro_batch": MICRO_BATCH, "mb_per_stage": MICRO_BATCHES_PER_STAGE, "bandwidth": BANDWIDTH_MBIT,
+           "latency": LATENCY_MS}
+
+
+class Search:
+    def __init__(self, binary, real, bf16, cal, tmp, workers=2):
+        self.binary, self.real, self.bf16, self.cal, self.tmp = binary, real, bf16, cal, tmp
+        self.seen = {}
+        self.pool = ThreadPoolExecutor(workers)
+        self.layouts = allowed_layouts(real["layout"])
+
+    def evaluate_many(self, knobs_list):
+        todo = []
+        for k in knobs_list:
+            if k.key() not in self.seen and k.ranks() <= MAX_RANKS and k["hidden"] % k.heads() == 0:
+                self.seen[k.key()] = None
+                todo.append(k)
+        for k, res in zip(todo, self.pool.map(self.evaluate, todo)):
+            self.seen[k.key()] = res
+        return [self.seen.get(k.key()) for k in knobs_list]
+
+    def evaluate(self, k):
+        try:
+            j = plan(self.binary, k.plan_flags(self.bf16, self.cal), self.tmp)
+        except Failure:
+            return None
+        shares, ratio, total = shares_of(j, k["tp"], k["pp"], k["dp"])
+        s, errs = score(self.real, shares, ratio)
+        if total / 1e3 > MAX_ITERATION_S:
+            s += (total / 1e3 - MAX_ITERATION_S)  # too slow for the race: penalised
+        return {"knobs": k, "score": s, "errors": errs, "shares": shares, "pp_to_dp_bytes": ratio, "iteration_ms": total}
+
+    def best(self):
+        done = [r for r in self.seen.values() if r]
+        return min(done, key=lambda r: r["score"]) if done else None
+
+    def random_knobs(self, rng):
+        tp, pp, dp = rng.choice(self.layouts)
+        k = Knobs({name: rng.choice(opts) for name, opts in OPTIONS.items()})
+        k.update(tp=tp, pp=pp, dp=dp)
+        return k
+
+    def neighbours(self, k):
+        out = []
+        for name, opts in OPTIONS.items():
+            i = opts.index(k[name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(opts):
+                    n = Knobs(k)
+                    n[name] = opts[j]
+                    out.append(n)
+        for lay in self.layouts:
+            if lay != (k["tp"], k["pp"], k["dp"]):
+                n = Knobs(k)
+                n.update(tp=lay[0], pp=lay[1], dp=lay[2])
+                out.append(n)
+        return out
+
+    def run(self, evaluations, rng):
+        self.evaluate_many([self.random_knobs(rng) for _ in range(evaluations // 3)])
+        starts = sorted((r for r in self.seen.values() if r), key=lambda r: r["score"])[:6]
+        for start in starts:
+            current = start
+            while len(self.seen) < evaluations:
+                results = [r for r in self.evaluate_many(self.neighbours(current["knobs"])) if r]
+                better = min(results, key=lambda r: r["score"]) if results else None
+                if not better or better["score"] >= current["score"] - 1e-9:
+                    break
+                current = better
+        return self.best()
+
+
+def mismatch_text(real, best):
+    parts = []
+    for k in SHARES + ("other",):
+        r, e = real["shares"][k], best["shares"][k]
+        if r >= 0.05 and abs(e - r) / r > 0.25:
+            parts.append(f"{k} {100 * e:.1f} % vs {100 * r:.1f} % ({100 * (e - r) / r:+.0f} %)")
+        elif r < 0.05 and e > max(0.05, 1.25 * r):
+            parts.append(f"{k} {100 * e:.1f} % where the real setting has {100 * r:.1f} %")
+    rr, er = real["pp_to_dp_bytes"], best["pp_to_dp_bytes"]
+    if rr > 0 and er > 0 and abs(math.log(er / rr)) > math.log(1.25):
+        parts.append(f"pipeline-to-DP bytes {er:.3g} vs {rr:.3g}")
+    if best["iteration_ms"] / 1e3 > MAX_ITERATION_S:
+        parts.append(f"predicted iteration {best['iteration_ms'] / 1e3:.1f} s (over the {MAX_ITERATION_S:g} s budget)")
+    return "; ".join(parts) if parts else None
+
+
+def entry(name, real, best, bf16):
+    k = best["knobs"]
+    lat = f"{k['latency']}ms" if k["latency"] else "0"
+    return {
+        "name": name,
+        "real_setting": REAL[name]["real_setting"],
+        "real": {"shares": {s: round(real["shares"][s], 4) for s in SHARES}, "shares_other": round(real["shares"]["other"], 4),
+                 "pp_to_dp_bytes": round(real["pp_to_dp_bytes"], 5), "predicted_iteration_ms": round(real["iteration_ms"], 1),
+                 "layout": dict(zip(("tp", "pp", "dp"), real["layout"])), "plan_flags": real["plan_flags"]},
+        "emulated": {"train_flags": k.train_flags(bf16), "nodes": k["pp"] * k["dp"], "ranks_per_node": k["tp"],
+                     "bandwidth": f"{k['bandwidth']}mbit", "latency": lat,
+                     "shares": {s: round(best["shares"][s], 4) for s in SHARES},
+                     "shares_other": round(best["shares"]["other"], 4),
+                     "pp_to_dp_bytes": round(best["pp_to_dp_bytes"], 5),
+                     "vocab_size": k["vocab"],
+                     "predicted_iteration_ms": round(best["iteration_ms"], 1),
+                     "score": round(best["score"], 4)},
+        "mismatch": mismatch_text(real, best),
+    }
+
+
+def markdown(doc):
+    out = ["# Regimes matched to real clusters", "",
+           "Written by `python3 -m occtools match-regimes` (docs/planner.md, \"Regimes matched to real clusters\"). "
+           "Every number is the planner's prediction of the baseline iteration (no compression): the real setting "
+           "with its hardware's assumed speeds, the emulated job with this machine's calibrated costs "
+           f"({doc['calibration']}). Shares of the iteration's critical path; `other` is the scalar grad-norm and "
+           "loss all-reduces. Matched: every share >= 5 % of the real iteration within +-25 % relative, and the "
+           "pipeline-to-DP bytes ratio within +-25 %.", ""]
+    for r in doc["regimes"]:
+        e = r["emulated"]
+        out += [f"## {r['name']}", "", f"Real: {r['real_setting']}.", "",
+                f"Emulated: `scripts/cluster.sh run --nodes {e['nodes']} --ranks-per-node {e['ranks_per_node']} "
+                f"--bandwidth {e['bandwidth']} --latency {e['latency']} -- optimus-cc train {' '.join(e['train_flags'])}` "
+                f"with a {e['vocab_size']}-token vocabulary; predicted {e['predicted_iteration_ms']:.0f} ms per "
+                "iteration.", "",
+                "| | compute | pipeline | DP | embedding | TP | other | pipeline / DP bytes | iteration ms |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for label, side in (("real (projected)", r["real"]), ("emulated (predicted)", e)):
+            s = side["shares"]
+            out.append(f"| {label} | " + " | ".join(f"{100 * s[k]:.1f} %" for k in SHARES) +
+                       f" | {100 * side['shares_other']:.1f} % | {side['pp_to_dp_bytes']:.3g} | "
+                       f"{side['predicted_iteration_ms']:.0f} |")
+        out += ["", f"Mismatch: {r['mismatch'] or 'none (matched)'}.", ""]
+    return "\n".join(out) + "\n"
+
+
+def add_parser(sub):
+    ap = sub.add_parser("match-regimes", help="emulated-cluster jobs matched by the planner to three real clusters "
+                                              "(docs/results/regimes-matched.md)",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", help="optimus-cc (default build/optimus-cc)")
+    ap.add_argument("--out", default="docs/results/regimes-matched.json", help="default docs/results/regimes-matched.json")
+    ap.add_argument("--regimes", type=words, default=list(REAL), help=f"a subset of {', '.join(REAL)}")
+    ap.add_argument("--evaluations", type=positive_int, default=800, help="planner calls per regime (default 800)")
+    ap.add_argument("--calibration", default=CALIBRATION, help="this machine's fitted costs (default "
+                                                               "occtools/planner/emulated-calibration.json)")
+    ap.add_argument("--seed", type=int, default=1, help="the search's random seed (default 1)")
+    ap.set_defaults(func=main)
+
+
+def load_calibration(path):
+    try:
+        with open(path) as f:
+            cal = json.load(f)
+        for keys in (("cores",), ("compute", "achieved_flops_per_rank"), ("compute", "ranks"), ("tp", "latency_s"),
+                     ("tp", "bandwidth_bytes_per_s"), ("inter", "bandwidth_efficiency"),
+                     ("inter", "reducer_step_latency_s"), ("inter", "message_latency_s"),
+                     ("memory_bandwidth_bytes_per_s",)):
+            v = cal
+            for k in keys:
+                v = v[k]
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{'.'.join(keys)} is not a number > 0")
+        return cal
+    except OSError as e:
+        raise Failure(f"cannot read --calibration {path} ({e.strerror}); pass the file of fitted costs")
+    except (ValueError, KeyError, TypeError) as e:
+        raise Failure(f"--calibration {path} is not a calibration of this command ({e}); start from "
+                      f"occtools/planner/emulated-calibration.json")
+
+
+def main(args):
+    unknown = [r for r in args.regimes if r not in REAL]
+    if unknown:
+        raise Failure(f"--regimes: no regime {', '.join(unknown)}; pass some of {', '.join(REAL)}")
+    if os.path.abspath(args.out) == os.path.abspath(args.calibration):
+        raise Failure("--out is the --calibration file; write the result elsewhere")
+    binary = engine.binary(args.bin)
+    cal = load_calibration(args.calibration)
+    rng = random.Random(args.seed)
+    doc = {"written_by": "python3 -m occtools match-regimes", "calibration": os.path.relpath(args.calibration),
+           "regimes": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.regimes:
+            real = real_projection(binary, name, tmp)
+            search = Search(binary, real, REAL[name]["bf16"], cal, tmp)
+            best = search.run(args.evaluations, rng)
+            if not best:
+                raise Failure(f"{name}: no emulated job could be planned", 1)
+            e = entry(name, real, best, REAL[name]["bf16"])
+            e["emulated"]["evaluated"] = len(search.seen)
+            doc["regimes"].append(e)
+            print(f"{name}: real {fmt(e['real'])}; emulated {fmt(e['emulated'])} "
+                  f"({' '.join(e['emulated']['train_flags'])}, {e['emulated']['nodes']} x "
+                  f"{e['emulated']['ranks_per_node']}, {e['emulated']['bandwidth']}, {e['emulated']['latency']}); "
+                  f"mismatch: {e['mismatch']}", flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    md = os.path.splitext(args.out)[0] + ".md"
+    with open(md, "w") as f:
+        f.write(markdown(doc))
+    print(f"wrote {args.out} and {md}")
+    return 0
+
+
+def fmt(side):
+    return ", ".join(f"{k} {100 * side['shares'][k]:.1f} %" for k in SHARES) + f", pp/dp bytes {side['pp_to_dp_bytes']:.3g}"
