@@ -13,6 +13,9 @@ share that is >= 5 % of the real iteration within +-25 % relative, the bytes rat
 
     python3 -m occtools match-regimes [--bin build/optimus-cc] [--out docs/results/regimes-matched.json]
         [--regimes paper,datacenter,cross_region] [--evaluations N] [--calibration FILE.json] [--seed S]
+    python3 -m occtools match-regimes --confirm RUN.jsonl --regimes NAME [--confirm-network "300mbit 0"]
+        adds to NAME in --out the shares of a calibrated run of its emulated baseline (the run made with
+        scripts/cluster.sh run ... -- optimus-cc train FLAGS --metrics RUN.jsonl)
 
 Writes OUT (the schema helper tools read: {"regimes": [{name, real_setting, real: {shares,
 pp_to_dp_bytes, ...}, emulated: {train_flags, nodes, ranks_per_node, bandwidth, latency, shares,
@@ -350,12 +353,23 @@ def markdown(doc):
                 "iteration.", "",
                 "| | compute | pipeline | DP | embedding | TP | other | pipeline / DP bytes | iteration ms |",
                 "|---|---|---|---|---|---|---|---|---|"]
-        for label, side in (("real (projected)", r["real"]), ("emulated (predicted)", e)):
+        sides = [("real (projected)", r["real"], r["real"]["predicted_iteration_ms"]),
+                 ("emulated (predicted)", e, e["predicted_iteration_ms"])]
+        run = e.get("calibrated_run")
+        if run:
+            sides.append((f"emulated, a run at {run['network']} (planner calibrated on it)", run, run["measured_ms"]))
+        for label, side, ms in sides:
             s = side["shares"]
             out.append(f"| {label} | " + " | ".join(f"{100 * s[k]:.1f} %" for k in SHARES) +
-                       f" | {100 * side['shares_other']:.1f} % | {side['pp_to_dp_bytes']:.3g} | "
-                       f"{side['predicted_iteration_ms']:.0f} |")
+                       f" | {100 * side['shares_other']:.1f} % | {side['pp_to_dp_bytes']:.3g} | {ms:.0f} |")
         out += ["", f"Mismatch: {r['mismatch'] or 'none (matched)'}.", ""]
+        if run:
+            out += [f"The run: `{run['metrics']}`, {run['measured_ms']:.0f} ms per iteration measured (median); its "
+                    "shares are those of the planner calibrated on it (measured per-stage compute and TP times, the "
+                    "fitted link): the run's own critical path as far as the timers tell it.", ""]
+        elif r["name"]:
+            out += ["No calibrated run of this emulated job yet (`match-regimes --confirm RUN.jsonl --regimes "
+                    f"{r['name']}`).", ""]
     return "\n".join(out) + "\n"
 
 
@@ -370,6 +384,13 @@ def add_parser(sub):
     ap.add_argument("--calibration", default=CALIBRATION, help="this machine's fitted costs (default "
                                                                "occtools/planner/emulated-calibration.json)")
     ap.add_argument("--seed", type=int, default=1, help="the search's random seed (default 1)")
+    ap.add_argument("--confirm", metavar="RUN.jsonl",
+                    help="instead of searching: the metrics (train --metrics) of the emulated baseline of one regime "
+                         "(--regimes NAME) run on scripts/cluster.sh; the planner calibrated on it (plan --calibrate) "
+                         "gives the run's shares, which are added to that regime in --out beside the predicted ones")
+    ap.add_argument("--confirm-network", default="",
+                    help="--confirm: the run's network as cluster.sh took it, e.g. '300mbit 0' (recorded; default: the "
+                         "regime's own)")
     ap.set_defaults(func=main)
 
 
@@ -394,6 +415,41 @@ def load_calibration(path):
                       f"occtools/planner/emulated-calibration.json")
 
 
+def confirm(args, binary):
+    """The calibrated run's shares beside the predicted ones, in the existing --out."""
+    if len(args.regimes) != 1:
+        raise Failure("--confirm takes one regime: pass --regimes NAME")
+    try:
+        with open(args.out) as f:
+            doc = json.load(f)
+        (entry_,) = [r for r in doc["regimes"] if r["name"] == args.regimes[0]]
+        e = entry_["emulated"]
+        flags = e["train_flags"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise Failure(f"--out {args.out} has no regime {args.regimes[0]}; run match-regimes first (it writes it)")
+    tp, pp = layout_of(flags)
+    dp = e["nodes"] * e["ranks_per_node"] // (tp * pp)
+    with tempfile.TemporaryDirectory() as tmp:
+        j = plan(binary, [*flags, "--vocab-size", str(e["vocab_size"]), "--devices-per-node", str(e["ranks_per_node"]),
+                          "--calibrate", args.confirm], tmp)
+    shares, ratio, total = shares_of(j, tp, pp, dp)
+    e["calibrated_run"] = {
+        "metrics": args.confirm, "network": args.confirm_network or f"{e['bandwidth']} {e['latency']}",
+        "measured_ms": round(j.get("calibrated_ms", 0.0), 1), "critical_path_ms": round(total, 1),
+        "shares": {k: round(shares[k], 4) for k in SHARES}, "shares_other": round(shares["other"], 4),
+        "pp_to_dp_bytes": round(ratio, 5),
+        "how": "plan --calibrate on the run (measured per-stage compute and TP times, the fitted link), its "
+               "predicted critical path's shares"}
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    with open(os.path.splitext(args.out)[0] + ".md", "w") as f:
+        f.write(markdown(doc))
+    print(f"{args.regimes[0]}: calibrated on {args.confirm}: {fmt(e['calibrated_run'])}; measured "
+          f"{e['calibrated_run']['measured_ms']:.0f} ms per iteration")
+    return 0
+
+
 def main(args):
     unknown = [r for r in args.regimes if r not in REAL]
     if unknown:
@@ -401,6 +457,8 @@ def main(args):
     if os.path.abspath(args.out) == os.path.abspath(args.calibration):
         raise Failure("--out is the --calibration file; write the result elsewhere")
     binary = engine.binary(args.bin)
+    if args.confirm:
+        return confirm(args, binary)
     cal = load_calibration(args.calibration)
     rng = random.Random(args.seed)
     doc = {"written_by": "python3 -m occtools match-regimes", "calibration": os.path.relpath(args.calibration),
