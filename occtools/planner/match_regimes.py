@@ -135,7 +135,7 @@ def shares_of(j, tp, pp, dp):
     shares = {k: v / total for k, v in shares.items()}
     pp_bytes = 2.0 * (pp - 1) * j["micro_batches"] * dp * tp * j["pp_message_bytes"]
     dp_bytes = sum(j["dp_bytes_per_rank"]) * tp * dp
-    ratio = pp_bytes / dp_bytes if dp_bytes > 0 else (math.inf if pp_bytes > 0 else 0.0)
+    ratio = pp_bytes / dp_bytes if dp_bytes > 0 else None  # no DP traffic: no ratio (JSON null)
     return shares, ratio, total
 
 
@@ -206,7 +206,7 @@ def score(real, shares, ratio):
         r, e = real["shares"][k], shares[k]
         errs[k] = abs(e - r) / r if r >= 0.05 else max(0.0, e - max(0.05, 1.25 * r)) / 0.05
     rr = real["pp_to_dp_bytes"]
-    if rr > 0 and ratio > 0 and math.isfinite(ratio):
+    if rr and ratio:
         errs["pp_to_dp_bytes"] = abs(math.log(ratio / rr)) / math.log(1.25) * 0.25
     else:
         errs["pp_to_dp_bytes"] = 0.0 if rr == ratio else 10.0
@@ -308,11 +308,15 @@ def mismatch_text(real, best):
         elif r < 0.05 and e > max(0.05, 1.25 * r):
             parts.append(f"{k} {100 * e:.1f} % where the real setting has {100 * r:.1f} %")
     rr, er = real["pp_to_dp_bytes"], best["pp_to_dp_bytes"]
-    if rr > 0 and er > 0 and abs(math.log(er / rr)) > math.log(1.25):
+    if rr and er and abs(math.log(er / rr)) > math.log(1.25):
         parts.append(f"pipeline-to-DP bytes {er:.3g} vs {rr:.3g}")
     if best["iteration_ms"] / 1e3 > MAX_ITERATION_S:
         parts.append(f"predicted iteration {best['iteration_ms'] / 1e3:.1f} s (over the {MAX_ITERATION_S:g} s budget)")
     return "; ".join(parts) if parts else None
+
+
+def rounded(x):
+    return None if x is None else round(x, 5)
 
 
 def entry(name, real, best, bf16):
@@ -322,13 +326,13 @@ def entry(name, real, best, bf16):
         "name": name,
         "real_setting": REAL[name]["real_setting"],
         "real": {"shares": {s: round(real["shares"][s], 4) for s in SHARES}, "shares_other": round(real["shares"]["other"], 4),
-                 "pp_to_dp_bytes": round(real["pp_to_dp_bytes"], 5), "predicted_iteration_ms": round(real["iteration_ms"], 1),
+                 "pp_to_dp_bytes": rounded(real["pp_to_dp_bytes"]), "predicted_iteration_ms": round(real["iteration_ms"], 1),
                  "layout": dict(zip(("tp", "pp", "dp"), real["layout"])), "plan_flags": real["plan_flags"]},
         "emulated": {"train_flags": k.train_flags(bf16), "nodes": k["pp"] * k["dp"], "ranks_per_node": k["tp"],
                      "bandwidth": f"{k['bandwidth']}mbit", "latency": lat,
                      "shares": {s: round(best["shares"][s], 4) for s in SHARES},
                      "shares_other": round(best["shares"]["other"], 4),
-                     "pp_to_dp_bytes": round(best["pp_to_dp_bytes"], 5),
+                     "pp_to_dp_bytes": rounded(best["pp_to_dp_bytes"]),
                      "vocab_size": k["vocab"],
                      "predicted_iteration_ms": round(best["iteration_ms"], 1),
                      "score": round(best["score"], 4)},
@@ -361,7 +365,7 @@ def markdown(doc):
         for label, side, ms in sides:
             s = side["shares"]
             out.append(f"| {label} | " + " | ".join(f"{100 * s[k]:.1f} %" for k in SHARES) +
-                       f" | {100 * side['shares_other']:.1f} % | {side['pp_to_dp_bytes']:.3g} | {ms:.0f} |")
+                       f" | {100 * side['shares_other']:.1f} % | {ratio_text(side)} | {ms:.0f} |")
         out += ["", f"Mismatch: {r['mismatch'] or 'none (matched)'}.", ""]
         if run:
             out += [f"The run: `{run['metrics']}`, {run['measured_ms']:.0f} ms per iteration measured (median); its "
@@ -437,7 +441,7 @@ def confirm(args, binary):
         "metrics": args.confirm, "network": args.confirm_network or f"{e['bandwidth']} {e['latency']}",
         "measured_ms": round(j.get("calibrated_ms", 0.0), 1), "critical_path_ms": round(total, 1),
         "shares": {k: round(shares[k], 4) for k in SHARES}, "shares_other": round(shares["other"], 4),
-        "pp_to_dp_bytes": round(ratio, 5),
+        "pp_to_dp_bytes": None if ratio is None else round(ratio, 5),
         "how": "plan --calibrate on the run (measured per-stage compute and TP times, the fitted link), its "
                "predicted critical path's shares"}
     with open(args.out, "w") as f:
@@ -489,4 +493,9 @@ def main(args):
 
 
 def fmt(side):
-    return ", ".join(f"{k} {100 * side['shares'][k]:.1f} %" for k in SHARES) + f", pp/dp bytes {side['pp_to_dp_bytes']:.3g}"
+    return ", ".join(f"{k} {100 * side['shares'][k]:.1f} %" for k in SHARES) + f", pp/dp bytes {ratio_text(side)}"
+
+
+def ratio_text(side):
+    r = side["pp_to_dp_bytes"]
+    return "n/a (no DP)" if r is None else f"{r:.3g}"

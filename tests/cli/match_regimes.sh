@@ -4,7 +4,7 @@
 # the schema helper tools read, its shares are the planner's (each side sums to 1 with
 # `other`; the real side equals a direct `plan --json` of the real setting), the emulated job
 # fits the machine (<= 8 ranks) and the mismatch is stated exactly when a share misses
-# +-25 %; bad input is a one-line error. About 15 s.
+# +-25 %; --confirm adds a calibrated run's shares; bad input is a one-line error. About 25 s.
 source "$(dirname "$0")/fixture/lib.sh"
 cd "$SRC" || exit 1
 MR=("$PY" -m occtools match-regimes --bin "$BIN")
@@ -39,6 +39,30 @@ ok = ok and all(k in (r["mismatch"] or "") for k in missed) and (r["mismatch"] i
 ok = ok and os.path.isfile(sys.argv[1][:-5] + ".md")
 sys.exit(0 if ok else 1)
 EOF
+# --confirm: a run of a regime's emulated baseline (here a tiny P2 job on 2 local ranks, for a
+# hand-made regime) calibrates the planner; its shares are added beside the predicted ones.
+"$PY" - "$WORK/m.json" "$WORK/c.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+e = doc["regimes"][0]["emulated"]
+e.update(train_flags=["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
+                      "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "8",
+                      "--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "2"],
+         nodes=2, ranks_per_node=1, vocab_size=512)
+json.dump(doc, open(sys.argv[2], "w"))
+EOF
+if timeout 120 mpirun -np 2 --oversubscribe "$BIN" train "${TINY[@]}" --pipeline-model-parallel-size 2 \
+    --global-batch-size 8 --train-iters 5 --eval-iters 0 --metrics "$WORK/run.jsonl" > "$WORK/train.log" 2>&1 \
+    && "${MR[@]}" --confirm "$WORK/run.jsonl" --regimes cross_region --out "$WORK/c.json" > "$WORK/confirm.log" 2>&1 \
+    && "$PY" -c 'import json, sys
+run = json.load(open(sys.argv[1]))["regimes"][0]["emulated"]["calibrated_run"]
+assert abs(sum(run["shares"].values()) + run["shares_other"] - 1) < 1e-3 and run["measured_ms"] > 0, run
+assert "a run at" in open(sys.argv[2]).read()' "$WORK/c.json" "$WORK/c.md"; then
+  pass "--confirm: $(cut -c1-150 "$WORK/confirm.log")"
+else
+  failed "--confirm: $(tail -2 "$WORK/train.log" "$WORK/confirm.log")"
+fi
+
 one_error() {  # NAME PATTERN -- COMMAND...
   local name=$1 pattern=$2
   shift 3
