@@ -200,5 +200,7 @@ TEST(PlanTimeToTarget, AutoPlanPicksByPredictedTimeToTarget) {
   EXPECT_TRUE(a.chosen.cfg.grad_comp.enabled);
   EXPECT_LT(a.chosen.time_to_target(), a.baseline.time_to_target());
   for (const Candidate& c : a.considered)
-    if (c.iterations.known && c.iterations.reached) EXPECT_GE(c.time_to_target(), a.chosen.time_to_target() - 1e-12);
+    if (c.iterations.known && c.iterations.reached) {
+      EXPECT_GE(c.time_to_target(), a.chosen.time_to_target() - 1e-12);
+    }
 }
