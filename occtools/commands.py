@@ -15,6 +15,7 @@ from occtools.bench import layouts as bench_layouts
 from occtools.planner import projection as plan_projection
 from occtools.planner import scale_features as plan_scale_features
 from occtools.planner import validate as validate_planner
+from occtools.planner import match_regimes
 from occtools.quality import cli as quality
 from occtools.compressors import cli as compressors
 from occtools.compressors import entropy as entropy_report
@@ -25,7 +26,7 @@ GROUPS = (
     ("experiments", (quality, compressors, entropy_report, lep_shapes, llama, diloco_quality, regime)),
     ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run, chaos,
                     bench_async_save)),
-    ("planner", (validate_planner, plan_projection, plan_scale_features)),
+    ("planner", (validate_planner, plan_projection, plan_scale_features, match_regimes)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),
     ("checks", (check_layers,)),

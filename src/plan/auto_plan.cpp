@@ -232,6 +232,47 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
   return plans;
 }
 
+// Time-to-target candidates: each measured variant on the plan's model and
+// layout, plus the plans its measurement covers (EC on its CB, SC on its DP
+// compression) and FE on or off (lossless), each once.
+std::vector<PlanConfig> target_plans(const PlanConfig& base, const TargetRegime& regime) {
+  std::vector<PlanConfig> plans;
+  std::vector<std::string> seen;
+  auto add = [&](const PlanConfig& c) {
+    const std::string key = compression_flags(c);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+    seen.push_back(key);
+    plans.push_back(c);
+  };
+  for (const TargetVariant& v : regime.variants) {
+    const PlanConfig measured = v.compression.applied_to(base);
+    std::vector<PlanConfig> ecs{measured};
+    if (measured.cb.enabled && !measured.cb.epilogue_only && base.pp > 1) {
+      PlanConfig c = measured;
+      c.cb.epilogue_only = true;
+      ecs.push_back(c);
+    }
+    for (const PlanConfig& e : ecs) {
+      std::vector<PlanConfig> scs{e};
+      const int k = e.grad_comp.selective_way;
+      if (e.grad_comp.enabled && base.dp > 1 && !(k >= 1 && k < base.pp))
+        for (int way = 1; way < base.pp; ++way) {
+          PlanConfig c = e;
+          c.grad_comp.selective_way = way;
+          scs.push_back(c);
+        }
+      for (const PlanConfig& c : scs)
+        for (bool fe : {false, true}) {
+          if (fe && c.diloco.enabled()) continue;  // DiLoCo refuses FE
+          PlanConfig f = c;
+          f.emb_comm_opt = fe;
+          add(f);
+        }
+    }
+  }
+  return plans;
+}
+
 }  // namespace
 
 AutoResult auto_plan(const PlanConfig& base_in, const AutoLimits& lim, const Measured* measured) {
@@ -244,6 +285,32 @@ AutoResult auto_plan(const PlanConfig& base_in, const AutoLimits& lim, const Mea
   AutoResult res;
   res.baseline = evaluate(base, measured);
   std::vector<Candidate> all;
+  if (lim.target) {
+    res.baseline.iterations = iterations_to_target(*lim.target, LossCostTable::settings_of(base));
+    std::vector<TargetCandidate> scored;
+    for (const PlanConfig& c : target_plans(base, *lim.target)) {
+      ++res.evaluated;
+      Candidate cand = evaluate(c, measured);
+      cand.iterations = iterations_to_target(*lim.target, LossCostTable::settings_of(c));
+      all.push_back(cand);
+      scored.push_back({cand.seconds, cand.iterations});
+    }
+    const int chosen = choose_by_time_to_target(scored, lim.tolerance);
+    for (const TargetCandidate& t : scored) res.within_budget += t.eligible() ? 1 : 0;
+    res.none_eligible = chosen < 0;
+    res.chosen = chosen < 0 ? res.baseline : all[size_t(chosen)];
+    res.fastest = res.chosen;
+    for (const Candidate& c : all)
+      if (c.iterations.known && c.iterations.reached && c.time_to_target() < res.fastest.time_to_target()) res.fastest = c;
+    res.considered = all;
+    std::stable_sort(res.considered.begin(), res.considered.end(), [](const Candidate& a, const Candidate& b) {
+      const bool ea = a.iterations.known && a.iterations.reached, eb = b.iterations.known && b.iterations.reached;
+      if (ea != eb) return ea;
+      return ea ? a.time_to_target() < b.time_to_target() : a.seconds < b.seconds;
+    });
+    explain(res, measured);
+    return res;
+  }
   if (lim.loss_costs) {
     res.baseline.loss = lim.loss_costs->estimate(base);
     for (const PlanConfig& c : measured_plans(base, *lim.loss_costs)) {

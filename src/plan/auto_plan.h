@@ -12,11 +12,19 @@
 // FE); each plan's expected loss cost comes from the table (loss_costs.h);
 // the fastest plan whose cost is within the budget wins, and among plans
 // within `tolerance` of its time, the one with the lowest cost.
+//
+// Time to target (with a TargetRegime, --objective time-to-target): the
+// candidates are the race's measured variants on the plan's model and layout,
+// with the EC / SC / FE variants their measurements cover; each plan's
+// iterations to the target come from the regime (time_to_target.h), its
+// predicted time to target is the predicted iteration time x those
+// iterations, and the lowest wins (choose_by_time_to_target).
 #include <string>
 #include <vector>
 
 #include "plan/loss_costs.h"
 #include "plan/model_cost.h"
+#include "plan/time_to_target.h"
 
 namespace occ::plan {
 
@@ -29,6 +37,8 @@ struct AutoLimits {
   // Quality-aware mode: measured loss costs and the budget in % of the baseline's loss.
   const LossCostTable* loss_costs = nullptr;
   double max_loss_increase = 0.5;
+  // Time-to-target mode: the regime's measured iterations to its target.
+  const TargetRegime* target = nullptr;
 };
 
 struct Candidate {
@@ -37,6 +47,8 @@ struct Candidate {
   double compressed_fraction = 0;  // DP gradient elements compressed / all
   double cb_fraction = 0;          // backward messages compressed / all
   LossEstimate loss;               // quality-aware mode: expected loss cost
+  IterationsEstimate iterations;   // time-to-target mode: iterations to the target
+  double time_to_target() const { return seconds * iterations.iterations; }
 };
 
 struct AutoResult {
@@ -44,6 +56,9 @@ struct AutoResult {
   int evaluated = 0;
   int within_budget = 0;  // quality-aware mode: plans whose loss cost is known and within the budget
   std::vector<std::string> explanation;  // why: the critical path before and after
+  // Time-to-target mode: every candidate, eligible or not, fastest to target first.
+  std::vector<Candidate> considered;
+  bool none_eligible = false;  // no candidate reached the target: chosen is the baseline
 };
 
 AutoResult auto_plan(const PlanConfig& base, const AutoLimits& limits, const Measured* measured);

@@ -253,7 +253,9 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       const StageMeasure& m = measured->stages[size_t(s)];
       st.forward = m.forward + (T > 1 ? m.tp_forward : 0.0);
       st.backward = m.backward + (T > 1 ? m.tp_backward : 0.0);
+      f.tp_seconds_forward = T > 1 ? m.tp_forward : 0.0, f.tp_seconds_backward = T > 1 ? m.tp_backward : 0.0;
     } else {
+      f.tp_seconds_forward = tp_f, f.tp_seconds_backward = tp_b;
       st.forward = f.forward_flops / rate + tp_f;
       st.backward = f.backward_flops / rate + tp_b;
     }
@@ -278,6 +280,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
     if (wraps || !last) {
       const std::vector<int> ends{place.rank(s, 0, 0), place.rank((s + 1) % P, 0, 0)};
       st.send_forward = transfer_seconds(out.pp_forward_bytes, place.link(ends), place.link_sharing(ends, s));
+      st.send_forward_latency = place.link(ends).message_latency();
     }
     if (wraps || !first) {
       const std::vector<int> ends{place.rank(s, 0, 0), place.rank((s + P - 1) % P, 0, 0)};
@@ -285,6 +288,7 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
       const int sh = place.link_sharing(ends, s);
       st.send_backward = transfer_seconds(out.pp_message_bytes, l, sh);
       st.send_backward_compressed = transfer_seconds(out.pp_compressed_bytes, l, sh);
+      st.send_backward_latency = l.message_latency();
       st.compress = compress_s;
     }
     if (wraps || !last) st.decompress = decompress_s;

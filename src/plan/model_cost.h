@@ -117,6 +117,8 @@ struct StageFacts {
   // flight (+ one layer's whole activations while it is recomputed).
   double activation_bytes_per_layer = 0, activation_bytes = 0;
   double tp_bytes_forward = 0, tp_bytes_backward = 0;  // TP ring bytes per rank per micro-batch
+  // Of StageTimes::forward / backward, the TP collectives' seconds (per micro-batch).
+  double tp_seconds_forward = 0, tp_seconds_backward = 0;
 };
 
 struct CostModel {

@@ -125,6 +125,16 @@ SimResult simulate(const SimInput& in) {
     return g.add(fmt::format("s{} F{}", s, name), Category::Compute, s, {g.end_of(th)}, (1.0 - done) * total);
   };
 
+  // A send occupies its link for its time less the latency; the message then
+  // travels for the latency (a node of its own), and that arrival is what the
+  // receiver waits for.
+  auto occupancy = [](double send, double latency) { return send - std::clamp(latency, 0.0, send); };
+  auto in_flight = [&](int x, double send, double latency) {
+    const double lat = std::clamp(latency, 0.0, send);
+    if (lat <= 0) return x;
+    const SimNode& sent = g.nodes[size_t(x)];
+    return g.add(sent.name + " (in flight: latency)", Category::PipelineComm, sent.stage, {g.end_of(x)}, lat);
+  };
   // Runs each stage's program as far as its messages allow; 1F1B (plain or
   // interleaved) never deadlocks.
   for (bool progress = true; progress;) {
@@ -147,8 +157,9 @@ SimResult simulate(const SimInput& in) {
           th = forward(s, c, name, th);
           if (vs < last_virtual) {
             const int x = g.add(fmt::format("s{} send F{} to s{}", s, name, nxt), Category::PipelineComm, s,
-                                {g.end_of(th), g.end_of(link_fwd[size_t(s)])}, st.send_forward);
-            link_fwd[size_t(s)] = fwd_msg[size_t(s)][at(c, j)] = x;
+                                {g.end_of(th), g.end_of(link_fwd[size_t(s)])}, occupancy(st.send_forward, st.send_forward_latency));
+            link_fwd[size_t(s)] = x;
+            fwd_msg[size_t(s)][at(c, j)] = in_flight(x, st.send_forward, st.send_forward_latency);
             sends[size_t(s)].push_back(x);
             if (in.blocking_sends) th = x;
           }
@@ -169,10 +180,12 @@ SimResult simulate(const SimInput& in) {
             const bool compressed = CompressedBackprop::compresses(in.cb, late[size_t(s)][size_t(c)][size_t(j)]);
             if (compressed)
               th = g.add(fmt::format("s{} compress B{}", s, name), Category::Compress, s, {g.end_of(th)}, st.compress);
+            const double send = compressed ? st.send_backward_compressed : st.send_backward;
             const int x = g.add(fmt::format("s{} send B{} to s{}{}", s, name, prev, compressed ? " (compressed)" : ""),
                                 Category::PipelineComm, s, {g.end_of(th), g.end_of(link_bwd[size_t(s)])},
-                                compressed ? st.send_backward_compressed : st.send_backward);
-            link_bwd[size_t(s)] = bwd_msg[size_t(s)][at(c, j)] = x;
+                                occupancy(send, st.send_backward_latency));
+            link_bwd[size_t(s)] = x;
+            bwd_msg[size_t(s)][at(c, j)] = in_flight(x, send, st.send_backward_latency);
             sends[size_t(s)].push_back(x);
             if (in.blocking_sends) th = x;
           }

@@ -61,6 +61,10 @@ struct StageTimes {
   double send_forward = 0;            // link occupancy of one activation message to s+1 (mod P)
   double send_backward = 0;           // ... of one activation-gradient message to s-1 (mod P)
   double send_backward_compressed = 0;
+  // Of each send above, the link latency: the message is in flight for it after
+  // leaving the link, which meanwhile carries the next message (a long path
+  // holds several messages at once); the receiver waits for the arrival.
+  double send_forward_latency = 0, send_backward_latency = 0;
   double compress = 0;                // CB encode of one backward message (sender)
   double decompress = 0;              // CB decode of one message received from s+1
   double gather = 0;                  // TP all-gather after each receive

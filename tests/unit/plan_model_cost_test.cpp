@@ -115,6 +115,9 @@ TEST(PlanModelCost, MainThreadMessagesUseTheirOwnLatency) {
   const auto& b = m.input.stages[0].buckets.front();
   EXPECT_NEAR(b.seconds, 2 * 5e-3 + b.bytes / 1e9, 1e-12);
   EXPECT_NEAR(m.input.stages[0].send_forward, 1e-4 + m.pp_message_bytes / 1e9, 1e-12);
+  // Of it, the latency is in flight (the link carries the next message meanwhile).
+  EXPECT_EQ(m.input.stages[0].send_forward_latency, 1e-4);
+  EXPECT_EQ(m.input.stages[1].send_backward_latency, 1e-4);
   EXPECT_NEAR(m.input.grad_norm_sync, 2 * 1e-4 + 8.0 / 1e9, 1e-12);
   EXPECT_NEAR(m.input.loss_sync, 6 * 1e-4 + 2.0 * 3 / 4 * 8 / 1e9, 1e-12);
   // Unset: one latency for everything.

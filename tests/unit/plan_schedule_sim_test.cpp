@@ -210,3 +210,24 @@ TEST(PlanScheduleSim, OverlappedParameterGatherHidesBehindTheForwardBeforeItsUse
   for (auto& st : in.stages) st.param_gather_regions = {{0.2, 0, 0.0}, {0.2, 0, 0.9}};
   EXPECT_DOUBLE_EQ(simulate(in).iteration, simulate(uniform(2, 2, 1.0, 2.0)).iteration + 0.2);
 }
+
+TEST(PlanScheduleSim, LatencyIsInFlightNotLinkOccupancy) {
+  // P2, M2: 1F1B's stage 0 runs F0 F1 before its first backward, so it sends two activations
+  // back to back. Each send takes b on the link and then a latency L in flight; the link
+  // carries F1 during F0's flight, so F1 arrives at tf + 2b + L (b >= tf), not tf + 2(b + L)
+  // as if the latency occupied the link.
+  const double tf = 0.01, tb = 0.01, b = 0.05, L = 1.0;
+  SimInput in = uniform(2, 2, tf, tb, b + L);
+  for (auto& st : in.stages) st.send_forward_latency = st.send_backward_latency = L;
+  const SimResult r = simulate(in);
+  double second_forward_start = -1;
+  for (const SimNode& n : r.nodes)
+    if (n.name == "s1 F1") second_forward_start = n.start;
+  EXPECT_NEAR(second_forward_start, tf + 2 * b + L, 1e-9);
+  EXPECT_NEAR(critical_sum(r), r.iteration, 1e-9);
+  // One micro-batch: the latency counts once per boundary and direction, as before.
+  SimInput one = uniform(2, 1, 1.0, 2.0, 0.25);
+  for (auto& st : one.stages) st.send_forward_latency = st.send_backward_latency = 0.2;
+  EXPECT_DOUBLE_EQ(simulate(one).iteration, 2 * 3.0 + 2 * 0.25);
+  EXPECT_NEAR(critical_sum(simulate(one)), 2 * 3.0 + 2 * 0.25, 1e-12);
+}

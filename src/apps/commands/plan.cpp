@@ -3,12 +3,14 @@
 // (plan/schedule_sim.h), optionally calibrated on a real run's metrics, and
 // with --auto chooses the compression plan (plan/auto_plan.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/commands/commands.h"
+#include "apps/commands/plan_objective.h"
 #include "apps/commands/train_flags.h"
 #include "data/tokenizer.h"
 #include "plan/auto_plan.h"
@@ -127,6 +129,10 @@ int plan(int argc, char** argv) {
                                   "GB/s per node between nodes (200 Gb/s InfiniBand = 25)")->capture_default_str();
   auto* inter_lat = app.add_option("--inter-node-latency", inter_us, "microseconds per message between nodes")
                         ->capture_default_str();
+  double inter_message_us = -1;
+  auto* inter_msg_lat = app.add_option("--inter-node-message-latency", inter_message_us,
+                                       "microseconds per message sent by the main thread between nodes (pipeline "
+                                       "sends, scalar all-reduces; default: --inter-node-latency, or calibrated)");
   auto* bpv_flag = app.add_option("--bytes-per-value", cfg.bytes_per_value,
                                   "bytes per activation / parameter value on the wire (default: the run's, 2 with "
                                   "--bf16 / --fp16, else 4)");
@@ -165,6 +171,8 @@ int plan(int argc, char** argv) {
                  "--max-loss-increase: DiLoCo's measured loss costs (python3 -m occtools diloco-quality); where the file "
                  "exists, DiLoCo settings are candidates for the dp link")
       ->capture_default_str();
+  ObjectiveFlags objective_flags;
+  add_objective_flags(app, objective_flags);
   app.add_flag("--critical-path", show_path, "print every node of the critical path");
   app.add_option("--json", json_path, "also write the prediction as JSON");
   app.add_flag("--ignore-unknown-flags", ignore_unknown, "accept (and ignore) flags plan does not know");
@@ -176,7 +184,8 @@ int plan(int argc, char** argv) {
     OutputPaths outputs;
     outputs.file("--json", json_path);
     for (const auto& [flag, path] : {std::pair{"--calibrate", calibrate_path}, std::pair{"--compressors-json", loss_costs_path},
-                                     std::pair{"--diloco-json", diloco_costs_path}})
+                                     std::pair{"--diloco-json", diloco_costs_path},
+                                     std::pair{"--time-to-target-json", time_to_target_path(objective_flags, loss_costs_path)}})
       if (!path.empty()) outputs.input(flag, path);
     outputs.tokenizer_inputs(opt.tokenizer);
     outputs.check();
@@ -213,6 +222,11 @@ int plan(int argc, char** argv) {
   cl.device_flops = tflops * 1e12, cl.memory_bandwidth = mem_gbs * 1e9;
   cl.intra = {intra_gbs * 1e9, intra_us * 1e-6};
   cl.inter = {inter_gbs * 1e9, inter_us * 1e-6};
+  if (inter_msg_lat->count()) {
+    if (!std::isfinite(inter_message_us) || inter_message_us < 0)
+      throw UsageError(fmt::format("--inter-node-message-latency must be a finite number >= 0 (got {:g})", inter_message_us));
+    cl.inter.p2p_latency = inter_message_us * 1e-6;
+  }
 
   std::unique_ptr<Calibration> cal;
   if (!calibrate_path.empty()) {
@@ -254,6 +268,7 @@ int plan(int argc, char** argv) {
         calibrate(calibrate_path, run, inter_bw->count() || inter_lat->count(), intra_bw->count() || intra_lat->count(),
                   skip));
     cl.inter = cal->inter, cl.intra = cal->intra;
+    if (inter_msg_lat->count()) cl.inter.p2p_latency = inter_message_us * 1e-6;
     for (const auto& line : cal->report) std::printf("%s\n", line.c_str());
   } else {
     validate_cluster(cl);  // --nodes and --devices-per-node named before they are used
@@ -278,6 +293,9 @@ int plan(int argc, char** argv) {
     }
   }
   cfg.validate();
+  // Before any output: a bad objective, file or regime is the only line.
+  const ObjectiveChoice objective = resolve_objective(app, objective_flags, auto_mode, app.count("--max-loss-increase") > 0,
+                                                      loss_costs_path, opt, cfg);
   const Measured* measured = cal ? &cal->measured : nullptr;
 
   std::printf("model: %d layers, hidden %d, %d heads, seq %d, vocab %d; micro-batch %d, global batch %d (%d "
@@ -301,15 +319,23 @@ int plan(int argc, char** argv) {
     throw UsageError("--max-loss-increase chooses among plans: it needs --auto");
   if (app.count("--max-loss-increase") && lim.max_loss_increase < 0)
     throw UsageError(fmt::format("--max-loss-increase must be >= 0 (a percentage; got {})", lim.max_loss_increase));
+  if (!objective.note.empty()) std::printf("%s\n", objective.note.c_str());
   std::unique_ptr<LossCostTable> loss_costs;
-  if (app.count("--max-loss-increase")) {
+  if (objective.objective == PlanObjective::LossBudget) {
     loss_costs = std::make_unique<LossCostTable>(LossCostTable::load(loss_costs_path));
     // DiLoCo's measurements, where they exist (an explicit --diloco-json must).
     if (app.count("--diloco-json") || std::ifstream(diloco_costs_path).good()) loss_costs->load_more(diloco_costs_path);
     lim.loss_costs = loss_costs.get();
   }
   PlanConfig shown = cfg;
-  if (auto_mode && loss_costs) {
+  AutoResult target_result;
+  if (auto_mode && objective.objective == PlanObjective::TimeToTarget) {
+    lim.target = objective.regime;
+    target_result = auto_plan(cfg, lim, measured);
+    print_time_to_target(objective, target_result, lim.tolerance);
+    shown = target_result.chosen.cfg;
+  } else if (auto_mode && loss_costs) {
+    std::printf("objective: loss-budget (the fastest plan within +%.2f %% expected loss)\n", lim.max_loss_increase);
     const AutoResult a = auto_plan(cfg, lim, measured);
     std::string sources;
     for (const std::string& p : loss_costs->paths()) sources += (sources.empty() ? "" : " and ") + p;
@@ -328,6 +354,7 @@ int plan(int argc, char** argv) {
     for (const auto& line : a.explanation) std::printf("  %s\n", line.c_str());
     shown = a.chosen.cfg;
   } else if (auto_mode) {
+    if (objective.note.empty()) std::printf("objective: time (the least compressing plan among the fastest)\n");
     const AutoResult a = auto_plan(cfg, lim, measured);
     std::printf("auto: %d plans evaluated; baseline %.3f ms, fastest %.3f ms (%s)\n", a.evaluated,
                 a.baseline.seconds * 1e3, a.fastest.seconds * 1e3, compression_summary(a.fastest.cfg).c_str());
@@ -357,6 +384,15 @@ int plan(int argc, char** argv) {
         j["diloco_sync_per_rank"].push_back(per_fragment);
       }
     }
+    if (auto_mode) j["objective"] = objective_name(objective.objective);
+    if (objective.regime) {
+      const Candidate& c = target_result.chosen;
+      const bool known = c.iterations.known && c.iterations.reached;
+      j["regime"] = objective.regime->name;
+      j["iterations_to_target"] = known ? nlohmann::json(c.iterations.iterations) : nlohmann::json();
+      j["predicted_time_to_target_s"] = known ? nlohmann::json(c.time_to_target()) : nlohmann::json();
+      j["iterations_how"] = c.iterations.how;
+    }
     if (loss_costs) {
       const LossEstimate e = loss_costs->estimate(shown);
       j["expected_loss_increase_pct"] = e.known ? nlohmann::json(e.pct) : nlohmann::json();
@@ -368,9 +404,17 @@ int plan(int argc, char** argv) {
       j["model_state_gib"].push_back(f.model_state_bytes / double(1 << 30));
       j["activation_gib"].push_back(f.activation_bytes / double(1 << 30));
       j["tp_bytes_per_micro_batch"].push_back(f.tp_bytes_forward + f.tp_bytes_backward);
+      j["tp_ms_per_micro_batch"].push_back((f.tp_seconds_forward + f.tp_seconds_backward) * 1e3);
       j["dp_bytes_per_rank"].push_back(f.dp_bytes);
       j["micro_batches_in_flight"].push_back(f.in_flight);
     }
+    for (const StageTimes& st : model.input.stages)
+      j["compute_ms_per_micro_batch"].push_back((st.forward + st.backward) * 1e3);  // TP collectives inside included
+    j["micro_batches"] = shown.micro_batches();
+    j["links"] = {{"inter_bandwidth", cl.inter.bandwidth}, {"inter_latency_s", cl.inter.latency},
+                  {"inter_message_latency_s", cl.inter.message_latency()}, {"intra_bandwidth", cl.intra.bandwidth},
+                  {"intra_latency_s", cl.intra.latency}};
+    if (cal) j["achieved_flops_per_rank"] = cal->measured.achieved_flops;
     j["model_chunks"] = shown.chunks();
     // Per TP rank: an activation message as sent forward, an uncompressed one backward.
     j["pp_forward_bytes"] = model.pp_forward_bytes;
