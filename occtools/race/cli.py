@@ -18,7 +18,8 @@ boundary, the auto plan; those the layout can run):
   decomposition one compressed variant of one regime trained on the emulated cluster up to the
                 iteration it met the target: measured against predicted (within 10 % or not).
 Writes OUT/time-to-target.json (occ-time-to-target/1), OUT/time-to-target-curves.json,
-OUT/time-to-target.md and a plot per regime. Resumable: every finished run is kept in --work and
+OUT/time-to-target.md and a plot per regime (--quick: time-to-target-quick.*, never where
+`plan --auto` looks for measured costs). Resumable: every finished run is kept in --work and
 skipped when the race runs again (an interrupted race continues where it stopped).
 Without an emulated cluster (no root, no netns/tc) the loss runs still run and the timing is
 skipped with a note (no time to target then). --report-only remakes the .md and plots from OUT's
@@ -59,7 +60,11 @@ def add_parser(sub):
     p.add_argument("--reps", type=positive_int, help=f"timing repetitions (default {DEFAULTS['reps']}, quick 1)")
     p.add_argument("--decomposition", help="REGIME:VARIANT for the decomposition check (default: the first regime's "
                                            "fastest compressed variant; 'none': no check)")
-    p.add_argument("--max-loss", default="0.5", help="the auto plan's --max-loss-increase (default 0.5)")
+    p.add_argument("--auto-objective", choices=("time-to-target", "loss-budget"), default="time-to-target",
+                   help="how the auto plan is chosen (default time-to-target: from the measured variants' iterations "
+                        "to target, where plan has --objective time-to-target; else the loss budget --max-loss)")
+    p.add_argument("--max-loss", default="0.5", help="the auto plan's --max-loss-increase with the loss-budget "
+                                                     "objective (default 0.5)")
     p.add_argument("--compressors-json", default="docs/results/compressors.json", help="the auto plan's loss costs")
     p.add_argument("--work", help="the runs kept between calls (default bench-results/race/work, quick "
                                   "bench-results/race-quick/work)")
@@ -115,8 +120,20 @@ def race_regime(a, exe, regime, data, cluster_why, log):
         raise Failure(f"{name}: emulated.train_flags needs --global-batch-size")
     interval, eval_iters = max(1, a.iters // 50), math.ceil(a.eval_samples / gb)
     runner = runs.Runner(exe, a.work, regime, a.cluster_name)
-    seed0 = a.seeds[0]
-    timing = {}
+    seed0, timing, loss = a.seeds[0], {}, {}
+
+    def loss_runs(names):
+        for seed in a.seeds:
+            for v in names:
+                try:
+                    loss.setdefault(v, {})[seed] = runner.loss(v, flags[v], seed, a.iters, interval, eval_iters, data)
+                except Failure as e:
+                    failures.append(str(e))
+
+    # 1. The measured variants' loss runs; 2. the auto plan, chosen with their iterations to
+    # target where plan has --objective time-to-target; 3. every variant's timing, interleaved;
+    # 4. the auto plan's loss runs.
+    loss_runs([v for v in flags if v != "auto"])
     if cluster_why:
         notes.append(f"no timing runs: the emulated cluster cannot run here ({cluster_why})")
         if "auto" in flags:
@@ -127,14 +144,14 @@ def race_regime(a, exe, regime, data, cluster_why, log):
         try:
             if "auto" in flags:
                 runner.timing("baseline", flags["baseline"], 1, a.timing_iters, seed0, data)
-                plan = runner.auto_plan(a.compressors_json, a.max_loss, data)
+                plan = auto_plan(a, regime, runner, flags, loss, data)
                 if "why" in plan:
                     notes.append(f"auto left out: {plan['why']}")
                     del flags["auto"]
                 else:
                     flags["auto"] = plan["flags"]
-                    notes.append(f"auto plan: {' '.join(plan['flags']) or '(no compression)'}; "
-                                 + "; ".join(plan.get("chosen", [])))
+                    notes.append(f"auto plan ({plan['objective']}): {' '.join(plan['flags']) or '(no compression)'}"
+                                 + "".join(f"; {x}" for x in plan.get("chosen", [])))
             names = list(flags)
             for rep in range(1, a.reps + 1):
                 for i in range(len(names)):  # rotated: no variant always runs first or last
@@ -145,15 +162,13 @@ def race_regime(a, exe, regime, data, cluster_why, log):
                         failures.append(str(e))
         finally:
             runs.cluster_down(a.cluster_name, log)
-    loss = {}
-    for seed in a.seeds:
-        for v in flags:
-            try:
-                loss.setdefault(v, {})[seed] = runner.loss(v, flags[v], seed, a.iters, interval, eval_iters, data)
-            except Failure as e:
-                failures.append(str(e))
+    if "auto" in flags:
+        loss_runs(["auto"])
     data_in = [{"name": v, "flags": flags[v], "loss": loss.get(v, {}), "timing": timing.get(v)} for v in flags]
-    entry, extras = results.regime_entry(regime, a.seeds, a.iters, a.timing_iters, data_in)
+    try:
+        entry, extras = results.regime_entry(regime, a.seeds, a.iters, a.timing_iters, data_in)
+    except ValueError as e:
+        raise Failure(f"{name}: no result: {e}" + (f" (failed runs: {'; '.join(failures)})" if failures else ""), 1)
     extras["notes"] = notes + [f"FAILED: {f}" for f in failures]
     em = regime["emulated"]
     extras["emulated"] = (f"{em['nodes']} nodes x {em['ranks_per_node']} ranks, T{regime['tensor']} "
@@ -162,6 +177,33 @@ def race_regime(a, exe, regime, data, cluster_why, log):
                           f"iterations, evaluated every {interval} on {eval_iters * gb} samples, seeds "
                           f"{' '.join(a.seeds)}; timing runs {a.timing_iters} iterations x {a.reps} repetitions")
     return entry, extras, failures, runner, flags
+
+
+def auto_plan(a, regime, runner, flags, loss, data):
+    """The auto plan: `plan --auto --objective time-to-target` on the measured variants'
+    iterations to target (a provisional json of this regime, iterations only) where the binary
+    has that objective (--auto-objective time-to-target, the default), else the loss budget of
+    the compressor sweep (--max-loss-increase)."""
+    objective = a.auto_objective
+    extra = []
+    if objective == "time-to-target":
+        if not runs.plan_has_objective(runner.exe):
+            objective = "loss-budget (this plan has no --objective time-to-target)"
+        else:
+            measured = [{"name": v, "flags": flags[v], "loss": loss.get(v, {}), "timing": None} for v in flags
+                        if v != "auto" and all(s in loss.get(v, {}) for s in a.seeds)]
+            try:
+                entry, _ = results.regime_entry(regime, a.seeds, a.iters, a.timing_iters, measured)
+            except ValueError as e:
+                return {"why": f"no provisional target for the auto plan: {e}"}
+            path = os.path.join(runner.dir, "provisional-time-to-target.json")
+            report.write_json({"schema": report.SCHEMA, "regimes": [entry]}, path)
+            extra = ["--objective", "time-to-target", "--time-to-target-json", path, "--regime", regime["name"]]
+    if not extra:
+        extra = ["--max-loss-increase", a.max_loss]
+    plan = runner.auto_plan(a.compressors_json, extra, data)
+    plan["objective"] = objective
+    return plan
 
 
 def check_decomposition(a, regime, entry, extras, runner, flags, data, log):
@@ -195,7 +237,7 @@ def check_decomposition(a, regime, entry, extras, runner, flags, data, log):
 def main(a):
     if a.report_only:
         settle(a)
-        doc, side = report.load(a.out)
+        doc, side = report.load(a.out, a.quick)
         for p in report.write(doc, side, a.out):
             print(f"wrote {p}")
         return 0
@@ -218,14 +260,24 @@ def main(a):
                       f"(2000 draws) over seeds and timing repetitions."), "regimes": {}}
     doc, failures = {"schema": report.SCHEMA, "regimes": []}, []
     for regime in regimes:
-        entry, extras, failed, runner, flags = race_regime(a, exe, regime, data, cluster_why, log)
+        try:
+            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data, cluster_why, log)
+        except Failure as e:
+            if e.status != 1:
+                raise
+            failures.append(str(e))  # a run failed: the other regimes still race
+            continue
         failures += failed
         if not cluster_why and (a.decomposition or a.quick or regime is regimes[0]):
-            check_decomposition(a, regime, entry, extras, runner, flags, data, log)
+            try:
+                check_decomposition(a, regime, entry, extras, runner, flags, data, log)
+            except Failure as e:
+                failures.append(str(e))
+                extras["notes"].append(f"FAILED: {e}")
         doc["regimes"].append(entry)
         side["regimes"][regime["name"]] = extras_json(extras)
-        report.write_json(doc, os.path.join(a.out, "time-to-target.json"))
-        report.write_json(side, os.path.join(a.out, "time-to-target-curves.json"))
+        report.write_json(doc, os.path.join(a.out, report.stem(a.quick) + ".json"))
+        report.write_json(side, os.path.join(a.out, report.stem(a.quick) + "-curves.json"))
     for p in report.write(doc, side, a.out):
         print(f"wrote {p}")
     for f in failures:

@@ -1,8 +1,9 @@
-"""The race's outputs: OUT/time-to-target.json (schema occ-time-to-target/1), OUT/time-to-target-
-curves.json (what the plots draw: each variant's mean validation curve, the notes), OUT/time-to-
-target.md and OUT/time-to-target-REGIME.png (validation loss against emulated wall seconds, every
-variant, the target as a horizontal line). The .md and the plots are made from the two json files
-alone (`race --report-only` remakes them)."""
+"""The race's outputs, OUT/STEM.* with STEM time-to-target (time-to-target-quick for --quick, so
+that a quick result never sits where `plan --auto` looks for measured costs): STEM.json (schema
+occ-time-to-target/1), STEM-curves.json (what the plots draw: each variant's mean validation
+curve, the notes), STEM.md and STEM-REGIME.png (validation loss against emulated wall seconds,
+every variant, the target as a horizontal line). The .md and the plots are made from the two
+json files alone (`race --report-only` remakes them)."""
 
 import json
 import os
@@ -120,24 +121,29 @@ def plot(entry, side_regime, path):
     return path
 
 
+def stem(quick):
+    return "time-to-target-quick" if quick else "time-to-target"
+
+
 def write(doc, side, out):
     """Writes the md and plots from DOC and SIDE into OUT; returns the paths written."""
+    name = stem(side.get("quick"))
     made = {}
     for entry in doc["regimes"]:
         r = side["regimes"].get(entry["name"])
         if r and r["curves"]:
-            p = plot(entry, r, os.path.join(out, f"time-to-target-{entry['name']}.png"))
+            p = plot(entry, r, os.path.join(out, f"{name}-{entry['name']}.png"))
             if p:
                 made[entry["name"]] = p
-    md = os.path.join(out, "time-to-target.md")
+    md = os.path.join(out, f"{name}.md")
     with open(md, "w") as f:
         f.write(markdown(doc, side, made))
     return [md] + list(made.values())
 
 
-def load(out):
-    with open(os.path.join(out, "time-to-target.json")) as f:
+def load(out, quick):
+    with open(os.path.join(out, f"{stem(quick)}.json")) as f:
         doc = json.load(f)
-    with open(os.path.join(out, "time-to-target-curves.json")) as f:
+    with open(os.path.join(out, f"{stem(quick)}-curves.json")) as f:
         side = json.load(f)
     return doc, side

@@ -125,15 +125,17 @@ class Runner:
         return self.run(self.path("decomposition", variant), argv, self.on_cluster,
                         f"decomposition check {variant} ({stop} iterations)")
 
-    def auto_plan(self, compressors_json, max_loss, data):
+    def auto_plan(self, compressors_json, objective_flags, data):
         """The auto plan's compression flags ({"flags": [...]} or {"why": ...} when there is none),
         cached in WORK/REGIME/auto.json: `plan --auto` calibrated on the baseline's first timing
-        repetition, with the compressor sweep's loss costs."""
+        repetition, with OBJECTIVE_FLAGS (--max-loss-increase X, or --objective time-to-target and
+        the race's provisional json). Cached by its argv (a changed provisional json's content is
+        not part of it: delete auto.json to choose again)."""
         path = self.path("auto.json")
         calib = os.path.join(self.dir, "timing", "baseline.r1.jsonl")
         em = self.regime["emulated"]
         argv = [self.exe, "plan", "--ignore-unknown-flags", *base_flags(self.regime, data), "--devices-per-node",
-                str(em["ranks_per_node"]), "--calibrate", calib, "--auto", "--max-loss-increase", max_loss,
+                str(em["ranks_per_node"]), "--calibrate", calib, "--auto", *objective_flags,
                 "--compressors-json", compressors_json]
         try:
             with open(path) as f:
@@ -157,6 +159,11 @@ class Runner:
         with open(path, "w") as out:
             json.dump(result, out, indent=1)
         return result
+
+
+def plan_has_objective(exe):
+    f = proc.run([exe, "plan", "--help"], 60, capture=True)
+    return "--objective" in f.output and "time-to-target" in f.output
 
 
 def cluster_check():

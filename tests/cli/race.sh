@@ -7,7 +7,7 @@
 # run's bit for bit), time-to-target.json in its schema, the report and the plot. Run again it
 # starts no run (resumable) and writes the same json. Where this machine cannot build an
 # emulated cluster the loss part still runs and the timing part is skipped with a note.
-# Bad regimes files: one error line, exit 2. About 45 s (30 s without the cluster).
+# Bad regimes files: one error line, exit 2. About 55 s (90 s at load 15; less without the cluster).
 source "$(dirname "$0")/fixture/lib.sh"
 cd "$SRC" || exit 1
 NAME=occrace
@@ -20,7 +20,7 @@ if why=$("${CLUSTER[@]}" check 2>&1); then have_cluster=1; else have_cluster=0; 
 "${RACE[@]}" --quick > "$WORK/race1.txt" 2>&1
 rc=$?
 [[ $rc -eq 0 ]] && pass "race --quick exits 0" || { failed "race --quick rc=$rc"; tail -n 20 "$WORK/race1.txt"; }
-if out=$("$PY" - "$WORK/out/time-to-target.json" "$have_cluster" <<'PY'
+if out=$("$PY" - "$WORK/out/time-to-target-quick.json" "$have_cluster" <<'PY'
 import json, sys
 doc, cluster = json.load(open(sys.argv[1])), sys.argv[2] == "1"
 bad = []
@@ -72,27 +72,27 @@ print("; ".join(bad) if bad else f"N {n}, target {r['target']['loss']:.4f}, cros
 sys.exit(1 if bad else 0)
 PY
 ); then pass "time-to-target.json: $out"; else failed "time-to-target.json: $out"; fi
-md=$WORK/out/time-to-target.md
+md=$WORK/out/time-to-target-quick.md
 grep -q "^# Time to a target loss (QUICK" "$md" && grep -q "^| baseline |" "$md" && grep -q "^| pp_mxfp4_lep_rans |" "$md" &&
   pass "time-to-target.md: labelled quick, one row per variant" || failed "time-to-target.md: $(head -c 400 "$md")"
 if ((have_cluster)); then
   grep -q "equal the loss run's bit for bit" "$md" && pass "decomposition run: the same training losses as the loss run" ||
     failed "decomposition: $(grep Decomposition "$md")"
-  [[ -s $WORK/out/time-to-target-quick.png ]] && pass "plot written" || failed "no plot"
+  [[ -s $WORK/out/time-to-target-quick-quick.png ]] && pass "plot written" || failed "no plot"
 else
   grep -q "no timing runs: the emulated cluster cannot run here" "$md" && pass "no cluster: the timing is skipped with a note" ||
     failed "no note about the skipped timing"
 fi
 
 # Resumable: a second call finds every run finished, starts none, writes the same json.
-cp "$WORK/out/time-to-target.json" "$WORK/first.json"
+cp "$WORK/out/time-to-target-quick.json" "$WORK/first.json"
 "${RACE[@]}" --quick > "$WORK/race2.txt" 2>&1
 rc=$?
 started=$(grep -c ": \(loss run\|timing\|decomposition check\) " "$WORK/race2.txt")
 [[ $rc -eq 0 && $started -eq 0 ]] && pass "second call: no run started" || failed "second call: rc=$rc, $started runs started"
-cmp -s "$WORK/first.json" "$WORK/out/time-to-target.json" && pass "second call: the same time-to-target.json" ||
+cmp -s "$WORK/first.json" "$WORK/out/time-to-target-quick.json" && pass "second call: the same time-to-target.json" ||
   failed "second call changed the json"
-"${RACE[@]}" --quick --report-only > "$WORK/race3.txt" 2>&1 && grep -q "wrote .*time-to-target.md" "$WORK/race3.txt" &&
+"${RACE[@]}" --quick --report-only > "$WORK/race3.txt" 2>&1 && grep -q "wrote .*time-to-target-quick.md" "$WORK/race3.txt" &&
   pass "--report-only remakes the report" || failed "--report-only: $(cat "$WORK/race3.txt")"
 
 # Bad regimes files: one error line naming the problem, exit 2, no run.
