@@ -102,9 +102,10 @@ def chosen_regimes(a):
     return rs
 
 
-def race_regime(a, exe, regime, data, cluster_why, log):
-    """Runs (or finds) one regime's runs; returns (entry, extras, failures)."""
+def race_regime(a, exe, regime, data, cluster_why, log, check_wanted):
+    """Runs (or finds) one regime's runs; returns (entry, extras, failures, runner, flags)."""
     name, notes, failures = regime["name"], [], []
+    decomposition = None
     wanted = list(R.QUICK_VARIANTS) if a.quick else a.variants
     if wanted and "baseline" not in wanted:
         wanted = ["baseline"] + wanted
@@ -165,6 +166,11 @@ def race_regime(a, exe, regime, data, cluster_why, log):
                         timing.setdefault(v, []).append(runner.timing(v, flags[v], rep, a.timing_iters, seed0, data))
                     except Failure as e:
                         failures.append(str(e))
+            if check_wanted:  # right after the timing rounds: the machine's load as like theirs as it gets
+                try:
+                    decomposition = check_decomposition(a, regime, runner, flags, loss, timing, data)
+                except Failure as e:
+                    failures.append(str(e))
         finally:
             runs.cluster_down(a.cluster_name, log)
     if "auto" in flags:
@@ -175,6 +181,9 @@ def race_regime(a, exe, regime, data, cluster_why, log):
     except ValueError as e:
         raise Failure(f"{name}: no result: {e}" + (f" (failed runs: {'; '.join(failures)})" if failures else ""), 1)
     extras["notes"] = notes + [f"FAILED: {f}" for f in failures]
+    if decomposition:
+        entry["decomposition_check"], extras["decomposition_text"] = decomposition[0], decomposition[1]
+        extras["notes"] += decomposition[2]
     em = regime["emulated"]
     extras["emulated"] = (f"{em['nodes']} nodes x {em['ranks_per_node']} ranks, T{regime['tensor']} "
                           f"P{regime['pipeline']} D{regime['dp']}, {em['bandwidth']} per node link, latency "
@@ -211,33 +220,39 @@ def auto_plan(a, regime, runner, flags, loss, data):
     return plan
 
 
-def check_decomposition(a, regime, entry, extras, runner, flags, data, log):
-    choice = a.decomposition or ("quick:pp_mxfp4_lep_rans" if a.quick else None)
-    if choice == "none":
-        return
-    if choice:
-        want_regime, _, variant = choice.partition(":")
-        if want_regime != regime["name"]:
-            return
-    else:
+def check_decomposition(a, regime, runner, flags, loss, timing, data):
+    """On the emulated cluster (up), right after the timing rounds: the chosen variant (default: the
+    fastest compressed one to the target) and then the baseline, each trained with its loss run's
+    flags up to the iteration its first seed met the target. Returns (record of the chosen variant
+    for time-to-target.json, the report's text, notes) or None."""
+    measured = [{"name": v, "flags": flags[v], "loss": loss.get(v, {}), "timing": timing.get(v)} for v in flags
+                if v != "auto" and all(s in loss.get(v, {}) for s in a.seeds)]
+    try:
+        entry, _ = results.regime_entry(regime, a.seeds, a.iters, a.timing_iters, measured)
+    except ValueError as e:
+        return None, "", [f"no decomposition check: {e}"]
+    choice = a.decomposition or ("quick:pp_mxfp4_lep_rans" if a.quick else "")
+    variant = choice.partition(":")[2]
+    if not variant:
         timed = [v for v in entry["variants"] if v["name"] != "baseline" and v["time_to_target_s"]]
         if not timed:
-            return
+            return None
         variant = min(timed, key=lambda v: v["time_to_target_s"]["median"])["name"]
-    rec = next((v for v in entry["variants"] if v["name"] == variant), None)
-    if rec is None or not rec["ms_per_iteration"] or rec["iterations_to_target"][0] is None:
-        extras["notes"].append(f"no decomposition check: {variant} has no timing or did not reach the target")
-        return
-    stop = math.ceil(rec["iterations_to_target"][0])
-    runs.cluster_up(regime, a.cluster_name, log)
-    try:
-        rows = runner.decomposition(variant, flags[variant], a.seeds[0], a.iters, stop, data)
-    finally:
-        runs.cluster_down(a.cluster_name, log)
-    loss_rows = runs.read_run(os.path.join(runner.dir, "loss", f"{variant}_s{a.seeds[0]}.jsonl"))
-    entry["decomposition_check"], extras["decomposition_text"] = results.decomposition(entry, variant, 0, rows,
-                                                                                        loss_rows)
-
+    record, texts, notes = None, [], []
+    for i, v in enumerate([variant] + (["baseline"] if variant != "baseline" else [])):
+        rec = next((r for r in entry["variants"] if r["name"] == v), None)
+        if rec is None or not rec["ms_per_iteration"] or rec["iterations_to_target"][0] is None:
+            notes.append(f"no decomposition check of {v}: no timing, or the target not reached")
+            continue
+        rows = runner.decomposition(v, flags[v], a.seeds[0], a.iters, math.ceil(rec["iterations_to_target"][0]), data)
+        loss_rows = runs.read_run(os.path.join(runner.dir, "loss", f"{v}_s{a.seeds[0]}.jsonl"))
+        rec_v, text = results.decomposition(entry, v, 0, rows, loss_rows)
+        record = record or rec_v
+        loads = [runs.load_at_start(os.path.join(runner.dir, *p)) for p in
+                 [("decomposition", v)] + [("timing", f"{v}.r{k}") for k in range(1, a.reps + 1)]]
+        texts.append(text + " (1-minute load average at the start of this run / of the timing runs: "
+                     + " / ".join("?" if x is None else f"{x:.1f}" for x in loads) + ".)")
+    return (record, " ".join(texts), notes) if record else None
 
 def main(a):
     if a.report_only:
@@ -265,20 +280,17 @@ def main(a):
                       f"(2000 draws) over seeds and timing repetitions."), "regimes": {}}
     doc, failures = {"schema": report.SCHEMA, "regimes": []}, []
     for regime in regimes:
+        wanted = not cluster_why and a.decomposition != "none" and (
+            (a.decomposition or "").partition(":")[0] == regime["name"] or a.quick
+                                      or (not a.decomposition and regime is regimes[0]))
         try:
-            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data, cluster_why, log)
+            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data, cluster_why, log, wanted)
         except Failure as e:
             if e.status != 1:
                 raise
             failures.append(str(e))  # a run failed: the other regimes still race
             continue
         failures += failed
-        if not cluster_why and (a.decomposition or a.quick or regime is regimes[0]):
-            try:
-                check_decomposition(a, regime, entry, extras, runner, flags, data, log)
-            except Failure as e:
-                failures.append(str(e))
-                extras["notes"].append(f"FAILED: {e}")
         doc["regimes"].append(entry)
         side["regimes"][regime["name"]] = extras_json(extras)
         report.write_json(doc, os.path.join(a.out, report.stem(a.quick) + ".json"))

@@ -86,13 +86,15 @@ class Runner:
         metrics, log = stem + ".jsonl", stem + ".log"
         if self.done(stem, argv):
             return read_run(metrics)
-        for stale in (stem + ".argv", metrics, log):
+        for stale in (stem + ".argv", stem + ".load", metrics, log):
             if os.path.exists(stale):
                 os.remove(stale)
-        t0 = time.monotonic()
+        t0, load = time.monotonic(), os.getloadavg()[0]
         f = launch(argv, metrics, log)
         if not f.ok:
             raise Failure(f"{self.regime['name']}: {what} failed ({f.why()}; see {log}): {proc.tail(log, 4)}", 1)
+        with open(stem + ".load", "w") as out:  # the machine's 1-minute load average at its start
+            out.write(f"{load:.2f}\n")
         with open(stem + ".argv", "w") as out:
             json.dump(argv, out)
         rows = read_run(metrics)
@@ -164,6 +166,15 @@ class Runner:
 def plan_has_objective(exe):
     f = proc.run([exe, "plan", "--help"], 60, capture=True)
     return "--objective" in f.output and "time-to-target" in f.output
+
+
+def load_at_start(stem):
+    """The 1-minute load average recorded when run STEM started, or None."""
+    try:
+        with open(stem + ".load") as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def cluster_check():

@@ -7,7 +7,7 @@
 # run's bit for bit), time-to-target.json in its schema, the report and the plot. Run again it
 # starts no run (resumable) and writes the same json. Where this machine cannot build an
 # emulated cluster the loss part still runs and the timing part is skipped with a note.
-# Bad regimes files: one error line, exit 2. About 55 s (90 s at load 15; less without the cluster).
+# Bad regimes files: one error line, exit 2. About 55 s (2 min at load 24; less without the cluster).
 source "$(dirname "$0")/fixture/lib.sh"
 cd "$SRC" || exit 1
 NAME=occrace
