@@ -277,7 +277,9 @@ def main(a):
             "setup": (f"Loss runs on unshaped links (plain mpirun), timing runs on the emulated cluster "
                       f"(scripts/cluster.sh); engine {exe}. Time per iteration: the median of "
                       f"{results.WINDOW}-iteration window means after the warm-up; intervals: 95 %, seeded bootstrap "
-                      f"(2000 draws) over seeds and timing repetitions."), "regimes": {}}
+                      f"(2000 draws) over seeds and timing repetitions."
+                      + (f" The regimes file says: {regimes[0]['file_note']}" if regimes[0].get("file_note") else "")),
+            "regimes": {}}
     doc, failures = {"schema": report.SCHEMA, "regimes": []}, []
     for regime in regimes:
         wanted = not cluster_why and a.decomposition != "none" and (

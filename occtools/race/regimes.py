@@ -92,7 +92,7 @@ def load(path):
         raise Failure(f"--regimes {path}: not JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("regimes"), list) or not doc["regimes"]:
         raise Failure(f"--regimes {path}: needs a non-empty list \"regimes\"")
-    out = [check(r, f"{path}: regimes[{i}]") for i, r in enumerate(doc["regimes"])]
+    out = [dict(check(r, f"{path}: regimes[{i}]"), file_note=doc.get("note")) for i, r in enumerate(doc["regimes"])]
     names = [r["name"] for r in out]
     if len(set(names)) != len(names):
         raise Failure(f"--regimes {path}: two regimes share a name; names must be unique")
