@@ -21,11 +21,12 @@ from occtools.compressors import cli as compressors
 from occtools.compressors import entropy as entropy_report
 from occtools.speedup import cli as speedup
 from occtools.regime import cli as regime
+from occtools.race import cli as race
 
 GROUPS = (
     ("experiments", (quality, compressors, entropy_report, lep_shapes, llama, diloco_quality, regime)),
     ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run, chaos,
-                    bench_async_save)),
+                    bench_async_save, race)),
     ("planner", (validate_planner, plan_projection, plan_scale_features, match_regimes)),
     ("GPU", (gpu_bundle, gpu_check, gpu_verdict, hf_tokenizer)),
     ("data", (extract,)),
