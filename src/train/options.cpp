@@ -79,7 +79,7 @@ void TrainOptions::resolve_train_samples() {
 }
 
 int64_t TrainOptions::valid_samples() const {
-  const int64_t evaluations = eval_interval > 0 ? train_iters / eval_interval + 1 : 1;
+  const int64_t evaluations = eval_interval > 0 && !eval_fixed_set ? train_iters / eval_interval + 1 : 1;
   return evaluations * eval_iters * global_batch_size;
 }
 
@@ -149,8 +149,9 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             "--eval-iters {} x --global-batch-size {} is more evaluation samples than the sample index holds ({} at "
             "--seq-length {}); the largest accepted --eval-iters is {}",
             eval_iters, global_batch_size, max_samples, model.seq_length, max_samples / global_batch_size);
-  // Megatron's validation samples: one batch of --eval-iters per evaluation the run makes.
-  const int64_t evaluations = eval_interval > 0 ? train_iters / eval_interval + 1 : 1;
+  // Megatron's validation samples: one batch of --eval-iters per evaluation the run makes
+  // (with --eval-fixed-set, one batch read again at every evaluation).
+  const int64_t evaluations = eval_interval > 0 && !eval_fixed_set ? train_iters / eval_interval + 1 : 1;
   OCC_CHECK(eval_iters <= max_samples / global_batch_size / evaluations,
             "--eval-iters {} x --global-batch-size {} x {} evaluations is more validation samples than the sample "
             "index holds ({} at --seq-length {}); the largest accepted --eval-iters here is {}",

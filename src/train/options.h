@@ -68,6 +68,10 @@ struct TrainOptions {
   std::string data_cache_path;  // --data-cache-path: where the data indices are cached ("" = beside each dataset)
   TokenizerSpec tokenizer;
   int64_t eval_interval = 100, eval_iters = 10;
+  // --eval-fixed-set: every evaluation reads the same --eval-iters global batches (the
+  // validation split's first), so a loss curve compares iterations on one fixed set (the
+  // time-to-target race) instead of Megatron's stream that reads on at each evaluation.
+  bool eval_fixed_set = false;
   // Logging, checkpoints.
   int64_t log_interval = 1;
   std::string save, load, metrics_path, trace_path;
@@ -173,7 +177,8 @@ struct TrainOptions {
   // Megatron's get_train_valid_test_num_samples: train train_iters x global batch
   // (or --train-samples); validation (train_iters / eval_interval + 1) x eval_iters
   // x global batch, enough for every evaluation of the run to read on (with
-  // --eval-interval 0, the last only); test eval_iters x global batch.
+  // --eval-interval 0, the last only; with --eval-fixed-set one evaluation's); test
+  // eval_iters x global batch.
   int64_t valid_samples() const;
   int64_t test_samples() const { return eval_iters * global_batch_size; }
   // The data flags as data/ takes them (parses the blends: throws a one-line occ::Error).

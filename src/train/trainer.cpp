@@ -422,7 +422,7 @@ void Trainer::run() {
   // each evaluation at a multiple of --eval-interval reads the next eval_iters
   // global batches. The evaluation at start and the one after a last iteration
   // off the interval (Megatron's end-of-training evaluation, which follows its
-  // last save) read the next ones without moving on.
+  // last save) read the next ones without moving on. --eval-fixed-set never moves on.
   const int64_t valid_chunk = opt_.eval_iters * opt_.global_batch_size;
   if (data_->valid() && iteration_ == 0) {
     const double v = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
@@ -436,7 +436,7 @@ void Trainer::run() {
     const bool on_interval = opt_.eval_interval > 0 && iteration_ % opt_.eval_interval == 0;
     if (data_->valid() && (on_interval || last)) {
       s.val_loss = evaluate(*data_->valid(), "valid", consumed_valid_samples_);
-      if (on_interval) consumed_valid_samples_ += valid_chunk;
+      if (on_interval && !opt_.eval_fixed_set) consumed_valid_samples_ += valid_chunk;
     }
     if (data_->test() && last) s.test_loss = evaluate(*data_->test(), "test", 0);  // Megatron's test after the last iteration
     log_iteration(s);

@@ -104,7 +104,9 @@ void Trainer::load() {
   if (const BlendedDataset* valid = data_->valid()) {
     // The evaluations left read on from there (the last as far as the set's size allows).
     const int64_t chunk = opt_.eval_iters * opt_.global_batch_size;
-    const int64_t left = opt_.eval_interval > 0 ? opt_.train_iters / opt_.eval_interval - iteration_ / opt_.eval_interval : 0;
+    const int64_t left = opt_.eval_interval > 0 && !opt_.eval_fixed_set
+                             ? opt_.train_iters / opt_.eval_interval - iteration_ / opt_.eval_interval
+                             : 0;
     OCC_CHECK(consumed_valid_samples_ + (left + 1) * chunk <= valid->size(),
               "checkpoint {} has read {} validation samples; the {} evaluations left need {} more, beyond the "
               "validation set's {}: resume with the --eval-interval and --eval-iters it was saved with",

@@ -6,7 +6,8 @@
 # the index cache is built once per job and reused (a corrupt file rebuilt), an
 # unwritable --data-cache-path falls back with one line, --train-samples with
 # --lr-warmup-samples trains as the same run counted in iterations, and a
-# checkpoint of the old sample order is refused unless --override-data-check.
+# checkpoint of the old sample order is refused unless --override-data-check, and
+# --eval-fixed-set evaluates one fixed set.
 source "$(dirname "$0")/fixture/lib.sh"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_rmaps_base_oversubscribe=1
 CACHE=$WORK/cache
@@ -150,6 +151,23 @@ PY
     pass "--override-data-check continues it in Megatron's order: $(grep '^notice' "$WORK/old_override.log" | cut -c1-160)"
   else
     failed "--override-data-check did not continue the old checkpoint"
+  fi
+fi
+
+# --eval-fixed-set (the time-to-target race's curves): every evaluation reads the same
+# batches. With --lr 0 the weights never move, so its evaluations are all equal, while
+# Megatron's stream (the default) reads on and its evaluations differ.
+for mode in stream fixed; do
+  extra=(); [[ $mode == fixed ]] && extra=(--eval-fixed-set)
+  train_run "eval_$mode" 1 --train-iters 6 --eval-interval 2 --lr 0 --min-lr 0 "${extra[@]}" || continue
+  grep -o 'validation loss at iter [0-9]*: [0-9.]*' "$WORK/eval_$mode.log" | awk '{ print $NF }' > "$WORK/eval_$mode.txt"
+done
+if [[ -s $WORK/eval_fixed.txt && -s $WORK/eval_stream.txt ]]; then
+  if [[ $(wc -l < "$WORK/eval_fixed.txt") == 3 && $(sort -u "$WORK/eval_fixed.txt" | wc -l) == 1 &&
+        $(sort -u "$WORK/eval_stream.txt" | wc -l) -gt 1 ]]; then
+    pass "--eval-fixed-set: 3 evaluations at lr 0 all $(head -1 "$WORK/eval_fixed.txt"); the stream's: $(tr '\n' ' ' < "$WORK/eval_stream.txt")"
+  else
+    failed "--eval-fixed-set: fixed $(tr '\n' ' ' < "$WORK/eval_fixed.txt") / stream $(tr '\n' ' ' < "$WORK/eval_stream.txt")"
   fi
 fi
 finish

@@ -125,6 +125,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--eval-interval", o.eval_interval, "validate every N iterations (0: only at the end)")
       ->capture_default_str();
   app.add_option("--eval-iters", o.eval_iters, "validation batches per evaluation")->capture_default_str();
+  app.add_flag("--eval-fixed-set", o.eval_fixed_set,
+               "every evaluation reads the same --eval-iters batches (the validation split's first) instead of "
+               "reading on: one fixed set for a loss curve");
   app.add_option("--log-interval", o.log_interval)->capture_default_str();
   app.add_option("--save", o.save, "checkpoint directory");
   app.add_option("--save-interval", o.save_interval, "save every N iterations (and at the end)");
