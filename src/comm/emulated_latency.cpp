@@ -37,8 +37,9 @@ int configure_emulated_latency(MPI_Comm world, std::chrono::nanoseconds delay) {
   State& s = state();
   s.node_of_world_rank.assign(size_t(size), 0);
   MPI_Allgather(&first, 1, MPI_INT, s.node_of_world_rank.data(), 1, MPI_INT, world);
-  s.delay = delay;
-  return int(std::set<int>(s.node_of_world_rank.begin(), s.node_of_world_rank.end()).size());
+  const int nodes = int(std::set<int>(s.node_of_world_rank.begin(), s.node_of_world_rank.end()).size());
+  s.delay = nodes > 1 ? delay : std::chrono::nanoseconds(0);  // one node: nothing to delay, NCCL may form
+  return nodes;
 }
 
 std::chrono::nanoseconds emulated_latency() { return state().delay; }

@@ -24,7 +24,8 @@ std::chrono::nanoseconds emulated_latency_from_env();
 
 // Collective over `world` (every rank passes the same delay): from now on,
 // messages between ranks of different nodes (MPI's shared-memory split:
-// ranks that share no memory) wait `delay`. Returns the number of nodes.
+// ranks that share no memory) wait `delay`. Returns the number of nodes (with
+// one, nothing is delayed and emulated_latency() stays 0).
 int configure_emulated_latency(MPI_Comm world, std::chrono::nanoseconds delay);
 // The configured delay (0: off, the plain path).
 std::chrono::nanoseconds emulated_latency();

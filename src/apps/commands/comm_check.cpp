@@ -409,7 +409,8 @@ class Checker {
 
   // Median seconds of `iters` all-reduces of `count` floats (after one warm-up),
   // each `gap_s` after the previous one.
-  double time_allreduce(size_t count, int iters, double gap_s) {
+  // Median and best seconds.
+  std::pair<double, double> time_allreduce(size_t count, int iters, double gap_s) {
     DeviceBuffer<float> d(device_, count);
     comm().allreduce_sum(d.data(), count, Traffic::Other);
     std::vector<double> t;
@@ -423,7 +424,7 @@ class Checker {
       t.push_back(slowest);
     }
     std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return {t[t.size() / 2], t.front()};
   }
 
   // The last rank: the one farthest from rank 0 (on another node where there is one).
@@ -431,8 +432,8 @@ class Checker {
   // Median seconds of `iters` round trips of a `bytes` message from rank 0 to
   // ping_peer() and back (after one warm-up), each `gap_s` after the previous
   // one, through the MPI communicator's point to point (the pipeline's path).
-  // Rank 0's value; other ranks return 0.
-  double time_ping_pong(size_t bytes, int iters, double gap_s) {
+  // Rank 0's median and best; other ranks return zeros.
+  std::pair<double, double> time_ping_pong(size_t bytes, int iters, double gap_s) {
     const int peer = ping_peer();
     std::vector<char> out(bytes, 1), in(bytes);
     std::vector<double> t;
@@ -453,9 +454,9 @@ class Checker {
         world_.wait(send);
       }
     }
-    if (t.empty()) return 0;
+    if (t.empty()) return {0, 0};
     std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return {t[t.size() / 2], t.front()};
   }
 
   // Rank 0: the host names of rank 0 and of ping_peer() (collective over the world).
@@ -613,19 +614,21 @@ int comm_check(int argc, char** argv) {
                 "each way queued before any receive, received in order with the values sent\n",
                 mpi.size, backend.nccl ? "NCCL" : "MPI");
   if (bench_iters > 0) {
-    const double t = check.time_allreduce(count, bench_iters, bench_gap_ms / 1e3);
+    const auto [t, best] = check.time_allreduce(count, bench_iters, bench_gap_ms / 1e3);
     const double bytes = double(count) * sizeof(float);
     const double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (mpi.size - 1) / mpi.size;
     if (mpi.rank == 0)
-      std::printf("comm-check: all-reduce of %.1f MB: median %.3f ms over %d, algbw %.2f GB/s, busbw %.2f GB/s\n",
-                  bytes / 1e6, t * 1e3, bench_iters, algbw, busbw);
+      std::printf("comm-check: all-reduce of %.1f MB: median %.3f ms over %d, algbw %.2f GB/s, busbw %.2f GB/s; "
+                  "best %.3f ms\n",
+                  bytes / 1e6, t * 1e3, bench_iters, algbw, busbw, best * 1e3);
     if (mpi.size > 1) {
-      const double rtt = check.time_ping_pong(ping_bytes, bench_iters, bench_gap_ms / 1e3);
+      const auto [rtt, best_rtt] = check.time_ping_pong(ping_bytes, bench_iters, bench_gap_ms / 1e3);
       const auto [host, peer_host] = check.ping_hosts();
       if (mpi.rank == 0)
         std::printf("comm-check: ping-pong of %zu B between rank 0 (%s) and rank %d (%s): median round trip %.3f ms "
-                    "over %d\n",
-                    ping_bytes, host.c_str(), check.ping_peer(), peer_host.c_str(), rtt * 1e3, bench_iters);
+                    "over %d; best %.3f ms\n",
+                    ping_bytes, host.c_str(), check.ping_peer(), peer_host.c_str(), rtt * 1e3, bench_iters,
+                    best_rtt * 1e3);
     }
   }
   return 0;
