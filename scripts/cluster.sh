@@ -6,14 +6,17 @@
 # job, so Open MPI sees distinct hosts and uses TCP, not shared memory, between
 # them), joined by a veth to a private bridge that lives in its own hub
 # namespace (the host's network is never touched). Each node's link is shaped in
-# both directions: tbf for bandwidth, netem for one-way latency (added on the
-# node's outgoing side). Ranks inside a node talk over shared memory (unshaped),
+# both directions: tbf for bandwidth, and a one-way latency added on the node's
+# outgoing side by netem where the kernel has it, else by our MPI transport
+# (OCC_EMULATED_LATENCY, exported to every rank of `run`: each message to another
+# node is handed to the network no earlier than its send time + the latency;
+# docs/emulated-cluster.md, "Latency"). Ranks inside a node talk over shared memory (unshaped),
 # so with --ranks-per-node = T Megatron's layout puts TP inside a node and PP/DP
 # across the shaped links, as in the paper.
 #
-#   scripts/cluster.sh up    [--nodes N] [--bandwidth RATE] [--latency DELAY] [--name NAME]
+#   scripts/cluster.sh up    [--nodes N] [--bandwidth RATE] [--latency DELAY] [--latency-via HOW] [--name NAME]
 #   scripts/cluster.sh run   [same flags] [--ranks-per-node R] -- PROGRAM [ARGS...]
-#   scripts/cluster.sh shape [--bandwidth RATE] [--latency DELAY] [--name NAME]
+#   scripts/cluster.sh shape [--bandwidth RATE] [--latency DELAY] [--latency-via HOW] [--name NAME]
 #   scripts/cluster.sh stats [--name NAME]     bytes each node's link carried (tc counters)
 #   scripts/cluster.sh check                   can this machine build a cluster? (exit 0, or 77 and why)
 #   scripts/cluster.sh down  [--name NAME]     remove everything (also leftovers of a killed run)
@@ -22,13 +25,13 @@
 # an agent that enters the target node's namespaces. If the cluster is not up,
 # `run` creates it and always removes it on exit; if it is up (`up`), `run`
 # applies the shaping flags given (if any) and leaves it up.
-# RATE is tc's syntax (200mbit, 1gbit; 0 = unshaped), DELAY too (0.2ms; 0 = none added:
-# veth + TCP already cost tens of microseconds, more than InfiniBand's ~2 us; latency needs
-# netem, which some kernels lack). Defaults: 2 nodes, 2 ranks per node, 300mbit, no added
-# latency (see docs/emulated-cluster.md, "Measure it yourself").
+# RATE is tc's syntax (200mbit, 1gbit; 0 = unshaped), DELAY too (50ms, 200us; 0 = none added:
+# veth + TCP already cost tens of microseconds, more than InfiniBand's ~2 us). HOW: auto
+# (netem where the kernel has it, else the transport), netem, or transport. Defaults: 2
+# nodes, 2 ranks per node, 300mbit, no added latency (docs/emulated-cluster.md).
 set -euo pipefail
 
-NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=300mbit LATENCY=0
+NAME=occ NODES=2 RANKS_PER_NODE=2 BANDWIDTH=300mbit LATENCY=0 LATENCY_VIA=auto
 SUBNET_PREFIX=10.213.0  # private subnet of the bridge; node k is .(k+1)
 MPI_EXTRA=()
 SHAPING_GIVEN=0
@@ -45,10 +48,11 @@ while (($#)); do
     --ranks-per-node) RANKS_PER_NODE=$2; shift 2;;
     --bandwidth) BANDWIDTH=$2; SHAPING_GIVEN=1; shift 2;;
     --latency) LATENCY=$2; SHAPING_GIVEN=1; shift 2;;
+    --latency-via) LATENCY_VIA=$2; shift 2;;
     --name) NAME=$2; shift 2;;
     --mpi-arg) MPI_EXTRA+=("$2"); shift 2;;
     --) shift; PROGRAM=("$@"); break;;
-    *) die "unknown flag '$1'; flags: --nodes N --ranks-per-node R --bandwidth RATE --latency DELAY --name NAME --mpi-arg ARG -- PROGRAM";;
+    *) die "unknown flag '$1'; flags: --nodes N --ranks-per-node R --bandwidth RATE --latency DELAY --latency-via HOW --name NAME --mpi-arg ARG -- PROGRAM";;
   esac
 done
 [[ $NODES =~ ^[0-9]+$ && $NODES -ge 1 && $NODES -le 64 ]] || die "--nodes must be 1..64 (got '$NODES')"
@@ -63,6 +67,8 @@ rate_bytes_per_s() {  # tc rate -> bytes/s (integer)
 delay_ok() { [[ $1 == 0 || $1 =~ ^[0-9.]+(us|ms|s)$ ]]; }
 rate_ok "$BANDWIDTH" || die "--bandwidth '$BANDWIDTH' is not a tc rate; use e.g. 200mbit, 1gbit, or 0 for unshaped"
 delay_ok "$LATENCY" || die "--latency '$LATENCY' is not a tc time; use e.g. 0.2ms, 50us, or 0 for none"
+awk -v d="$LATENCY" 'BEGIN { exit !(d + 0 == 0) }' && LATENCY=0  # 0ms, 0.0us: none
+[[ $LATENCY_VIA =~ ^(auto|netem|transport)$ ]] || die "--latency-via '$LATENCY_VIA' is not a mechanism; use auto, netem or transport"
 
 HUB=$NAME-hub BRIDGE=br0
 STATE=/run/occ-cluster/$NAME
@@ -94,9 +100,22 @@ have_netem() {
   ip netns del "$probe"
   ((ok))
 }
-require_latency_support() {
-  [[ $LATENCY == 0 ]] && return
-  have_netem || die "--latency $LATENCY needs tc's netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM is not set); use --latency 0 (bandwidth shaping with tbf still works)"
+# How --latency is added: none, netem (on the links) or transport (OCC_EMULATED_LATENCY).
+choose_latency_mechanism() {
+  if [[ $LATENCY == 0 ]]; then LATENCY_BY=none; return; fi
+  case $LATENCY_VIA in
+    transport) LATENCY_BY=transport;;
+    netem) have_netem || die "--latency-via netem: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM is not set); use --latency-via transport (or auto)"
+           LATENCY_BY=netem;;
+    *) if have_netem; then LATENCY_BY=netem; else LATENCY_BY=transport; fi;;
+  esac
+}
+latency_words() {
+  case $LATENCY_BY in
+    none) echo "no added latency";;
+    netem) echo "latency $LATENCY one way, by netem on the links";;
+    *) echo "latency $LATENCY one way, added by the MPI transport to every message between nodes (OCC_EMULATED_LATENCY; $(have_netem && echo 'chosen with --latency-via transport' || echo 'this kernel has no netem'))";;
+  esac
 }
 
 require_capable() {
@@ -127,17 +146,19 @@ shape_dev() {  # NS DEV RATE DELAY
 }
 
 apply_shaping() {
-  local k
+  choose_latency_mechanism
+  local k link_delay=0
+  [[ $LATENCY_BY == netem ]] && link_delay=$LATENCY
   for ((k = 0; k < $(cat "$STATE/nodes"); k++)); do
-    shape_dev "$(node_ns "$k")" eth0 "$BANDWIDTH" "$LATENCY"   # node -> bridge: bandwidth + latency
-    shape_dev "$HUB" "h$k" "$BANDWIDTH" 0                       # bridge -> node: bandwidth
+    shape_dev "$(node_ns "$k")" eth0 "$BANDWIDTH" "$link_delay"  # node -> bridge: bandwidth + latency
+    shape_dev "$HUB" "h$k" "$BANDWIDTH" 0                         # bridge -> node: bandwidth
   done
-  echo "$BANDWIDTH $LATENCY" > "$STATE/shaping"
+  echo "$BANDWIDTH $LATENCY $LATENCY_BY" > "$STATE/shaping"
 }
 
 cluster_up() {
   require_capable
-  require_latency_support
+  choose_latency_mechanism
   is_up && die "cluster '$NAME' is already up ($(cat "$STATE/nodes") nodes); run 'scripts/cluster.sh down --name $NAME' first"
   mkdir -p "$STATE"
   ip netns add "$HUB"
@@ -168,7 +189,7 @@ EOF
   chmod +x "$STATE/agent.sh"
   : > "$STATE/hostfile"
   for ((k = 0; k < NODES; k++)); do echo "$(node_ip "$k") slots=$RANKS_PER_NODE" >> "$STATE/hostfile"; done
-  echo "cluster '$NAME': $NODES nodes ($SUBNET_PREFIX.1-$NODES on bridge $BRIDGE in netns $HUB), links $BANDWIDTH, latency $LATENCY"
+  echo "cluster '$NAME': $NODES nodes ($SUBNET_PREFIX.1-$NODES on bridge $BRIDGE in netns $HUB), links $BANDWIDTH, $(latency_words)"
 }
 
 cluster_down() {
@@ -198,7 +219,7 @@ cluster_run() {
   local created=0
   if is_up; then
     [[ $(cat "$STATE/nodes") -eq $NODES ]] || die "cluster '$NAME' is up with $(cat "$STATE/nodes") nodes, not $NODES; use --nodes $(cat "$STATE/nodes") or 'down' it"
-    if ((SHAPING_GIVEN)); then require_latency_support; apply_shaping; fi
+    if ((SHAPING_GIVEN)); then apply_shaping; else read -r _ LATENCY LATENCY_BY < "$STATE/shaping"; LATENCY_BY=${LATENCY_BY:-none}; fi
   else
     created=1
     trap 'cluster_down > /dev/null' EXIT
@@ -213,6 +234,11 @@ cluster_run() {
   local env_args=()
   local v
   for v in OPENBLAS_NUM_THREADS OMP_NUM_THREADS OCC_TEST_DATA; do [[ -n ${!v:-} ]] && env_args+=(-x "$v"); done
+  # Every rank gets the transport's latency (0: none, the plain path), whatever the caller's environment holds.
+  export OCC_EMULATED_LATENCY=0
+  [[ $LATENCY_BY == transport ]] && OCC_EMULATED_LATENCY=$LATENCY
+  env_args+=(-x OCC_EMULATED_LATENCY)
+  [[ $LATENCY_BY == none ]] || echo "cluster '$NAME': $(latency_words)" >&2
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local rc=0 before
   before=$(link_stats 2> /dev/null || true)
@@ -239,10 +265,10 @@ case $cmd in
   up) cluster_up;;
   down) cluster_down;;
   run) cluster_run;;
-  shape) is_up || die "cluster '$NAME' is not up; run 'scripts/cluster.sh up' first"; require_latency_support; apply_shaping
-         echo "cluster '$NAME': links $BANDWIDTH, latency $LATENCY";;
+  shape) is_up || die "cluster '$NAME' is not up; run 'scripts/cluster.sh up' first"; apply_shaping
+         echo "cluster '$NAME': links $BANDWIDTH, $(latency_words)";;
   stats) is_up || die "cluster '$NAME' is not up"; link_stats;;
   check) why=$(why_not); if [[ -n $why ]]; then echo "$why"; exit 77; fi
-         echo "ok: this machine can build an emulated cluster (bandwidth: tbf; latency: $(have_netem && echo netem || echo 'unavailable, this kernel has no netem'))";;
+         echo "ok: this machine can build an emulated cluster (bandwidth: tbf; latency: $(have_netem && echo netem || echo 'in the MPI transport, this kernel has no netem'))";;
   *) die "unknown command '$cmd'; use: cluster.sh up|run|shape|stats|check|down";;
 esac

@@ -51,7 +51,8 @@ def add_options(p, out="bench-results/speedup", iters=30, reps=2, name="occbench
     p.add_argument("--iters", type=positive_int, default=iters, help=f"iterations per run, >= 6 (default {iters})")
     p.add_argument("--reps", type=positive_int, default=reps, help=f"interleaved repetitions (default {reps})")
     p.add_argument("--bandwidth", default="300mbit", help="tc rate of every link (default 300mbit)")
-    p.add_argument("--latency", default="0", help="added one-way latency, tc time (default 0; needs netem)")
+    p.add_argument("--latency", default="0", help="added one-way latency between nodes, tc time (default 0; netem "
+                                                  "where the kernel has it, else the MPI transport: scripts/cluster.sh)")
     p.add_argument("--out", default=out, help=f"default {out}")
     p.add_argument("--small", action="store_true", help="4 nodes, P2 D2, global batch 32")
     p.add_argument("--variants", type=words, help="these variants instead of the default list (a subset, or others of "

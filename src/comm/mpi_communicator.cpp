@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+
+#include "comm/emulated_latency.h"
 
 #include "core/error.h"
 #include "core/heartbeat.h"
@@ -59,6 +62,13 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, TrafficCounters& counters, doubl
   MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
   MPI_Group_free(&group);
   MPI_Group_free(&world);
+  if (emulated_latency().count() > 0) {
+    std::vector<char> remote(size_t(size_), 0);
+    bool any = false;
+    for (int r = 0; r < size_; ++r)
+      any |= (remote[size_t(r)] = on_different_nodes(world_ranks_[size_t(rank_)], world_ranks_[size_t(r)])) != 0;
+    if (any) delayed_peer_ = std::move(remote);
+  }
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -94,7 +104,46 @@ void MpiCommunicator::wait_requests(MPI_Request* reqs, int n, const char* what, 
   }
 }
 
-void MpiCommunicator::wait(Request& r) { wait_requests(&r.handle, 1, r.what, r.peer); }
+std::shared_ptr<MpiCommunicator::DelayedSend> MpiCommunicator::send_later(const void* data, int bytes, int peer,
+                                                                          int tag) {
+  auto d = std::make_shared<DelayedSend>();
+  const MPI_Comm comm = comm_;
+  d->due = emulated_latency_line().schedule_after(emulated_latency(), [d, data, bytes, peer, tag, comm] {
+    MPI_Isend(data, bytes, MPI_BYTE, peer, tag, comm, &d->handle);
+    d->posted.store(true, std::memory_order_release);
+  });
+  return d;
+}
+
+void MpiCommunicator::await_posted(Request& r) {
+  if (!r.delayed) return;
+  std::this_thread::sleep_until(r.delayed->due);
+  while (!r.delayed->posted.load(std::memory_order_acquire)) {
+    timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+  }
+  r.handle = r.delayed->handle;
+  r.delayed.reset();
+}
+
+void MpiCommunicator::exchange(void* recv_buf, size_t recv_bytes, int left, const void* send_buf, size_t send_bytes,
+                               int right, int tag, const char* what) {
+  MPI_Request reqs[2];
+  MPI_Irecv(recv_buf, message_bytes(recv_bytes, what), MPI_BYTE, left, tag, comm_, &reqs[0]);
+  if (!delayed_to(right)) {
+    MPI_Isend(send_buf, message_bytes(send_bytes, what), MPI_BYTE, right, tag, comm_, &reqs[1]);
+  } else {
+    Request send{MPI_REQUEST_NULL, right, what, send_later(send_buf, message_bytes(send_bytes, what), right, tag)};
+    await_posted(send);
+    reqs[1] = send.handle;
+  }
+  wait_requests(reqs, 2, what, left);
+}
+
+void MpiCommunicator::wait(Request& r) {
+  await_posted(r);
+  wait_requests(&r.handle, 1, r.what, r.peer);
+}
 
 size_t MpiCommunicator::wait_received(Request& r) {
   MPI_Status status;
@@ -105,6 +154,10 @@ size_t MpiCommunicator::wait_received(Request& r) {
 }
 
 bool MpiCommunicator::test(Request& r) {
+  if (r.delayed) {
+    if (!r.delayed->posted.load(std::memory_order_acquire)) return false;
+    await_posted(r);
+  }
   int done = 0;
   MPI_Test(&r.handle, &done, MPI_STATUS_IGNORE);
   return done != 0;
@@ -116,14 +169,17 @@ void MpiCommunicator::wait_all(std::vector<Request>& rs) {
 
 MpiCommunicator::Request MpiCommunicator::isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic,
                                                 const char* what) {
-  Request r{MPI_REQUEST_NULL, peer, what};
-  MPI_Isend(data, message_bytes(bytes, what), MPI_BYTE, peer, tag, comm_, &r.handle);
+  Request r{MPI_REQUEST_NULL, peer, what, nullptr};
+  if (delayed_to(peer))
+    r.delayed = send_later(data, message_bytes(bytes, what), peer, tag);
+  else
+    MPI_Isend(data, message_bytes(bytes, what), MPI_BYTE, peer, tag, comm_, &r.handle);
   counters_.add(traffic, bytes);
   return r;
 }
 
 MpiCommunicator::Request MpiCommunicator::irecv(void* data, size_t bytes, int peer, int tag, const char* what) {
-  Request r{MPI_REQUEST_NULL, peer, what};
+  Request r{MPI_REQUEST_NULL, peer, what, nullptr};
   MPI_Irecv(data, message_bytes(bytes, what), MPI_BYTE, peer, tag, comm_, &r.handle);
   return r;
 }
@@ -145,11 +201,8 @@ void MpiCommunicator::ring_reduce_scatter(T* data, size_t count, Traffic traffic
   constexpr int kTag = 7001;
   for (int s = 0; s < n - 1; ++s) {
     const Chunk send = chunk(count, n, ((rank_ - s) % n + n) % n), recv = chunk(count, n, ((rank_ - s - 1) % n + n) % n);
-    MPI_Request reqs[2];
-    MPI_Irecv(tmp, message_bytes(recv.len * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + send.lo, message_bytes(send.len * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, send.len * sizeof(T));
-    wait_requests(reqs, 2, "a reduce-scatter step", left);
+    exchange(tmp, recv.len * sizeof(T), left, data + send.lo, send.len * sizeof(T), right, kTag, "a reduce-scatter step");
     T* dst = data + recv.lo;
     for (size_t i = 0; i < recv.len; ++i) dst[i] = op(dst[i], tmp[i]);
   }
@@ -163,11 +216,9 @@ void MpiCommunicator::ring_allgather_chunks(T* data, size_t count, Traffic traff
   constexpr int kTag = 7001;
   for (int s = 0; s < n - 1; ++s) {
     const Chunk send = chunk(count, n, ((rank_ + 1 - s) % n + n) % n), recv = chunk(count, n, ((rank_ - s) % n + n) % n);
-    MPI_Request reqs[2];
-    MPI_Irecv(data + recv.lo, message_bytes(recv.len * sizeof(T), "all-reduce"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(data + send.lo, message_bytes(send.len * sizeof(T), "all-reduce"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, send.len * sizeof(T));
-    wait_requests(reqs, 2, "an all-gather step", left);
+    exchange(data + recv.lo, recv.len * sizeof(T), left, data + send.lo, send.len * sizeof(T), right, kTag,
+             "an all-gather step");
   }
 }
 
@@ -217,11 +268,8 @@ void MpiCommunicator::allgather(ConstTensorRef in, TensorRef out, size_t count, 
   constexpr int kTag = 7002;
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = ((rank_ - s) % n + n) % n, recv_c = ((rank_ - s - 1) % n + n) % n;
-    MPI_Request reqs[2];
-    MPI_Irecv(o + size_t(recv_c) * block, message_bytes(block, "all-gather"), MPI_BYTE, left, kTag, comm_, &reqs[0]);
-    MPI_Isend(o + size_t(send_c) * block, message_bytes(block, "all-gather"), MPI_BYTE, right, kTag, comm_, &reqs[1]);
     counters_.add(traffic, block);
-    wait_requests(reqs, 2, "an all-gather step", left);
+    exchange(o + size_t(recv_c) * block, block, left, o + size_t(send_c) * block, block, right, kTag, "an all-gather step");
   }
 }
 

@@ -4,12 +4,18 @@
 // wire are known exactly (and counted per traffic class). Every wait polls
 // with back-off sleeps instead of spinning, so ranks waiting on the network
 // leave the cores to ranks that compute, and gives up after a timeout.
+// With an emulated latency (comm/emulated_latency.h), every message to a rank
+// of another node, the rings' steps included, is handed to MPI no earlier than
+// its send time + the latency; with none, the path is the plain one.
 #include <mpi.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/delay_line.h"
 #include "comm/ring_volume.h"
 
 namespace occ {
@@ -48,11 +54,19 @@ class MpiCommunicator final : public Communicator {
   void allgather_chunks(TensorRef data, size_t count, Traffic traffic);
   void barrier();
 
+  // A send held back by the emulated latency: the delay line's thread posts
+  // it to MPI (handle) at `due`, then sets `posted`.
+  struct DelayedSend {
+    std::atomic<bool> posted{false};
+    MPI_Request handle = MPI_REQUEST_NULL;
+    DelayLine::Clock::time_point due{};
+  };
   // Point to point (peer = rank in this group). Start, then wait().
   struct Request {
     MPI_Request handle = MPI_REQUEST_NULL;
     int peer = -1;
     const char* what = "";
+    std::shared_ptr<DelayedSend> delayed;  // a send not yet handed to MPI (handle unset)
   };
   Request isend(const void* data, size_t bytes, int peer, int tag, Traffic traffic, const char* what);
   Request irecv(void* data, size_t bytes, int peer, int tag, const char* what);
@@ -76,6 +90,16 @@ class MpiCommunicator final : public Communicator {
   template <class T>
   void ring_allgather_chunks(T* data, size_t count, Traffic traffic);
   void wait_requests(MPI_Request* reqs, int n, const char* what, int peer, MPI_Status* statuses = nullptr);
+  // Does a message to `peer` wait the emulated latency (a rank of another node)?
+  bool delayed_to(int peer) const { return !delayed_peer_.empty() && delayed_peer_[size_t(peer)]; }
+  // MPI_Isend of `bytes` to `peer` once the emulated latency has passed.
+  std::shared_ptr<DelayedSend> send_later(const void* data, int bytes, int peer, int tag);
+  // Until r's delayed send is handed to MPI (then r.handle is its request).
+  void await_posted(Request& r);
+  // One ring step: receive from `left` into recv_buf while sending send_buf to
+  // `right`, and wait for both.
+  void exchange(void* recv_buf, size_t recv_bytes, int left, const void* send_buf, size_t send_bytes, int right,
+                int tag, const char* what);
 
   MPI_Comm comm_;
   TrafficCounters& counters_;
@@ -83,6 +107,7 @@ class MpiCommunicator final : public Communicator {
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;  // of each member (the heartbeat names peers by world rank)
+  std::vector<char> delayed_peer_;  // per member: on another node, with a latency emulated (else empty)
   std::vector<char> scratch_;
   std::vector<char> reduce_scatter_copy_;  // reduce_scatter's rotated input
 };

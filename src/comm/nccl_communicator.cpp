@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/emulated_latency.h"
 #include "comm/nccl_loader.h"
 #include "comm/ring_volume.h"
 #include "core/error.h"
@@ -212,6 +213,11 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(MpiCommunicator& grou
   };
   std::string reason;
   if (!agreed(nccl_library_loaded(&reason), reason)) return nullptr;
+  // NCCL moves its messages itself: the emulated latency is added by the MPI transport only.
+  if (!agreed(emulated_latency().count() == 0,
+              fmt::format("{} is set, and the emulated latency is added by the MPI transport only",
+                          kEmulatedLatencyVariable)))
+    return nullptr;
 
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));

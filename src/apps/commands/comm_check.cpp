@@ -19,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -405,12 +407,15 @@ class Checker {
     }
   }
 
-  // Median seconds of `iters` all-reduces of `count` floats (after one warm-up).
-  double time_allreduce(size_t count, int iters) {
+  // Median seconds of `iters` all-reduces of `count` floats (after one warm-up),
+  // each `gap_s` after the previous one.
+  // Median and best seconds.
+  std::pair<double, double> time_allreduce(size_t count, int iters, double gap_s) {
     DeviceBuffer<float> d(device_, count);
     comm().allreduce_sum(d.data(), count, Traffic::Other);
     std::vector<double> t;
     for (int k = 0; k < iters; ++k) {
+      pause(gap_s);
       MPI_Barrier(world_.handle());
       const double start = now_seconds();
       comm().allreduce_sum(d.data(), count, Traffic::Other);
@@ -419,10 +424,56 @@ class Checker {
       t.push_back(slowest);
     }
     std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return {t[t.size() / 2], t.front()};
+  }
+
+  // The last rank: the one farthest from rank 0 (on another node where there is one).
+  int ping_peer() const { return size() - 1; }
+  // Median seconds of `iters` round trips of a `bytes` message from rank 0 to
+  // ping_peer() and back (after one warm-up), each `gap_s` after the previous
+  // one, through the MPI communicator's point to point (the pipeline's path).
+  // Rank 0's median and best; other ranks return zeros.
+  std::pair<double, double> time_ping_pong(size_t bytes, int iters, double gap_s) {
+    const int peer = ping_peer();
+    std::vector<char> out(bytes, 1), in(bytes);
+    std::vector<double> t;
+    for (int k = 0; k <= iters; ++k) {
+      pause(gap_s);
+      MPI_Barrier(world_.handle());
+      const double start = now_seconds();
+      if (rank() == 0) {
+        auto recv = world_.irecv(in.data(), bytes, peer, 7201, "a ping-pong reply");
+        auto send = world_.isend(out.data(), bytes, peer, 7200, Traffic::Other, "a ping-pong message");
+        world_.wait(send);
+        world_.wait(recv);
+        if (k > 0) t.push_back(now_seconds() - start);
+      } else if (rank() == peer) {
+        auto recv = world_.irecv(in.data(), bytes, 0, 7200, "a ping-pong message");
+        world_.wait(recv);
+        auto send = world_.isend(in.data(), bytes, 0, 7201, Traffic::Other, "a ping-pong reply");
+        world_.wait(send);
+      }
+    }
+    if (t.empty()) return {0, 0};
+    std::sort(t.begin(), t.end());
+    return {t[t.size() / 2], t.front()};
+  }
+
+  // Rank 0: the host names of rank 0 and of ping_peer() (collective over the world).
+  std::pair<std::string, std::string> ping_hosts() {
+    char name[MPI_MAX_PROCESSOR_NAME] = {}, peer_name[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    if (rank() == ping_peer()) MPI_Send(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, 7202, world_.handle());
+    if (rank() == 0) MPI_Recv(peer_name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, ping_peer(), 7202, world_.handle(), MPI_STATUS_IGNORE);
+    return {name, peer_name};
   }
 
  private:
+  static void pause(double seconds) {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+
   void scale_on_host(float* d, size_t count, float s) {
     std::vector<float> h(count);
     device_copy(h.data(), Device::Cpu, d, device_, count * sizeof(float));
@@ -448,6 +499,8 @@ int comm_check(int argc, char** argv) {
   std::string backend_name = "auto", device_name;
   size_t count = (1u << 20) + 3;  // not a multiple of the rank count: uneven ring chunks
   int bench_iters = 0;
+  double bench_gap_ms = 0;
+  size_t ping_bytes = 4096;
   double timeout_s = 60;
   bool debug_host_staging = false;
   app.add_option("--comm-backend", backend_name, "auto | nccl | mpi (auto: NCCL when every rank has its own GPU)");
@@ -457,6 +510,14 @@ int comm_check(int argc, char** argv) {
       ->check(CLI::Range(size_t(1), (size_t(1) << 29) - 1));
   app.add_option("--bench-iters", bench_iters, "also time this many all-reduces of --count floats (median, busbw)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--ping-bytes", ping_bytes,
+                 "with --bench-iters (2+ ranks): also time round trips of a message of this many bytes between rank 0 "
+                 "and the last rank (default 4096)")
+      ->check(CLI::Range(size_t(1), size_t(0x7fffffff)));
+  app.add_option("--bench-gap-ms", bench_gap_ms,
+                 "pause between timed repetitions (so that a shaped link's token bucket refills and every repetition "
+                 "starts alike; default 0)")
+      ->check(CLI::Range(0.0, 10000.0));
   app.add_option("--comm-timeout", timeout_s, "seconds a rank waits on the network before aborting the job")
       ->check(CLI::PositiveNumber);
   app.add_flag("--debug-host-staging", debug_host_staging,
@@ -474,6 +535,7 @@ int comm_check(int argc, char** argv) {
       rc = parse_command_line(app, argc, argv);
     });
     if (rc >= 0) return rc;
+    start_emulated_latency(mpi, "comm-check");
     node = node_ranks(MPI_COMM_WORLD);
     agree(mpi, [&] {
       device = device_name.empty() ? default_device() : parse_device(device_name);
@@ -552,12 +614,22 @@ int comm_check(int argc, char** argv) {
                 "each way queued before any receive, received in order with the values sent\n",
                 mpi.size, backend.nccl ? "NCCL" : "MPI");
   if (bench_iters > 0) {
-    const double t = check.time_allreduce(count, bench_iters);
+    const auto [t, best] = check.time_allreduce(count, bench_iters, bench_gap_ms / 1e3);
     const double bytes = double(count) * sizeof(float);
     const double algbw = bytes / t / 1e9, busbw = algbw * 2.0 * (mpi.size - 1) / mpi.size;
     if (mpi.rank == 0)
-      std::printf("comm-check: all-reduce of %.1f MB: median %.3f ms over %d, algbw %.2f GB/s, busbw %.2f GB/s\n",
-                  bytes / 1e6, t * 1e3, bench_iters, algbw, busbw);
+      std::printf("comm-check: all-reduce of %.1f MB: median %.3f ms over %d, algbw %.2f GB/s, busbw %.2f GB/s; "
+                  "best %.3f ms\n",
+                  bytes / 1e6, t * 1e3, bench_iters, algbw, busbw, best * 1e3);
+    if (mpi.size > 1) {
+      const auto [rtt, best_rtt] = check.time_ping_pong(ping_bytes, bench_iters, bench_gap_ms / 1e3);
+      const auto [host, peer_host] = check.ping_hosts();
+      if (mpi.rank == 0)
+        std::printf("comm-check: ping-pong of %zu B between rank 0 (%s) and rank %d (%s): median round trip %.3f ms "
+                    "over %d; best %.3f ms\n",
+                    ping_bytes, host.c_str(), check.ping_peer(), peer_host.c_str(), rtt * 1e3, bench_iters,
+                    best_rtt * 1e3);
+    }
   }
   return 0;
 }

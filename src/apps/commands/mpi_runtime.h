@@ -3,6 +3,7 @@
 // pieces every multi-rank command (train, comm-check) starts with.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "comm/comm_backend.h"
+#include "comm/emulated_latency.h"
 #include "comm/mpi_communicator.h"
 #include "comm/node_ranks.h"
 #include "core/cuda_module_loading.h"
@@ -29,7 +31,10 @@ struct MpiRuntime {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  ~MpiRuntime() { MPI_Finalize(); }
+  ~MpiRuntime() {
+    stop_emulated_latency();  // every delayed message handed to MPI first
+    MPI_Finalize();
+  }
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
   int rank = 0, size = 1;
@@ -83,6 +88,26 @@ void agree(const MpiRuntime& mpi, F&& step) {
     std::fflush(stderr);
   }
   throw ReportedFailure{};
+}
+
+// Collective, before any communicator forms: the latency emulated between
+// nodes (OCC_EMULATED_LATENCY, which scripts/cluster.sh run --latency exports
+// where the kernel has no netem; comm/emulated_latency.h). Rank 0 says what
+// it does. A value that is not a time fails on every rank (ReportedFailure).
+inline void start_emulated_latency(const MpiRuntime& mpi, const char* command) {
+  std::chrono::nanoseconds delay{0};
+  agree(mpi, [&] { delay = emulated_latency_from_env(); });
+  if (delay.count() == 0 || mpi.size == 1) return;
+  const int nodes = configure_emulated_latency(MPI_COMM_WORLD, delay);
+  if (mpi.rank != 0) return;
+  if (nodes > 1)
+    std::printf("%s: emulated latency %s one way on every message between nodes (%d nodes), added by the MPI "
+                "transport (%s)\n",
+                command, latency_text(delay).c_str(), nodes, kEmulatedLatencyVariable);
+  else
+    std::printf("%s: %s=%s, but every rank is on one node: no message is delayed\n", command,
+                kEmulatedLatencyVariable, std::getenv(kEmulatedLatencyVariable));
+  std::fflush(stdout);
 }
 
 // From inside a catch block: a failure one rank met alone ends the whole job

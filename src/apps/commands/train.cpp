@@ -152,6 +152,7 @@ int train(int argc, char** argv) {
       if (rc < 0 && !opt.heartbeat_dir.empty()) heartbeat::start(opt.heartbeat_dir, mpi.rank, mpi.size);
     });
     if (rc >= 0) return rc;
+    start_emulated_latency(mpi, "train");
     if (mpi.size > 1) agree(mpi, [&] { check_ranks_agree(mpi, opt); });
     agree(mpi, lock_run_folder);
     agree(mpi, [&] {
