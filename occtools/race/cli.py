@@ -8,8 +8,8 @@ boundary, the auto plan; those the layout can run):
                 latency), --reps interleaved repetitions of --timing-iters iterations;
   loss runs     `mpirun -np WORLD optimus-cc train` on unshaped links, the same layout, each of
                 --seeds, --iters iterations, evaluated every <= 2 % of the run on >= --eval-samples
-                validation samples (the validation stream is a function of seed and global batch:
-                every variant evaluates the same samples at the same iteration);
+                validation samples, the same fixed set at every evaluation and for every variant
+                (train --eval-fixed-set);
   arithmetic    target = the baseline's mean validation loss at N (the latest N <= iters/2 where it
                 still improves >= 1 % over the last fifth of [0, N]); iterations to target per seed
                 by the interpolated crossing ("not reached" by 2N: null, with the loss at 2N);

@@ -43,7 +43,7 @@ def base_flags(regime, data):
 
 def loss_flags(regime, data, iters, interval, eval_iters, seed):
     return base_flags(regime, data) + ["--train-iters", str(iters), "--eval-interval", str(interval),
-                                       "--eval-iters", str(eval_iters), "--seed", str(seed)]
+                                       "--eval-iters", str(eval_iters), "--eval-fixed-set", "--seed", str(seed)]
 
 
 def timing_flags(regime, data, iters, seed):
