@@ -7,9 +7,10 @@ The time before the first iteration is the time from launch to the flushed
 `iter 1/...` line less that iteration's own `ms/it`; faults and peak memory are
 the run's (getrusage of the launched process and the children it waited for:
 every rank under mpirun). With --iters N > 1 the median ms/it of iterations
-2..N is reported too (the step itself, warm), and for a single process the CPU
-seconds before iteration 1 (CPU at the iter-1 line less iteration 2's CPU),
-which a loaded machine inflates far less than wall time.
+2..N is reported too (the step itself, warm), and for a single process an upper
+bound on the CPU seconds before iteration 1: the CPU at the iter-1 line less
+iteration 2's CPU (iteration 1 costs more than a warm one: its first touches), a
+figure a loaded machine inflates far less than wall time.
 
   /usr/bin/python3 bench/startup.py --data PREFIX --binary before=/work/baseline/optimus-cc \
       --binary after=build/optimus-cc --rounds 5 [--ranks 4 --tp 2 --pp 2] [--iters 4]
@@ -68,9 +69,9 @@ def run_once(binary, model, args):
     if status != 0 or 1 not in iter_ms:
         sys.exit(f"error: {' '.join(cmd)} failed:\n{''.join(lines[-20:])}")
     warm = [iter_ms[i] for i in sorted(iter_ms) if i > 1]
-    # CPU seconds before iteration 1 (single process, --iters 2 or more): the CPU
-    # spent up to the iter-1 line less one warm iteration's CPU (the iter-2 line's
-    # less the iter-1 line's). On a shared machine it moves less than wall time.
+    # An upper bound on the CPU seconds before iteration 1 (single process, --iters
+    # 2 or more): the CPU spent up to the iter-1 line less one warm iteration's CPU
+    # (the iter-2 line's less the iter-1 line's; iteration 1 itself costs more).
     cpu_before = None
     if cpu_at.get(1) is not None and cpu_at.get(2) is not None:
         cpu_before = cpu_at[1] - (cpu_at[2] - cpu_at[1])
