@@ -8,24 +8,15 @@ namespace occ {
 AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops, std::vector<BufferSpan> owned)
     : cfg_(cfg), ops_(ops), owned_(std::move(owned)), m_(ops.device()), v_(ops.device()), decay_(ops.device()) {
   if (owned_.empty()) owned_.push_back({0, layout.total()});
-  int64_t owned_total = 0;
-  for (const BufferSpan& s : owned_) owned_total += s.numel;
-  m_.resize(size_t(owned_total));  // zero-filled
-  v_.resize(size_t(owned_total));
-  // 1 where the owned element belongs to a decayed tensor, in the moments' order.
-  // On the CPU written into the zero-filled buffer itself.
-  decay_.resize(size_t(owned_total));
-  std::vector<uint8_t> staged(decay_.on_host() ? 0 : decay_.size(), 0);
-  uint8_t* decay = decay_.on_host() ? decay_.data() : staged.data();
-  int64_t at = 0;  // the span's first element in the moments
-  for (const BufferSpan& s : owned_) {
-    for (const auto& t : layout.tensors()) {
-      const int64_t lo = std::max(t.offset, s.offset), hi = std::min(t.offset + t.numel, s.offset + s.numel);
-      if (t.weight_decay && lo < hi) std::fill(decay + at + (lo - s.offset), decay + at + (hi - s.offset), uint8_t(1));
-    }
-    at += s.numel;
-  }
-  if (!staged.empty()) decay_.copy_from_host(staged.data(), staged.size());
+  std::vector<uint8_t> full(size_t(layout.total()), 0);
+  for (const auto& t : layout.tensors())
+    if (t.weight_decay)
+      for (int64_t i = 0; i < t.numel; ++i) full[size_t(t.offset + i)] = 1;
+  std::vector<uint8_t> decay;
+  for (const BufferSpan& s : owned_) decay.insert(decay.end(), full.begin() + s.offset, full.begin() + s.offset + s.numel);
+  m_.resize(decay.size());
+  v_.resize(decay.size());
+  decay_.assign_from_host(decay);
 }
 
 void AdamW::update(float* params, const float* grads, float lr, int64_t step) {
