@@ -7,6 +7,7 @@
 
 #include "apps/commands/commands.h"
 #include "core/error.h"
+#include "core/host_allocator.h"
 #include "core/numerics.h"
 
 namespace {
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   for (const auto& s : kSubcommands) {
     if (std::string(argv[1]) != s.name) continue;
     try {
+      occ::HostAllocator::huge_pages_wanted();  // a bad OCC_HUGE_PAGES is refused before any work
       return s.run(argc - 1, argv + 1);
     } catch (const occ::UsageError& e) {
       std::fprintf(stderr, "error: %s\n", e.what());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_allocator.h"
 
 #if defined(OCC_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -29,8 +30,10 @@ void note_alloc(Device d, size_t bytes) {
   }
 }
 
-// A small header before each block remembers its size for the live count.
-constexpr size_t kHeader = 64;  // keeps the payload 64-byte aligned
+#if defined(OCC_WITH_CUDA)
+// A page-locked block's header (keeps the payload 64-byte aligned).
+constexpr size_t kHeader = 64;
+#endif
 
 #if defined(OCC_WITH_CUDA)
 // Sizes of live GPU allocations, for the live/peak count.
@@ -144,12 +147,9 @@ std::string describe_device(Device d) {
 
 void* device_alloc(Device d, size_t bytes) {
   if (d == Device::Cpu) {
-    void* p = std::aligned_alloc(64, kHeader + (bytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, kHeader + bytes);
-    *static_cast<size_t*>(p) = bytes;
+    void* p = HostAllocator::allocate(bytes);  // zero-filled (by the kernel for big blocks)
     note_alloc(d, bytes);
-    return static_cast<char*>(p) + kHeader;
+    return p;
   }
 #if defined(OCC_WITH_CUDA)
   void* p = nullptr;
@@ -170,9 +170,8 @@ void* device_alloc(Device d, size_t bytes) {
 void device_free(Device d, void* p) noexcept {
   if (!p) return;
   if (d == Device::Cpu) {
-    void* base = static_cast<char*>(p) - kHeader;
-    g_live[0].fetch_sub(*static_cast<size_t*>(base));
-    std::free(base);
+    g_live[0].fetch_sub(HostAllocator::size_of(p));
+    HostAllocator::release(p);
     return;
   }
 #if defined(OCC_WITH_CUDA)
@@ -308,35 +307,31 @@ void CopyQueue::synchronize() {
 #endif
 }
 
-// A header before the block says how it was allocated (page-locked or not).
+// Page-locked blocks carry a header of their own before the block (its first
+// word is never HostAllocator's mark); the others are HostAllocator's.
 void* pinned_host_alloc(size_t bytes) {
+#if defined(OCC_WITH_CUDA)
   const size_t total = kHeader + (bytes + 63) / 64 * 64;
   void* p = nullptr;
-  size_t kind = 0;
-#if defined(OCC_WITH_CUDA)
-  if (cuda_device_count() > 0 && cudaMallocHost(&p, total) == cudaSuccess) kind = 1;
-  if (!kind) {
-    cudaGetLastError();
-    p = nullptr;
+  if (cuda_device_count() > 0 && cudaMallocHost(&p, total) == cudaSuccess) {
+    std::memset(p, 0, total);
+    *static_cast<size_t*>(p) = 1;
+    return static_cast<char*>(p) + kHeader;
   }
+  cudaGetLastError();
 #endif
-  if (!p) p = std::aligned_alloc(64, total);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, total);
-  *static_cast<size_t*>(p) = kind;
-  return static_cast<char*>(p) + kHeader;
+  return HostAllocator::allocate(bytes);
 }
 
 void pinned_host_free(void* p) noexcept {
   if (!p) return;
-  void* base = static_cast<char*>(p) - kHeader;
-#if defined(OCC_WITH_CUDA)
-  if (*static_cast<size_t*>(base) == 1) {
-    cudaFreeHost(base);
+  if (HostAllocator::owns(p)) {
+    HostAllocator::release(p);
     return;
   }
+#if defined(OCC_WITH_CUDA)
+  cudaFreeHost(static_cast<char*>(p) - kHeader);
 #endif
-  std::free(base);
 }
 
 size_t device_peak_bytes(Device d) { return g_peak[int(d)].load(); }

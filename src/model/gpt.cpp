@@ -54,11 +54,17 @@ GptStage::GptStage(const GptConfig& cfg, const ParallelLayout& layout, Communica
   if (options.sequence_parallel && tp.size() > 1)
     sp_ = std::make_unique<SequenceParallelComm>(tp, ops_, timers_, options.device, options.precision, options.wire);
   chunk_layers_ = params_layout_.num_local_layers() / layout.vp_size;
-  // The init is a pure function of (seed, tensor, global index), drawn on the host.
-  std::vector<float> host(size_t(params_layout_.total()), 0.0f);
-  params_layout_.initialize(host.data(), seed);
-  params_.assign_from_host(host);
-  grads_.resize(host.size());
+  // The init is a pure function of (seed, tensor, global index), drawn on the
+  // host: on the CPU straight into the parameters (no zeroed copy to fill first).
+  params_.resize(size_t(params_layout_.total()));
+  if (params_.on_host()) {
+    params_layout_.initialize(params_.data(), seed);
+  } else {
+    std::vector<float> host(params_.size());
+    params_layout_.initialize(host.data(), seed);
+    params_.copy_from_host(host.data(), host.size());
+  }
+  grads_.resize(params_.size());  // zero-filled
   if (block_.shape().rope) {
     // The angles of every position a micro-batch may have, computed once on the host.
     rope_positions_ = std::max(cfg.seq_length, cfg.max_position_embeddings);

@@ -1,7 +1,9 @@
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "core/normal_fill.h"
 #include "core/rng.h"
 
 namespace occ {
@@ -131,17 +133,37 @@ const ParamTensor& ParamLayout::find(const std::string& name) const {
 }
 
 void ParamLayout::initialize(float* params, uint64_t seed) const {
+  // Every normal tensor as pieces of consecutive global indices (a whole shard
+  // split by rows, or one row of a column split), cut to at most kPiece values
+  // so that the run's threads share the work evenly.
+  constexpr int64_t kPiece = int64_t(1) << 15;
+  struct Piece {
+    float* dst;
+    uint64_t key, first;
+    int64_t n;
+    float std;
+  };
+  std::vector<Piece> pieces;
   for (const auto& t : tensors_) {
     float* p = params + t.offset;
-    if (t.init == InitKind::Zeros) {
-      for (int64_t i = 0; i < t.numel; ++i) p[i] = 0.0f;
-    } else if (t.init == InitKind::Ones) {
-      for (int64_t i = 0; i < t.numel; ++i) p[i] = 1.0f;
-    } else {
-      const uint64_t key = make_key(seed, t.init_key);
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < t.numel; ++i) p[i] = t.init_std * normal_at(key, 0, uint64_t(t.global_index(i, layout_.tp_rank)));
+    if (t.init != InitKind::Normal) {
+      std::fill(p, p + t.numel, t.init == InitKind::Ones ? 1.0f : 0.0f);
+      continue;
     }
+    const uint64_t key = make_key(seed, t.init_key);
+    // A row of the shard is consecutive in the full tensor for every split;
+    // the whole shard is, unless its columns are split or it holds two halves.
+    const bool by_rows = t.split == TpSplit::Dim1 || t.split == TpSplit::Dim0Halves;
+    const int64_t run = by_rows ? t.numel / t.rows() : t.numel;
+    for (int64_t begin = 0; begin < t.numel; begin += run)
+      for (int64_t at = begin; at < begin + run; at += kPiece)
+        pieces.push_back({p + at, key, uint64_t(t.global_index(at, layout_.tp_rank)),
+                          std::min(kPiece, begin + run - at), t.init_std});
+  }
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t i = 0; i < int64_t(pieces.size()); ++i) {
+    const Piece& piece = pieces[size_t(i)];
+    normal_fill(piece.dst, piece.n, piece.key, piece.first, piece.std);
   }
 }
 
