@@ -257,13 +257,13 @@ TEST(TableCodes, HandWorkedBlocks) {
   std::vector<float> w3(size_t(lm3.wire_floats()));
   lm3.encode(x.data(), w3.data());
   lm3.decode(w3.data(), out.data());
-  const float s = bf16_value(uint16_t(reinterpret_cast<uint8_t*>(w3.data())[0] |
-                                               (reinterpret_cast<uint8_t*>(w3.data())[1] << 8)));
+  const float s = bf16_value(
+      uint16_t(reinterpret_cast<uint8_t*>(w3.data())[0] | (reinterpret_cast<uint8_t*>(w3.data())[1] << 8)));
   for (int j = 0; j < 64; ++j) {
     const float v = x[size_t(j)] / s;
     float best = 0, gap = INFINITY;
-    for (int k = 0; k < 8; ++k)
-      if (std::fabs(v - kernels::table_level(BlockCode::Lm3, k)) < gap)
+    for (int k = 0; k < 8; ++k)  // (<=: a tie, here x = 0 between -0.245 and 0.245, takes the upper level)
+      if (std::fabs(v - kernels::table_level(BlockCode::Lm3, k)) <= gap)
         gap = std::fabs(v - kernels::table_level(BlockCode::Lm3, k)), best = kernels::table_level(BlockCode::Lm3, k);
     EXPECT_EQ(out[size_t(j)], best * s) << j;
   }
