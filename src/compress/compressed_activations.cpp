@@ -11,7 +11,8 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
   static const std::vector<CompressionMethod> m{CompressionMethod::Int8,  CompressionMethod::Fp8E4m3,
                                                 CompressionMethod::Topk,  CompressionMethod::Mxfp4,
                                                 CompressionMethod::Nvfp4, CompressionMethod::Int4,
-                                                CompressionMethod::Int3};
+                                                CompressionMethod::Int3,  CompressionMethod::Int2,
+                                                CompressionMethod::LloydMax2, CompressionMethod::LloydMax3};
   return m;
 }
 
@@ -24,6 +25,12 @@ CompressedActivations::CompressedActivations(const ActivationCompressionConfig& 
 uint64_t activation_link_key(const ParallelLayout& layout) {
   return make_key(0x4657440000ull /* "FWD" */, uint64_t(layout.pp_rank), uint64_t(layout.tp_rank),
                   uint64_t(layout.dp_rank));
+}
+
+uint64_t activation_sender_key(const ParallelLayout& layout) {
+  ParallelLayout sender = layout;
+  sender.pp_rank = (layout.pp_rank + layout.pp_size - 1) % layout.pp_size;
+  return activation_link_key(sender);
 }
 
 CompressedActivationLinks make_activation_links(const ActivationCompressionConfig& cfg, const ParallelLayout& layout,
@@ -41,7 +48,7 @@ CompressedActivationLinks make_activation_links(const ActivationCompressionConfi
         cfg, rows, cols, seed, activation_link_key(layout), where,
         fmt::format("pp_fwd_pp{}_tp{}_dp{}", layout.pp_rank, layout.tp_rank, layout.dp_rank));
   if (ring || !layout.first_stage())
-    links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, seed, 0, where);
+    links.recv = std::make_unique<CompressedActivations>(cfg, rows, cols, seed, activation_sender_key(layout), where);
   return links;
 }
 

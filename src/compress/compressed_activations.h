@@ -23,9 +23,10 @@ struct ActivationCompressionConfig {
   CompressionMethod method = CompressionMethod::Int8;     // --activation-comp-method
   double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
   bool stochastic = false;                                // --activation-comp-rounding stochastic (block methods)
+  int rotation = 0;                                       // --activation-comp-rotation hadamard:B (0: none)
   LosslessCoding lossless = LosslessCoding::None;         // --activation-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};                            // --debug-dump-messages DIR (compress/message_dump.h)
-  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic}; }
+  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic, rotation}; }
   // The methods forward activations accept (stateless, no error feedback needed).
   static const std::vector<CompressionMethod>& methods();
 };
@@ -34,7 +35,7 @@ struct ActivationCompressionConfig {
 class CompressedActivations final : public LinkCodec {
  public:
   // seed: the run's; link: the sender's identity (activation_link_key; a
-  // receiver's is unused); where: the device of the stage's messages
+  // receiver passes its sender's, activation_sender_key); where: the device of the stage's messages
   // (compressor_factory.h); dump_name: the sender's name for
   // --debug-dump-messages ("": none).
   CompressedActivations(const ActivationCompressionConfig& cfg, int64_t rows, int64_t cols, uint64_t seed = 0,
@@ -44,6 +45,10 @@ class CompressedActivations final : public LinkCodec {
 // The identity of a rank's forward link (its stage, TP and DP rank): with each
 // message's iteration, micro-batch and chunk it keys stochastic rounding.
 uint64_t activation_link_key(const ParallelLayout& layout);
+// The identity of the forward link a rank receives on: its previous stage's
+// (the ring wraps under interleaving), from which it derives each message's
+// rotation as its sender did.
+uint64_t activation_sender_key(const ParallelLayout& layout);
 
 // A stage's forward links: `send` to the next stage (none on the last),
 // `recv` from the previous one (none on the first); both null when off.

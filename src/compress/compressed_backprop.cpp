@@ -58,9 +58,12 @@ CompressedBackpropLinks make_backprop_links(const CompressedBackpropConfig& cfg,
                                                   fmt::format("pp_bwd_vs{}_tp{}_dp{}", virtual_stage, layout.tp_rank,
                                                               layout.dp_rank),
                                                   backprop_link_key(layout, virtual_stage)));
+    // The receiver of chunk c's output gradient, sent by virtual stage + 1 (same TP and DP rank): its keys.
     links.recv.push_back(virtual_stage + 1 == layout.virtual_stages()
                              ? nullptr
-                             : std::make_unique<CompressedBackprop>(receiver, rows, cols, seed, 0, c, where));
+                             : std::make_unique<CompressedBackprop>(
+                                   receiver, rows, cols, seed, uint64_t(virtual_stage + 1) * 1000 + uint64_t(layout.tp_rank),
+                                   c, where, "", backprop_link_key(layout, virtual_stage + 1)));
   }
   return links;
 }

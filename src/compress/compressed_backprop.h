@@ -33,11 +33,12 @@ struct CompressedBackpropConfig {
   CompressionMethod method = CompressionMethod::PowerSgd;  // --inter-grad-comp-method
   double topk_fraction = 0.1;    // --inter-grad-comp-topk-fraction
   bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
+  int rotation = 0;              // --inter-grad-comp-rotation hadamard:B (block methods; 0: none)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
   LosslessCoding lossless = LosslessCoding::None;  // --inter-grad-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation}; }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.
@@ -46,9 +47,10 @@ class CompressedBackprop final : public LinkCodec {
   // rows x cols: the matrix one TP rank sends (tokens / T x hidden). chunk:
   // the sender's model chunk (interleaved schedule; its state is saved apart).
   // where: the device of the stage's messages (compressor_factory.h).
-  // link_key seeds the method's state (PowerSGD's Q); link: the sender's
-  // identity that keys stochastic rounding with each message's id
-  // (backprop_link_key; a receiver's is unused).
+  // link_key seeds the method's state (PowerSGD's Q) and a rotation; link: the
+  // sender's identity that keys stochastic rounding and a rotation with each
+  // message's id (backprop_link_key). A receiver passes its sender's link_key
+  // and link, so it derives the same rotation.
   CompressedBackprop(const CompressedBackpropConfig& cfg, int64_t rows, int64_t cols, uint64_t seed, uint64_t link_key,
                      int chunk = 0, CompressorPlacement where = {}, const std::string& dump_name = "",
                      uint64_t link = 0);

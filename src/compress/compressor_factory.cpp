@@ -8,6 +8,7 @@
 #include "compress/fp8_compressor.h"
 #include "compress/int8_compressor.h"
 #include "compress/powersgd.h"
+#include "compress/rotated_compressor.h"
 #include "compress/sign_compressor.h"
 #include "compress/topk_compressor.h"
 #include "core/error.h"
@@ -26,6 +27,9 @@ const char* method_name(CompressionMethod m) {
     case CompressionMethod::Nvfp4: return "nvfp4";
     case CompressionMethod::Int4: return "int4";
     case CompressionMethod::Int3: return "int3";
+    case CompressionMethod::Int2: return "int2";
+    case CompressionMethod::LloydMax2: return "lloydmax2";
+    case CompressionMethod::LloydMax3: return "lloydmax3";
   }
   return "?";
 }
@@ -35,7 +39,9 @@ const std::vector<CompressionMethod>& all_methods() {
                                                   CompressionMethod::Fp8E4m3,  CompressionMethod::Fp8E5m2,
                                                   CompressionMethod::Topk,     CompressionMethod::Sign,
                                                   CompressionMethod::Mxfp4,    CompressionMethod::Nvfp4,
-                                                  CompressionMethod::Int4,     CompressionMethod::Int3};
+                                                  CompressionMethod::Int4,     CompressionMethod::Int3,
+                                                  CompressionMethod::Int2,     CompressionMethod::LloydMax2,
+                                                  CompressionMethod::LloydMax3};
   return all;
 }
 
@@ -45,6 +51,9 @@ kernels::BlockCode block_code_of(CompressionMethod m) {
     case CompressionMethod::Nvfp4: return kernels::BlockCode::Nvfp4;
     case CompressionMethod::Int4: return kernels::BlockCode::Int4;
     case CompressionMethod::Int3: return kernels::BlockCode::Int3;
+    case CompressionMethod::Int2: return kernels::BlockCode::Int2;
+    case CompressionMethod::LloydMax2: return kernels::BlockCode::Lm2;
+    case CompressionMethod::LloydMax3: return kernels::BlockCode::Lm3;
     default: throw Error(fmt::format("internal: {} is not a block method", method_name(m)));
   }
 }
@@ -54,6 +63,33 @@ bool parse_rounding(const std::string& value, const std::string& flag) {
   if (value == "stochastic") return true;
   throw UsageError(fmt::format("{} '{}' is not a rounding; use nearest|stochastic", flag, value));
 }
+
+std::string block_method_names() {
+  std::string names;
+  for (CompressionMethod m : all_methods())
+    if (method_is_block(m)) names += (names.empty() ? "" : "|") + std::string(method_name(m));
+  return names;
+}
+
+int parse_rotation(const std::string& value, const std::string& flag) {
+  if (value == "none") return 0;
+  if (value == "hadamard") return kDefaultRotationBlock;
+  const std::string prefix = "hadamard:";
+  if (value.rfind(prefix, 0) == 0) {
+    const std::string digits = value.substr(prefix.size());
+    const bool numeric = !digits.empty() && digits.size() <= 4 &&
+                         std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int block = numeric ? std::stoi(digits) : 0;
+    if (kernels::rotation_block_ok(block)) return block;
+    throw UsageError(fmt::format("{} '{}': the block must be a power of two from 2 to {}; use e.g. hadamard:{}", flag,
+                                 value, kernels::kMaxRotationBlock, kDefaultRotationBlock));
+  }
+  throw UsageError(fmt::format("{} '{}' is not a rotation; use none|hadamard|hadamard:BLOCK (BLOCK a power of two "
+                               "from 2 to {})",
+                               flag, value, kernels::kMaxRotationBlock));
+}
+
+std::string rotation_name(int block) { return block > 0 ? fmt::format("hadamard:{}", block) : "none"; }
 
 CompressionMethod parse_method(const std::string& value, const std::string& flag,
                                const std::vector<CompressionMethod>& allowed, const std::string& also) {
@@ -73,9 +109,12 @@ std::string describe(const CompressorSpec& spec) {
   switch (spec.method) {
     case CompressionMethod::PowerSgd: return fmt::format("powersgd rank {}", spec.rank);
     case CompressionMethod::Topk: return fmt::format("topk {:g}%", 100.0 * spec.topk_fraction);
-    default:
-      return method_is_block(spec.method) && spec.stochastic ? fmt::format("{} stochastic", method_name(spec.method))
-                                                             : method_name(spec.method);
+    default: {
+      std::string s = method_name(spec.method);
+      if (method_is_block(spec.method) && spec.rotation > 0) s += fmt::format(" rotated {}", spec.rotation);
+      if (method_is_block(spec.method) && spec.stochastic) s += " stochastic";
+      return s;
+    }
   }
 }
 
@@ -93,7 +132,14 @@ std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, in
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:
     case CompressionMethod::Int3:
-      return std::make_unique<BlockCompressor>(rows, cols, block_code_of(spec.method), spec.stochastic, seed, key, ops);
+    case CompressionMethod::Int2:
+    case CompressionMethod::LloydMax2:
+    case CompressionMethod::LloydMax3: {
+      std::unique_ptr<MatrixCompressor> block =
+          std::make_unique<BlockCompressor>(rows, cols, block_code_of(spec.method), spec.stochastic, seed, key, ops);
+      if (spec.rotation == 0) return block;
+      return std::make_unique<RotatedCompressor>(std::move(block), spec.rotation, seed, key, ops);
+    }
   }
   throw Error("unknown compression method");
 }
@@ -114,6 +160,9 @@ int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:
     case CompressionMethod::Int3:
+    case CompressionMethod::Int2:
+    case CompressionMethod::LloydMax2:
+    case CompressionMethod::LloydMax3:
       return wire::words_for_bytes(BlockCompressor::wire_bytes(block_code_of(spec.method), rows, cols));
   }
   throw Error("unknown compression method");

@@ -13,9 +13,10 @@
 
 namespace occ {
 
-enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3 };
+enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3, Int2, LloydMax2, LloydMax3 };
 
-// The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign, mxfp4, nvfp4, int4, int3.
+// The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign, mxfp4, nvfp4, int4, int3, int2,
+// lloydmax2, lloydmax3.
 const char* method_name(CompressionMethod m);
 // Parses a flag value; throws occ::UsageError naming `flag` and `allowed` on
 // anything else. `also`: other values the flag accepts, listed first (e.g. "none").
@@ -28,16 +29,26 @@ inline bool method_is_stateful(CompressionMethod m) { return m == CompressionMet
 // Can the wire be summed as floats (all-reduced)? Only PowerSGD's P and Q;
 // the byte wires (int8, fp8, topk, sign) can only be copied.
 inline bool method_is_summable(CompressionMethod m) { return m == CompressionMethod::PowerSgd; }
-// The block-scaled 3/4-bit codes (compress/block_compressor.h): the methods
-// that round, to nearest or stochastically.
+// The block-scaled 2/3/4-bit codes (compress/block_compressor.h): the methods
+// that round, to nearest or stochastically, and take a rotation.
 inline bool method_is_block(CompressionMethod m) {
   return m == CompressionMethod::Mxfp4 || m == CompressionMethod::Nvfp4 || m == CompressionMethod::Int4 ||
-         m == CompressionMethod::Int3;
+         m == CompressionMethod::Int3 || m == CompressionMethod::Int2 || m == CompressionMethod::LloydMax2 ||
+         m == CompressionMethod::LloydMax3;
 }
+// "mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3", for messages.
+std::string block_method_names();
 // The block code of a block method (kernels/block_codes.h).
 kernels::BlockCode block_code_of(CompressionMethod m);
 // The rounding flag's values (--*-comp-rounding): nearest (default) | stochastic.
 bool parse_rounding(const std::string& value, const std::string& flag);
+// The rotation flag's values (--*-comp-rotation): none (0) | hadamard (the
+// default block, kDefaultRotationBlock) | hadamard:B (B a power of two in
+// [2, 256]); returns the block size. Throws occ::UsageError naming `flag`.
+constexpr int kDefaultRotationBlock = 128;
+int parse_rotation(const std::string& value, const std::string& flag);
+// "hadamard:128", or "none" for 0.
+std::string rotation_name(int block);
 
 // One link's compressor: the method and its parameter.
 struct CompressorSpec {
@@ -45,6 +56,7 @@ struct CompressorSpec {
   int rank = 16;                 // powersgd
   double topk_fraction = 0.1;    // topk
   bool stochastic = false;       // block methods: stochastic rounding (else to nearest, ties to even)
+  int rotation = 0;              // block methods: the Hadamard rotation's block (0: none; rotated_compressor.h)
   bool operator==(const CompressorSpec&) const = default;
 };
 // "powersgd rank 16", "int8", "topk 10%", "mxfp4 stochastic" ...

@@ -30,10 +30,11 @@ struct GradCompressionConfig {
   CompressionMethod method = CompressionMethod::PowerSgd;  // --grad-comp-method
   double topk_fraction = 0.01;  // --grad-comp-topk-fraction
   bool stochastic = false;      // --grad-comp-rounding stochastic (block methods)
+  int rotation = 0;             // --grad-comp-rotation hadamard:B (block methods; 0: none)
 
   // Does stage `stage` compress its DP gradients at all?
   bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation}; }
 };
 
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its
@@ -60,6 +61,9 @@ class DataParallelCompressor {
   // methods' messages all-gathered over dp.device. Every DP rank ends with the
   // same values.
   virtual void reduce(float* grads, DataParallelGroup dp, PhaseTimers& timers) = 0;
+  // The iteration whose gradients the next reduce() averages: it keys a
+  // rotation's signs (alike on every DP rank, and again after a resume).
+  virtual void begin_iteration(int64_t /*iteration*/) {}
   // Does it keep state a checkpoint must hold (warm starts, residuals)?
   virtual bool stateful() const = 0;
   virtual void save_state(TensorFileWriter& w) const = 0;

@@ -4,6 +4,7 @@
 
 #include "compress/powersgd.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace occ {
 
@@ -33,6 +34,10 @@ void DataParallelGatherCompression::reduce(float* grads, DataParallelGroup group
   const int64_t D = dp.size();
   {
     ScopedPhase t(timers, "compress");
+    // A rotation is keyed by the iteration, alike on every rank (it then decodes
+    // every rank's message). Unrotated methods keep their keys (seed and tensor).
+    if (cfg_.rotation > 0)
+      for (auto& c : compressors_) c->set_message_key(make_key(0x44505f524f54ull /* "DP_ROT" */, uint64_t(iteration_)));
     for (size_t i = 0; i < tensors_.size(); ++i)
       compressors_[i]->encode(grads + tensors_[i].offset, message_.data() + wire_offset_[i]);
   }

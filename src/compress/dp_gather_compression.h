@@ -27,6 +27,7 @@ class DataParallelGatherCompression final : public DataParallelCompressor {
                                 kernels::Ops& ops);
   const std::vector<TensorDesc>& tensors() const override { return tensors_; }
   void reduce(float* grads, DataParallelGroup group, PhaseTimers& timers) override;
+  void begin_iteration(int64_t iteration) override { iteration_ = iteration; }
   bool stateful() const override { return cfg_.error_feedback; }  // the residuals
   void save_state(TensorFileWriter& w) const override;
   bool load_state(const TensorFileReader& r) override;
@@ -42,6 +43,7 @@ class DataParallelGatherCompression final : public DataParallelCompressor {
   std::vector<std::unique_ptr<MatrixCompressor>> compressors_;  // per tensor (error feedback inside)
   std::vector<int64_t> wire_offset_;                            // per tensor, into the message
   int64_t wire_total_ = 0;
+  int64_t iteration_ = 0;  // keys a rotation (begin_iteration)
   kernels::Ops& ops_;  // where the buffers below live and the sums run
   DeviceBuffer<float> message_, gathered_, decoded_;
 };

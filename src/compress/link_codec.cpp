@@ -20,9 +20,9 @@ LinkCodec::LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const Compres
     : compressor_(std::move(compressor)), link_(link) {
   if (lossless == LosslessCoding::Rans) {
     OCC_CHECK(method_is_block(spec.method),
-              "lossless rans codes the block methods' wires (mxfp4|nvfp4|int4|int3), not {}; drop the "
-              "--*-comp-lossless flag or use one of those methods",
-              method_name(spec.method));
+              "lossless rans codes the block methods' wires ({}), not {}; drop the --*-comp-lossless flag or use "
+              "one of those methods",
+              block_method_names(), method_name(spec.method));
     OCC_CHECK(where.device() == Device::Cpu,
               "lossless rans codes the wire on the host, and this run's pipeline codecs run on the GPU; drop the "
               "--*-comp-lossless flag (it is for the CPU backend)");
@@ -37,9 +37,13 @@ int64_t LinkCodec::wire_floats() const {
   return coder_ ? wire::words_for_bytes(coder_->capacity_bytes()) : compressor_->wire_floats();
 }
 
+uint64_t LinkCodec::message_key(const MessageId& id) const {
+  return make_key(link_, uint64_t(id.iteration), uint64_t(id.micro_batch), uint64_t(id.chunk));
+}
+
 int64_t LinkCodec::encode(const float* slice, float* wire, const MessageId& id) {
   if (dump_) dump_->record(slice);
-  compressor_->set_message_key(make_key(link_, uint64_t(id.iteration), uint64_t(id.micro_batch), uint64_t(id.chunk)));
+  compressor_->set_message_key(message_key(id));
   if (!coder_) {
     compressor_->encode(slice, wire);
     return compressor_->wire_floats();
@@ -52,7 +56,9 @@ int64_t LinkCodec::encode(const float* slice, float* wire, const MessageId& id) 
   return words;
 }
 
-void LinkCodec::decode(const float* wire, int64_t floats, float* slice) const {
+void LinkCodec::decode(const float* wire, int64_t floats, float* slice, const MessageId& id) const {
+  // The receiver's own compressor (never shared), keyed as its sender's was for this message.
+  compressor_->set_message_key(message_key(id));
   if (!coder_) {
     OCC_CHECK(floats == compressor_->wire_floats(), "internal: a message of {} words where {} were expected", floats,
               compressor_->wire_floats());

@@ -29,7 +29,8 @@ class LinkCodec : public MessageCodec {
   int64_t wire_floats() const override;
   // Keys the compressor's stochastic rounding by (link, id) before encoding.
   int64_t encode(const float* slice, float* wire, const MessageId& id) override;
-  void decode(const float* wire, int64_t floats, float* slice) const override;
+  // Keys the compressor by the sending link's identity and id alike (a rotation's signs).
+  void decode(const float* wire, int64_t floats, float* slice, const MessageId& id) const override;
   bool variable_size() const override { return coder_ != nullptr; }
 
  protected:
@@ -37,13 +38,14 @@ class LinkCodec : public MessageCodec {
   // coding (throws occ::Error unless a block method on the CPU); dump: the
   // directory of --debug-dump-messages ("" or dump_name "": none); link: the
   // sending link's identity (direction, virtual stage, TP and DP rank), which
-  // with each message's id keys its rounding (a receiver's is unused: decoding
-  // draws no bits).
+  // with each message's id keys its rounding and its rotation (a receiver
+  // passes its sender's: it derives the same rotation).
   LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const CompressorSpec& spec, LosslessCoding lossless,
             CompressorPlacement where, const std::string& dump, const std::string& dump_name, uint64_t link);
   std::unique_ptr<MatrixCompressor> compressor_;
 
  private:
+  uint64_t message_key(const MessageId& id) const;
   uint64_t link_;
   std::unique_ptr<BlockWireCoder> coder_;
   mutable std::vector<float> raw_;  // the compressor's wire before (sender) or after (receiver) the coding

@@ -1,5 +1,5 @@
 #pragma once
-// Block-scaled codes of 3 and 4 bits: the wires of the block compressors
+// Block-scaled codes of 2, 3 and 4 bits: the wires of the block compressors
 // (compress/block_compressor.h), packed by both backends (kernels/block_codes.cpp,
 // kernels/cuda/block_codes.cu) from the per-block functions below, compiled for
 // host and device (OCC_HD), into the same bytes.
@@ -24,6 +24,23 @@
 //          18 bytes per block: 4.5 bits per value.
 //   int3   the same with 3 bits, integers in [-3, 3]: 14 bytes per block,
 //          3.5 bits per value (the sub-4-bit code; E1M1's values are int3's).
+//   int2   2 bits, B = 64: the uniform mid-rise levels -1.5, -0.5, 0.5, 1.5
+//          (codes 0..3, value (2 code - 3) / 2) times a bf16 scale
+//          s = max |x| / 1.5 rounded up to bf16. 18 bytes per block: 2.25 bits per value.
+//   lm2    2 bits, B = 64: the Lloyd-Max quantizer of a unit Gaussian (Max 1960;
+//          the levels minimise E[(X - q(X))^2] for X ~ N(0, 1): each level is
+//          the mean of X between its thresholds, each threshold the midpoint of
+//          its levels), levels +-0.45278003, +-1.5104176 (MSE 0.11748), times a
+//          bf16 scale s = the block's RMS, sqrt(sum x^2 / len) (double), rounded
+//          up to bf16: for values made near-Gaussian by a rotation
+//          (kernels/hadamard.h). 18 bytes per block: 2.25 bits per value.
+//   lm3    the same with 3 bits: levels +-0.24509418, +-0.75600528,
+//          +-1.3439093, +-2.1519457 (MSE 0.034548). 26 bytes per block: 3.25 bits per value.
+//   (int2, lm2, lm3: codes are level indices in ascending order; to nearest,
+//   a value on a threshold, the fp32 midpoint of two levels, takes the upper
+//   level; stochastic: up from the level below with the probability of the
+//   distance over the gap. Tests: tests/cli/low_bit_reference.sh, NumPy from
+//   these definitions.)
 //
 // E2M1 (FP4): sign bit 3, magnitude code 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 // Rounding: to nearest, ties to even (the code with an even magnitude code),
@@ -52,9 +69,11 @@
 //           [2 n nb, 18 n nb)             16 code bytes per block
 //   int3:   [0, 2 n nb)                   bf16 block scales
 //           [2 n nb, 14 n nb)             12 code bytes per block
+//   int2, lm2: [0, 2 n nb) bf16 scales, [2 n nb, 18 n nb) 16 code bytes per block
+//   lm3:    [0, 2 n nb) bf16 scales, [2 n nb, 26 n nb) 24 code bytes per block
 // then zero bytes to a whole word. 4-bit codes: entry 2k of a block in the low
-// nibble of its byte k, entry 2k + 1 in the high one; 3-bit codes: entry j at
-// bits 3j..3j+2 of the block's bytes read as one little-endian bit string.
+// nibble of its byte k, entry 2k + 1 in the high one; 2- and 3-bit codes: entry
+// j at bits bj..bj+b-1 of the block's bytes read as one little-endian bit string.
 //
 // Every operation is an exact IEEE operation or an integer one, and no product
 // feeds a sum (nothing a compiler may contract into an FMA), so both backends
@@ -66,14 +85,22 @@
 
 namespace occ::kernels {
 
-enum class BlockCode { Mxfp4, Nvfp4, Int4, Int3 };
+enum class BlockCode { Mxfp4, Nvfp4, Int4, Int3, Int2, Lm2, Lm3 };
 
-OCC_HD constexpr int block_entries(BlockCode code) { return code == BlockCode::Nvfp4 ? 16 : 32; }
-OCC_HD constexpr int block_code_bits(BlockCode code) { return code == BlockCode::Int3 ? 3 : 4; }
+// The 2- and 3-bit codes of level tables (int2, lm2, lm3).
+OCC_HD constexpr bool block_code_is_table(BlockCode code) {
+  return code == BlockCode::Int2 || code == BlockCode::Lm2 || code == BlockCode::Lm3;
+}
+OCC_HD constexpr int block_entries(BlockCode code) {
+  return code == BlockCode::Nvfp4 ? 16 : block_code_is_table(code) ? 64 : 32;
+}
+OCC_HD constexpr int block_code_bits(BlockCode code) {
+  return code == BlockCode::Int3 || code == BlockCode::Lm3 ? 3 : code == BlockCode::Int2 || code == BlockCode::Lm2 ? 2 : 4;
+}
 // Bytes of one block's codes and of its scale.
 OCC_HD constexpr int block_code_bytes(BlockCode code) { return block_entries(code) * block_code_bits(code) / 8; }
 OCC_HD constexpr int block_scale_bytes(BlockCode code) {
-  return code == BlockCode::Int4 || code == BlockCode::Int3 ? 2 : 1;
+  return code == BlockCode::Mxfp4 || code == BlockCode::Nvfp4 ? 1 : 2;
 }
 // Bytes of the per-row scales (nvfp4's fp32 R).
 OCC_HD constexpr int block_row_scale_bytes(BlockCode code) { return code == BlockCode::Nvfp4 ? 4 : 0; }
@@ -125,6 +152,40 @@ OCC_HD inline uint8_t e2m1_code(float v, bool stochastic, float r) {
 OCC_HD inline float e2m1_value(uint32_t code) {
   const float m = e2m1_magnitude(code & 7u);
   return (code & 8u) ? -m : m;
+}
+
+// ---- level tables: int2, lm2, lm3 -----------------------------------------------
+
+OCC_HD constexpr int table_levels(BlockCode code) { return 1 << block_code_bits(code); }
+// Level k (0 <= k < table_levels) of a table code, ascending; symmetric about 0.
+OCC_HD inline float table_level(BlockCode code, int k) {
+  const int K = table_levels(code), half = K / 2;
+  const int m = k < half ? half - 1 - k : k - half;  // the magnitude's rank
+  float a;
+  if (code == BlockCode::Int2) a = m == 0 ? 0.5f : 1.5f;
+  else if (code == BlockCode::Lm2) a = m == 0 ? 0.45278003463649213f : 1.510417608499096f;
+  else a = m == 0 ? 0.24509417894422197f : m == 1 ? 0.7560052812058772f : m == 2 ? 1.3439092785050013f : 2.151945704536986f;
+  return k < half ? -a : a;
+}
+// The threshold between levels k and k + 1: their midpoint in fp32.
+OCC_HD inline float table_threshold(BlockCode code, int k) {
+  return (table_level(code, k) + table_level(code, k + 1)) * 0.5f;
+}
+// The code of v = x / scale (not NaN): to nearest (on a threshold, the upper
+// level), or stochastic with r in [0, 1); beyond the outer levels, saturating.
+OCC_HD inline uint32_t table_code(BlockCode code, float v, bool stochastic, float r) {
+  const int K = table_levels(code);
+  if (!stochastic) {
+    uint32_t c = 0;
+    for (int k = 0; k + 1 < K; ++k) c += uint32_t(v >= table_threshold(code, k));
+    return c;
+  }
+  if (!(v > table_level(code, 0))) return 0;
+  int below = 0;  // the largest level <= v
+  while (below + 1 < K && table_level(code, below + 1) <= v) ++below;
+  if (below + 1 == K) return uint32_t(K - 1);
+  const float gap = table_level(code, below + 1) - table_level(code, below);
+  return uint32_t(below) + uint32_t(v - table_level(code, below) > r * gap);
 }
 
 // ---- scales ---------------------------------------------------------------------
@@ -182,8 +243,18 @@ OCC_HD inline float block_absmax(const float* x, int len) {
   return amax;
 }
 
+// The RMS of a block's (finite) entries, sqrt(sum x^2 / len): squares and sum
+// in double (a float's square is exact there, so a contracted FMA gives the
+// same sum on either backend), rounded once to fp32.
+OCC_HD inline float block_rms(const float* x, int len) {
+  double sum = 0.0;
+  for (int j = 0; j < len; ++j) sum += double(x[j]) * double(x[j]);
+  return len > 0 ? float(sqrt(sum / double(len))) : 0.0f;
+}
+
 // The scale the entries are divided by (0: the block sends zeros), and the bytes of
 // the block's scale: mxfp4 1 (E8M0), nvfp4 1 (E4M3; row_scale: the row's R), int 2 (bf16).
+// amax: the block's largest finite magnitude (lm2 and lm3: its RMS instead).
 OCC_HD inline float block_scale(BlockCode code, float amax, float row_scale, uint8_t* scale_bytes) {
   if (code == BlockCode::Mxfp4) {
     const int e = mx_shared_exponent(amax);
@@ -195,7 +266,9 @@ OCC_HD inline float block_scale(BlockCode code, float amax, float row_scale, uin
     scale_bytes[0] = s;
     return fp8_e4m3_to_float(s) * row_scale;
   }
-  const float s = bf16_round_up(amax / (code == BlockCode::Int4 ? 7.0f : 3.0f));
+  const float s = code == BlockCode::Lm2 || code == BlockCode::Lm3
+                      ? bf16_round_up(amax)
+                      : bf16_round_up(amax / (code == BlockCode::Int4 ? 7.0f : code == BlockCode::Int2 ? 1.5f : 3.0f));
   const uint16_t b = uint16_t(float_bits(s) >> 16);
   scale_bytes[0] = uint8_t(b), scale_bytes[1] = uint8_t(b >> 8);
   return s;
@@ -204,6 +277,7 @@ OCC_HD inline float block_scale(BlockCode code, float amax, float row_scale, uin
 // The code of one finite entry v = x / scale.
 OCC_HD inline uint32_t block_entry_code(BlockCode code, float v, bool stochastic, float r) {
   if (code == BlockCode::Mxfp4 || code == BlockCode::Nvfp4) return e2m1_code(v, stochastic, r);
+  if (block_code_is_table(code)) return table_code(code, v, stochastic, r);
   const float top = code == BlockCode::Int4 ? 7.0f : 3.0f;
   float q;
   if (stochastic) {
@@ -229,12 +303,17 @@ OCC_HD inline void put_code(BlockCode code, uint8_t* bytes, int j, uint32_t c) {
     bytes[j >> 1] = uint8_t(bytes[j >> 1] | (c << (4 * (j & 1))));
     return;
   }
+  if (block_code_bits(code) == 2) {
+    bytes[j >> 2] = uint8_t(bytes[j >> 2] | (c << (2 * (j & 3))));
+    return;
+  }
   const int bit = 3 * j, at = bit >> 3, shift = bit & 7;
   bytes[at] = uint8_t(bytes[at] | (c << shift));
   if (shift > 5) bytes[at + 1] = uint8_t(bytes[at + 1] | (c >> (8 - shift)));
 }
 OCC_HD inline uint32_t get_code(BlockCode code, const uint8_t* bytes, int j) {
   if (block_code_bits(code) == 4) return (bytes[j >> 1] >> (4 * (j & 1))) & 0xfu;
+  if (block_code_bits(code) == 2) return (bytes[j >> 2] >> (2 * (j & 3))) & 0x3u;
   const int bit = 3 * j, at = bit >> 3, shift = bit & 7;
   uint32_t v = uint32_t(bytes[at]) >> shift;
   if (shift > 5) v |= uint32_t(bytes[at + 1]) << (8 - shift);
@@ -255,7 +334,8 @@ OCC_HD inline void encode_block(const BlockCoding& coding, const float* x, int l
     block_nan_scale(code, scale_bytes);
     return;
   }
-  const float scale = block_scale(code, block_absmax(x, len), row_scale, scale_bytes);
+  const float magnitude = code == BlockCode::Lm2 || code == BlockCode::Lm3 ? block_rms(x, len) : block_absmax(x, len);
+  const float scale = block_scale(code, magnitude, row_scale, scale_bytes);
   const uint64_t hash = coding.stochastic ? block_hash(x, len, entries) : 0;
   PhiloxBlock draw{{0, 0, 0, 0}};
   for (int j = 0; j < len; ++j) {
@@ -270,6 +350,7 @@ OCC_HD inline void encode_block(const BlockCoding& coding, const float* x, int l
 // The value of one code under its block's decoded scale (a NaN scale: NaN).
 OCC_HD inline float block_entry_value(BlockCode code, uint32_t c, float scale) {
   if (code == BlockCode::Mxfp4 || code == BlockCode::Nvfp4) return e2m1_value(c) * scale;
+  if (block_code_is_table(code)) return table_level(code, int(c)) * scale;
   const int bits = block_code_bits(code);
   const int q = int(c << (32 - bits)) >> (32 - bits);  // sign-extended
   return float(q) * scale;

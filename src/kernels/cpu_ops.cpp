@@ -296,6 +296,9 @@ class CpuOps final : public Ops {
   void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) override {
     kernels::decode_blocks(wire, out, n, c, code);
   }
+  void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) override {
+    kernels::rotate_rows(in, out, n, c, block, key, inverse);
+  }
 
  private:
   std::vector<float> swiglu_grad_;  // linear_backward_swiglu's g = dout w

@@ -6,6 +6,7 @@
 
 #include "core/rng.h"  // OCC_HD
 #include "kernels/block_codes.h"
+#include "kernels/hadamard.h"
 #include "kernels/row_codes.h"
 
 namespace occ::kernels {
@@ -177,5 +178,10 @@ void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k,
 // encoder met a non-finite entry).
 void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding);
 void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code);
+// ---- the randomized Hadamard rotation (hadamard.h) --------------------------------
+// out[n, c] = each row's pieces rotated (inverse: rotated back); in may be out.
+void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse);
+// Its simple twin for tests: the dense product from the definition in double (in != out).
+void rotate_rows_reference(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse);
 
 }  // namespace occ::kernels

@@ -231,6 +231,10 @@ class Ops {
   // ---- the block compressors' codes (mxfp4, nvfp4, int4, int3; block_codes.h) --------
   virtual void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) = 0;
   virtual void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) = 0;
+  // ---- the randomized Hadamard rotation before a block code (hadamard.h) ---------------
+  // out[n, c] = in's rows rotated in pieces of `block` (inverse: rotated back); in may be out.
+  virtual void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key,
+                           bool inverse) = 0;
 };
 
 // The reference backend.

@@ -281,5 +281,8 @@ void TimedOps::encode_blocks(const float* m, float* wire, int64_t n, int64_t c, 
 void TimedOps::decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) {
   timed("decode_blocks", 0, [&] { inner_.decode_blocks(wire, out, n, c, code); });
 }
+void TimedOps::rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) {
+  timed("rotate_rows", 0, [&] { inner_.rotate_rows(in, out, n, c, block, key, inverse); });
+}
 
 }  // namespace occ::kernels

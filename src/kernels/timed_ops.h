@@ -134,6 +134,7 @@ class TimedOps final : public Ops {
   void decode_topk(const float* wire, float* out, int64_t n, int64_t c, int64_t k, bool bitmap) override;
   void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) override;
   void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) override;
+  void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) override;
 
  private:
   // Times one call of f under `name`.

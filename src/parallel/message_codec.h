@@ -15,8 +15,9 @@ namespace occ {
 // Which message of a link is encoded: the iteration, and the micro-batch and
 // model chunk whose output (forward) or input gradient (backward) it is. It
 // keys stochastic rounding (compress/link_codec.h), so that identical blocks
-// in two micro-batches, or two steps, round independently; a resumed run's
-// iterations give the same keys.
+// in two micro-batches, or two steps, round independently, and a rotation's
+// signs (compress/rotated_compressor.h), which sender and receiver derive from
+// it alike; a resumed run's iterations give the same keys.
 struct MessageId {
   int64_t iteration = 0;
   int micro_batch = 0;
@@ -31,8 +32,8 @@ class MessageCodec {
   // Sender: encodes one TP rank's slice of message `id` into wire[wire_floats()];
   // returns the words of this message (wire_floats() unless variable_size()).
   virtual int64_t encode(const float* slice, float* wire, const MessageId& id) = 0;
-  // Receiver: rebuilds the slice from a message of `floats` words.
-  virtual void decode(const float* wire, int64_t floats, float* slice) const = 0;
+  // Receiver: rebuilds the slice of message `id` from a message of `floats` words.
+  virtual void decode(const float* wire, int64_t floats, float* slice, const MessageId& id) const = 0;
   // Do messages vary in size (a lossless stage)? Their receiver then takes up
   // to wire_floats() words and passes on how many came; only MPI links can.
   virtual bool variable_size() const { return false; }

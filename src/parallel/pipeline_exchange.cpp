@@ -145,7 +145,7 @@ void PipelineExchange::recv(const Direction& d, float* x, size_t count, int mb, 
   }
   if (decoder) {
     ScopedPhase t(timers_, "decompress", "decompress " + name);
-    decoder->decode(message, int64_t(words(bytes)), part);
+    decoder->decode(message, int64_t(words(bytes)), part, MessageId{iteration_, mb, sender_chunk});
   } else if (unpack) {
     ops_->copy(part, ConstTensorRef(message, wire_), int64_t(slice));  // widened exactly
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/tensor_file.h"
 
 namespace occ {
@@ -122,6 +123,7 @@ void Diloco::start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTim
       if (dumping) std::copy(x, x + s.numel, fr.sent_locals.begin() + at);
       const float* theta = outer_.data() + s.offset;
       for (int64_t j = 0; j < s.numel; ++j) x[j] = theta[j] - x[j];
+      key_rotation(fr, i);
       fr.codecs[i]->encode(x, fr.send.data() + fr.wire_offset[i]);
       at += s.numel;
     }
@@ -129,6 +131,12 @@ void Diloco::start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTim
       fr.tickets.push_back(exchange_->allgather(fr.send.data(), fr.gathered.data(), size_t(fr.wire_total)));
   }
   fr.state = State::InFlight;
+}
+
+void Diloco::key_rotation(Fragment& fr, size_t i) {
+  // The sync's start step and the span: alike on every replica and after a resume. Unrotated
+  // methods keep their keys (their stochastic rounding keys by the inputs).
+  if (cfg_.outer_rotation > 0) fr.codecs[i]->set_message_key(make_key(uint64_t(fr.started_at), uint64_t(i)));
 }
 
 void Diloco::apply(int f, PhaseTimers* timers) {
@@ -171,6 +179,7 @@ void Diloco::apply(int f, PhaseTimers* timers) {
       const Span& s = fr.spans[i];
       float* sum = delta.data() + at;
       // Rank 0's wire first, then each next rank's added: one order on every rank.
+      key_rotation(fr, i);
       fr.codecs[i]->decode(fr.gathered.data() + fr.wire_offset[i], sum);
       for (int r = 1; r < dp_size_; ++r) {
         fr.codecs[i]->decode(fr.gathered.data() + int64_t(r) * fr.wire_total + fr.wire_offset[i], scratch_.data());

@@ -139,6 +139,8 @@ class Diloco {
     uint64_t bytes = 0;                  // of the sync in flight or applied, reported when it lands
     std::vector<float> sent_locals;      // --debug-diloco-dump: the local parameters as sent
   };
+  // Keys span i's codec with the sync's start step (--diloco-outer-comp-rotation).
+  void key_rotation(Fragment& fr, size_t i);
   void start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTimers& timers);
   // Waits for fragment f's collectives and applies its outer step.
   void apply(int f, PhaseTimers* timers);

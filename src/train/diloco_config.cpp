@@ -11,7 +11,8 @@ const std::vector<CompressionMethod>& DilocoConfig::outer_methods() {
                                                       CompressionMethod::Fp8E5m2, CompressionMethod::Topk,
                                                       CompressionMethod::Sign, CompressionMethod::Mxfp4,
                                                       CompressionMethod::Nvfp4, CompressionMethod::Int4,
-                                                      CompressionMethod::Int3};
+                                                      CompressionMethod::Int3, CompressionMethod::Int2,
+                                                      CompressionMethod::LloydMax2, CompressionMethod::LloydMax3};
   return methods;
 }
 
@@ -68,7 +69,8 @@ nlohmann::json DilocoConfig::to_json() const {
           {"mixing", mixing},
           {"outer_comp_method", outer_comp ? method_name(*outer_comp) : "none"},
           {"outer_comp_topk_fraction", outer_topk_fraction},
-          {"outer_comp_rounding", outer_stochastic ? "stochastic" : "nearest"}};
+          {"outer_comp_rounding", outer_stochastic ? "stochastic" : "nearest"},
+          {"outer_comp_rotation", rotation_name(outer_rotation)}};
 }
 
 }  // namespace occ

@@ -26,12 +26,13 @@ struct DilocoConfig {
   std::optional<CompressionMethod> outer_comp;
   double outer_topk_fraction = 0.01;  // --diloco-outer-comp-topk-fraction (with topk)
   bool outer_stochastic = false;      // --diloco-outer-comp-rounding stochastic (block methods)
+  int outer_rotation = 0;             // --diloco-outer-comp-rotation hadamard:B (block methods; 0: none)
 
   bool enabled() const { return inner_steps > 0; }
   // The methods an outer gradient may be sent with: the byte wires (they are all-gathered).
   static const std::vector<CompressionMethod>& outer_methods();
   CompressorSpec outer_spec() const {
-    return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction, outer_stochastic};
+    return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction, outer_stochastic, outer_rotation};
   }
   // Checks the settings, and what else the run asks for that DiLoCo replaces or
   // cannot do (one-line errors naming the fix).

@@ -69,6 +69,7 @@ void GradientSync::finish() {
       // Test only: a NaN in the first compressed gradient, before its DP compressor encodes it.
       ops_.fill(grads_.device_data() + dp_comp_->tensors()[0].offset, std::nanf(""), 1);
     }
+    dp_comp_->begin_iteration(iteration_);
     dp_comp_->reduce(grads_.device_data(), {*topo_.dp, dp_device_.comm(), opt_.wire_formats().gradients}, timers_);
   }
   for (const Span& w : word_embeddings_) {

@@ -19,7 +19,9 @@
 #     sign ceil((4n + ceil(n m / 8)) / 4);
 #     block methods, nb = ceil(m / B) blocks per row (the last one padded):
 #     mxfp4 ceil(17 n nb / 4) (B = 32); nvfp4 ceil((4n + 9 n nb) / 4) (B = 16);
-#     int4 ceil(18 n nb / 4), int3 ceil(14 n nb / 4) (B = 32).
+#     int4 ceil(18 n nb / 4), int3 ceil(14 n nb / 4) (B = 32);
+#     int2, lloydmax2 ceil(18 n nb / 4), lloydmax3 ceil(26 n nb / 4) (B = 64);
+#     a rotation (--*-comp-rotation) changes no byte.
 #   c_p compressed backward sends of stage p > 0 per iteration:
 #     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
 #   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
@@ -112,7 +114,8 @@ def words(method, rows, cols, rank, frac):
         return min(2 * rows * kk, math.ceil((4 * rows * kk + rows * math.ceil(cols / 8)) / 4))
     if method == "sign":
         return math.ceil((4 * rows + math.ceil(rows * cols / 8)) / 4)
-    block = {"mxfp4": (32, 0, 17), "nvfp4": (16, 4, 9), "int4": (32, 0, 18), "int3": (32, 0, 14)}
+    block = {"mxfp4": (32, 0, 17), "nvfp4": (16, 4, 9), "int4": (32, 0, 18), "int3": (32, 0, 14),
+             "int2": (64, 0, 18), "lloydmax2": (64, 0, 18), "lloydmax3": (64, 0, 26)}
     if method in block:
         B, per_row, per_block = block[method]
         return math.ceil((per_row * rows + per_block * rows * math.ceil(cols / B)) / 4)
@@ -316,6 +319,17 @@ check P2D2_h48_all_int gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=48 cb=4 ec=1 cbm=int3
 check P4_h48_bf16_act_mxfp4_cb_int3_ec gb=12 T=1 P=4 D=1 bucket=262144 $OFF C=48 vb=2 cb=4 ec=1 cbm=int3 am=mxfp4 \
   -- "${P4[@]}" --bf16 --hidden-size 48 --global-batch-size 12 --inter-grad-comp --inter-grad-comp-method int3 \
   --use-error-feedback --inter-grad-comp-epilogue-only --activation-comp-method mxfp4
+# Issue 50: the 2- and 3-bit codes behind Hadamard rotations at hidden 48 (one 64-block per
+# row, 16 padded; the rotation's pieces 32 + 16), on every link and in --bf16.
+check P4_h48_bf16_rot_act_lm2_cb_lm3_lep gb=12 T=1 P=4 D=1 bucket=262144 $OFF C=48 vb=2 cb=4 cbm=lloydmax3 \
+  am=lloydmax2 -- "${P4[@]}" --bf16 --hidden-size 48 --global-batch-size 12 --inter-grad-comp \
+  --inter-grad-comp-method lloydmax3 --inter-grad-comp-rotation hadamard:32 --use-error-feedback \
+  --activation-comp-method lloydmax2 --activation-comp-rotation hadamard
+check P2D2_h48_rot_all_int2 gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=48 cb=4 ec=1 cbm=int2 dp=4 dpm=lloydmax2 \
+  am=int2 -- "${P2D2[@]}" --hidden-size 48 --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int2 \
+  --inter-grad-comp-rotation hadamard:16 --inter-grad-comp-rounding stochastic --use-error-feedback \
+  --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method lloydmax2 --grad-comp-rotation hadamard:256 \
+  --activation-comp-method int2 --activation-comp-rotation hadamard:64
 check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8

@@ -10,7 +10,8 @@
 #      compress_dp_*.bin. Then the same for every other method (int8, fp8-e4m3, fp8-e5m2,
 #      topk, sign, and the block methods mxfp4, nvfp4, int4, int3 with stochastic rounding
 #      on CB and DP) on CB (+ LEP + EC) and DP (+ error feedback, SC), with activation
-#      compression on the forward link.
+#      compression on the forward link; and the 2- and 3-bit codes behind Hadamard
+#      rotations (issue 50) on every link.
 #   2. A checkpoint saved without compression loads into the compressed run, and a
 #      compressed checkpoint into an uncompressed run: each prints a "notice:" line about the
 #      compressor state and trains its remaining iterations to finite losses. Also with CB +
@@ -143,6 +144,18 @@ resume_check mxfp4_nvfp4 4 --inter-grad-comp --inter-grad-comp-method mxfp4 --in
 resume_check int3_int4 4 --inter-grad-comp --inter-grad-comp-method int3 --use-error-feedback \
   --inter-grad-comp-epilogue-only --activation-comp-method int4 --activation-comp-rounding stochastic \
   --grad-comp --grad-comp-method int3 --grad-comp-rounding stochastic --selective-grad-comp-way 1
+# Issue 50: the 2- and 3-bit codes behind Hadamard rotations on every link (the rotations'
+# signs are keyed by the link and the iteration: nothing to save; the residuals are the state):
+# CB lloydmax3 + LEP, forward lloydmax2, DP int2 + EF with stochastic rounding, and the same
+# the other way round.
+resume_check rotated_lm3_lm2_int2 4 --inter-grad-comp --inter-grad-comp-method lloydmax3 \
+  --inter-grad-comp-rotation hadamard:32 --use-error-feedback --activation-comp-method lloydmax2 \
+  --activation-comp-rotation hadamard --grad-comp --grad-comp-method int2 --grad-comp-rotation hadamard:64 \
+  --grad-comp-rounding stochastic --emb-comm-opt
+resume_check rotated_int2_lm 4 --inter-grad-comp --inter-grad-comp-method int2 --inter-grad-comp-rotation hadamard \
+  --inter-grad-comp-rounding stochastic --use-error-feedback --inter-grad-comp-epilogue-only \
+  --activation-comp-method lloydmax3 --activation-comp-rotation hadamard:16 --grad-comp --grad-comp-method lloydmax2 \
+  --grad-comp-rotation hadamard --selective-grad-comp-way 1
 # --grad-comp-error-feedback is DP error feedback alone: CB (int8, no LEP) keeps no state,
 # so only the two stage-0 ranks (DP int8 + error feedback, SC K = 1) save compressor state.
 resume_check dp_ef_only 2 --inter-grad-comp --inter-grad-comp-method int8 --grad-comp --grad-comp-method int8 \

@@ -111,6 +111,9 @@ bytes bytes_int8 -- --diloco-inner-steps 2 --diloco-fragments 2 --diloco-overlap
   --diloco-outer-comp-method int8 -- --inner-steps 2 --fragments 2 --overlap 1 --comp int8
 bytes bytes_fp8 -- --diloco-inner-steps 2 --diloco-outer-comp-method fp8-e4m3 -- --inner-steps 2 --comp fp8-e4m3
 bytes bytes_mxfp4 -- --diloco-inner-steps 2 --diloco-outer-comp-method mxfp4 -- --inner-steps 2 --comp mxfp4
+# Issue 50: the 2-bit Lloyd-Max code behind a Hadamard rotation (the rotation adds no byte).
+bytes bytes_lloydmax2_rotated -- --diloco-inner-steps 2 --diloco-outer-comp-method lloydmax2 \
+  --diloco-outer-comp-rotation hadamard:64 -- --inner-steps 2 --comp lloydmax2
 if [[ -f $WORK/bytes_h2.jsonl ]]; then
   # The tied embedding's sync inside each replica, every iteration, as without DiLoCo.
   train_run bytes_plain 4 --train-iters 4 --pipeline-model-parallel-size 2 --eval-iters 0 &&

@@ -157,6 +157,51 @@ TEST_F(CudaOpsTest, BlockMethodsOnTheGpuSendTheCpuWire) {
   }
 }
 
+TEST_F(CudaOpsTest, HadamardRotationOnTheGpuIsTheCpus) {
+  const std::pair<int64_t, int64_t> shapes[] = {{96, 64}, {5, 200}, {3, 1}, {33, 17}, {2, 1000}};
+  for (int block : {2, 32, 128, 256})
+    for (auto [rows, cols] : shapes)
+      for (bool inverse : {false, true}) {
+        const std::string name = std::to_string(rows) + "x" + std::to_string(cols) + " block " + std::to_string(block) +
+                                 (inverse ? " inverse" : " forward");
+        FTwin m(random_values(size_t(rows * cols), 900 + uint64_t(block))), out(filled(rows * cols));
+        m.cpu[0] = 1e30f;  // an outlier spread over its piece
+        m.dev.assign_from_host(m.cpu);
+        cpu().rotate_rows(m.c(), out.c(), rows, cols, block, 77, inverse);
+        gpu().rotate_rows(m.g(), out.g(), rows, cols, block, 77, inverse);
+        const std::vector<float> got = out.gpu();
+        EXPECT_EQ(std::memcmp(got.data(), out.cpu.data(), got.size() * sizeof(float)), 0) << name;
+      }
+  for (CompressionMethod method : {CompressionMethod::Mxfp4, CompressionMethod::LloydMax2, CompressionMethod::LloydMax3,
+                                   CompressionMethod::Int2})
+    for (bool ef : {false, true}) {
+      const CompressorSpec spec{method, 4, 0.25, false, 64};
+      const std::string name = describe(spec) + (ef ? " + EF" : "");
+      auto make = [&](Ops& ops) {
+        auto c = make_compressor(spec, 33, 200, 5, 9, CompressorPlacement{&ops});
+        if (ef) c = std::make_unique<ErrorFeedback>(std::move(c), ops);
+        return c;
+      };
+      auto g = make(gpu()), c = make(cpu());
+      for (int s = 0; s < 3; ++s) {
+        g->set_message_key(uint64_t(s));
+        c->set_message_key(uint64_t(s));
+        FTwin m(random_values(size_t(33 * 200), 950 + uint64_t(s))), out(filled(33 * 200));
+        FTwin wire(std::vector<float>(size_t(c->wire_floats()), 7.0f));
+        c->encode(m.c(), wire.c());
+        g->encode(m.g(), wire.g());
+        const std::vector<float> gpu_wire = wire.gpu();
+        EXPECT_EQ(std::memcmp(gpu_wire.data(), wire.cpu.data(), gpu_wire.size() * sizeof(float)), 0)
+            << name << " wire, step " << s;
+        c->decode(wire.c(), out.c());
+        g->decode(wire.g(), out.g());
+        const std::vector<float> got = out.gpu();
+        EXPECT_EQ(std::memcmp(got.data(), out.cpu.data(), got.size() * sizeof(float)), 0)
+            << name << " decoded, step " << s;
+      }
+    }
+}
+
 TEST_F(CudaOpsTest, CompressorStateSavedOnTheGpuContinuesOnTheCpu) {
   const CompressorSpec spec{CompressionMethod::PowerSgd, 4, 0.1};
   auto g = build(spec, gpu(), true), c = build(spec, cpu(), true);

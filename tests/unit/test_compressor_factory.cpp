@@ -30,7 +30,7 @@ namespace {
 
 TEST(CompressorFactory, NamesRoundTrip) {
   for (CompressionMethod m : all_methods()) EXPECT_EQ(parse_method(method_name(m), "--x", all_methods()), m);
-  EXPECT_EQ(all_methods().size(), 10u);
+  EXPECT_EQ(all_methods().size(), 13u);
 }
 
 TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
@@ -40,14 +40,15 @@ TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
   } catch (const UsageError& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("--grad-comp-method 'zstd' is not a compression method"), std::string::npos) << w;
-    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3"), std::string::npos) << w;
+    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3"), std::string::npos) << w;
   }
   try {
     parse_method("sign", "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
     FAIL() << "no throw";
   } catch (const UsageError& e) {
     const std::string w = e.what();
-    EXPECT_NE(w.find("'sign' is not offered on this link; use one of none|int8|fp8-e4m3|topk|mxfp4|nvfp4|int4|int3"),
+    EXPECT_NE(w.find("'sign' is not offered on this link; use one of none|int8|fp8-e4m3|topk|mxfp4|nvfp4|int4|int3|int2|"
+                     "lloydmax2|lloydmax3"),
               std::string::npos)
         << w;
   }
@@ -59,7 +60,7 @@ TEST(CompressorFactory, PlannerSizesEqualTheBuiltCompressors) {
     for (double fraction : {0.01, 0.1, 0.5, 1.0})
       for (int rank : {1, 16, 300})
         for (auto [r, c] : shapes) {
-          const CompressorSpec spec{m, rank, fraction, rank == 16};
+          const CompressorSpec spec{m, rank, fraction, rank == 16, method_is_block(m) && rank == 300 ? 32 : 0};
           auto built = make_compressor(spec, r, c, 1, 2);
           EXPECT_EQ(built->rows(), r);
           EXPECT_EQ(built->cols(), c);
@@ -92,9 +93,15 @@ TEST(CompressorFactory, EveryMethodComputesOnItsPlacementsOps) {
       {CompressionMethod::Mxfp4, {"encode_blocks", "decode_blocks"}},
       {CompressionMethod::Nvfp4, {"encode_blocks", "decode_blocks"}},
       {CompressionMethod::Int4, {"encode_blocks", "decode_blocks"}},
-      {CompressionMethod::Int3, {"encode_blocks", "decode_blocks"}}};
+      {CompressionMethod::Int3, {"encode_blocks", "decode_blocks"}},
+      {CompressionMethod::Int2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
+      {CompressionMethod::LloydMax2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
+      {CompressionMethod::LloydMax3, {"encode_blocks", "decode_blocks", "rotate_rows"}}};
   for (CompressionMethod method : all_methods()) {
-    const CompressorSpec spec{method, 4, 0.25, method_is_block(method)};
+    // (The 2- and 3-bit table codes rotated: the rotation must run on the placement too.)
+    const bool table = method == CompressionMethod::Int2 || method == CompressionMethod::LloydMax2 ||
+                       method == CompressionMethod::LloydMax3;
+    const CompressorSpec spec{method, 4, 0.25, method_is_block(method), table ? 16 : 0};
     kernels::TimedOps placed(kernels::cpu_ops());
     auto plain = make_compressor(spec, r, c, 1, 2);
     auto on_ops = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&placed});

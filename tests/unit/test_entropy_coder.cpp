@@ -136,8 +136,8 @@ TEST(LinkCodec, LosslessStageSendsFewerWordsAndDecodesTheSame) {
     EXPECT_LT(sent, sent_plain) << method_name(m);
     EXPECT_LE(sent, coded.wire_floats());
     std::vector<float> a(size_t(r * c)), b(size_t(r * c));
-    plain.decode(wp.data(), sent_plain, a.data());
-    coded.decode(wc.data(), sent, b.data());
+    plain.decode(wp.data(), sent_plain, a.data(), {});
+    coded.decode(wc.data(), sent, b.data(), {});
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << method_name(m);
   }
   ActivationCompressionConfig int8{.enabled = true, .method = CompressionMethod::Int8};

@@ -35,7 +35,7 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
           d.outer_comp = parse_method(v, "--diloco-outer-comp-method", DilocoConfig::outer_methods(), "none");
       },
       "DiLoCo: send the outer gradients as none (fp32 all-reduce, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | "
-      "sign | mxfp4 | nvfp4 | int4 | int3 (all-gathered, decoded and summed in fp32)");
+      "sign | mxfp4 | nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 (all-gathered, decoded and summed in fp32)");
   app.add_option("--diloco-outer-comp-topk-fraction", d.outer_topk_fraction,
                  "DiLoCo outer gradients with topk: the share of each row's entries sent")
       ->capture_default_str();
@@ -44,6 +44,12 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
          [&d](const std::string& v) { d.outer_stochastic = parse_rounding(v, "--diloco-outer-comp-rounding"); },
          "DiLoCo outer gradients with a block method: nearest (ties to even) | stochastic")
       ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--diloco-outer-comp-rotation",
+         [&d](const std::string& v) { d.outer_rotation = parse_rotation(v, "--diloco-outer-comp-rotation"); },
+         "DiLoCo outer gradients with a block method: none | hadamard | hadamard:BLOCK (a randomized Hadamard "
+         "rotation, keyed by the outer step, before the code)")
+      ->default_str("none");
   app.add_option("--debug-diloco-dump", o.debug_diloco_dump,
                  "test only: write every outer step's inputs and results to this directory")
       ->group("");  // hidden
@@ -57,7 +63,7 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (!o.diloco.enabled()) {
     for (const char* f : {"--diloco-outer-lr", "--diloco-outer-momentum", "--diloco-fragments", "--diloco-overlap-steps",
                           "--diloco-mixing", "--diloco-outer-comp-method", "--diloco-outer-comp-topk-fraction",
-                          "--diloco-outer-comp-rounding", "--debug-diloco-dump"})
+                          "--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation", "--debug-diloco-dump"})
       if (given(f)) refuse(f, "has no effect without --diloco-inner-steps", "add --diloco-inner-steps H");
     return;
   }
@@ -69,9 +75,11 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (given("--diloco-outer-comp-topk-fraction") && o.diloco.outer_comp != CompressionMethod::Topk)
     refuse("--diloco-outer-comp-topk-fraction", "applies only to --diloco-outer-comp-method topk",
            "use --diloco-outer-comp-method topk");
-  if (given("--diloco-outer-comp-rounding") && !(o.diloco.outer_comp && method_is_block(*o.diloco.outer_comp)))
-    refuse("--diloco-outer-comp-rounding", "applies only to --diloco-outer-comp-method mxfp4|nvfp4|int4|int3",
-           "use one of those methods");
+  for (const char* f : {"--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation"})
+    if (given(f) && !(o.diloco.outer_comp && method_is_block(*o.diloco.outer_comp)))
+      throw UsageError(fmt::format("{} applies only to --diloco-outer-comp-method {}; drop it or use one of those "
+                                   "methods",
+                                   f, block_method_names()));
 }
 
 }  // namespace occ::cmd

@@ -259,14 +259,21 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          "--inter-grad-comp-method",
          [&o](const std::string& v) { o.cb.method = parse_method(v, "--inter-grad-comp-method", all_methods()); },
          "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
-         "nvfp4 | int4 | int3");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3");
   app.add_option("--inter-grad-comp-topk-fraction", o.cb.topk_fraction,
                  "CB with topk: the share of each row's entries sent")->capture_default_str();
   app.add_option_function<std::string>(
          "--inter-grad-comp-rounding",
          [&o](const std::string& v) { o.cb.stochastic = parse_rounding(v, "--inter-grad-comp-rounding"); },
-         "CB with a block method (mxfp4, nvfp4, int4, int3): nearest (ties to even) | stochastic")
+         "CB with a block method (mxfp4, nvfp4, int4, int3, int2, lloydmax2, lloydmax3): nearest (ties to even) | "
+         "stochastic")
       ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--inter-grad-comp-rotation",
+         [&o](const std::string& v) { o.cb.rotation = parse_rotation(v, "--inter-grad-comp-rotation"); },
+         "CB with a block method: none | hadamard | hadamard:BLOCK (a randomized Hadamard rotation in blocks of "
+         "BLOCK, a power of two from 2 to 256, default 128, before the code; nothing extra is sent)")
+      ->default_str("none");
   app.add_option_function<std::string>(
          "--inter-grad-comp-lossless",
          [&o](const std::string& v) { o.cb.lossless = parse_lossless(v, "--inter-grad-comp-lossless"); },
@@ -281,7 +288,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
              o.activation_comp.method = parse_method(v, "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
          },
          "compress the activations sent forward between stages: none (default) | int8 | fp8-e4m3 | topk | mxfp4 | "
-         "nvfp4 | int4 | int3");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3");
   app.add_option("--activation-comp-topk-fraction", o.activation_comp.topk_fraction,
                  "activation compression with topk: the share of each row's entries sent")->capture_default_str();
   app.add_option_function<std::string>(
@@ -289,6 +296,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          [&o](const std::string& v) { o.activation_comp.stochastic = parse_rounding(v, "--activation-comp-rounding"); },
          "activation compression with a block method: nearest (ties to even) | stochastic")
       ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--activation-comp-rotation",
+         [&o](const std::string& v) { o.activation_comp.rotation = parse_rotation(v, "--activation-comp-rotation"); },
+         "activation compression with a block method: none | hadamard | hadamard:BLOCK (as --inter-grad-comp-rotation)")
+      ->default_str("none");
   app.add_option_function<std::string>(
          "--activation-comp-lossless",
          [&o](const std::string& v) { o.activation_comp.lossless = parse_lossless(v, "--activation-comp-lossless"); },
@@ -307,12 +319,18 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          "--grad-comp-method",
          [&o](const std::string& v) { o.grad_comp.method = parse_method(v, "--grad-comp-method", all_methods()); },
          "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
-         "nvfp4 | int4 | int3 (all-gathered, decoded and summed in rank order)");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 (all-gathered, decoded and summed in rank order)");
   app.add_option_function<std::string>(
          "--grad-comp-rounding",
          [&o](const std::string& v) { o.grad_comp.stochastic = parse_rounding(v, "--grad-comp-rounding"); },
          "DP compression with a block method: nearest (ties to even) | stochastic")
       ->default_str("nearest");
+  app.add_option_function<std::string>(
+         "--grad-comp-rotation",
+         [&o](const std::string& v) { o.grad_comp.rotation = parse_rotation(v, "--grad-comp-rotation"); },
+         "DP compression with a block method: none | hadamard | hadamard:BLOCK (as --inter-grad-comp-rotation; "
+         "keyed by the iteration)")
+      ->default_str("none");
   app.add_flag("--grad-comp-error-feedback", o.grad_comp.error_feedback,
                "error feedback on DP compression only (--use-error-feedback turns on LEP too)");
   app.add_option("--grad-comp-topk-fraction", o.grad_comp.topk_fraction,
@@ -358,14 +376,16 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* rank_flag;  // PowerSGD's rank (null: none on this link)
     const char* rounding_flag;
     const char* lossless_flag;  // (null: none on this link)
+    const char* rotation_flag;
   };
   const Link links[] = {
       {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
-       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless"},
+       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless", "--inter-grad-comp-rotation"},
       {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
-       "--grad-comp-rank", "--grad-comp-rounding", nullptr},
+       "--grad-comp-rank", "--grad-comp-rounding", nullptr, "--grad-comp-rotation"},
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
-       "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless"},
+       "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless",
+       "--activation-comp-rotation"},
   };
   if (given("--train-samples") && given("--train-iters"))
     refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
@@ -401,7 +421,7 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
       // (A method other than the default without its switch is TrainOptions::validate's error.)
-      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag})
+      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag, l.rotation_flag})
         if (f && given(f))
           refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
                  fmt::format("add {}", needs));
@@ -412,12 +432,16 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
              fmt::format("use {} topk", l.method_flag));
     if (l.lossless_flag && given(l.lossless_flag) && !method_is_block(l.method))
       refuse(l.lossless_flag,
-             fmt::format("codes the block methods' wires, mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
-             fmt::format("use {} mxfp4, nvfp4, int4 or int3", l.method_flag));
+             fmt::format("codes the block methods' wires, {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("use {} with one of them", l.method_flag));
     if (given(l.rounding_flag) && !method_is_block(l.method))
       refuse(l.rounding_flag,
-             fmt::format("applies only to the block methods mxfp4|nvfp4|int4|int3 (it is {})", method_name(l.method)),
-             fmt::format("use {} mxfp4, nvfp4, int4 or int3", l.method_flag));
+             fmt::format("applies only to the block methods {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("use {} with one of them", l.method_flag));
+    if (given(l.rotation_flag) && !method_is_block(l.method))
+      refuse(l.rotation_flag,
+             fmt::format("rotates before a block method, {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("use {} with one of them", l.method_flag));
     if (l.rank_flag && given(l.rank_flag) && l.method != CompressionMethod::PowerSgd)
       refuse(l.rank_flag, fmt::format("applies only to {} powersgd (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} powersgd", l.method_flag));
