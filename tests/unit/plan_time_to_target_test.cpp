@@ -104,7 +104,8 @@ TEST(PlanTimeToTarget, IllFormedFilesAreOneLineErrorsNamingTheFix) {
           "loss": 1}, "variants": [{"name": "v", "train_flags": [], "iterations_to_target": [0]}]}]})",
        "has a value <= 0"},
   };
-  for (const auto& [text, what] : cases) {
+  for (const auto& [text_, what] : cases) {
+    const std::string& text = text_;  // (a lambda cannot capture a structured binding before clang 16)
     const std::string msg = usage_error([&] { TimeToTargetTable::load(write(dir, text)); });
     EXPECT_NE(msg.find("is not a time-to-target.json of schema occ-time-to-target/1 ("), std::string::npos) << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << msg;
