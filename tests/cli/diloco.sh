@@ -126,7 +126,7 @@ print('emb bytes per rank and iteration equal the plain run\'s')" "$WORK/bytes_h
 fi
 
 # (f) One-line errors, every rank exiting non-zero.
-one_error() {  # NAME PATTERN RANKS -- FLAGS...
+train_one_error() {  # NAME PATTERN RANKS -- FLAGS...: a short train run refused
   local name=$1 pattern=$2 np=$3
   shift 4
   if timeout 120 mpirun -np "$np" "$BIN" train "${MODEL[@]}" --train-iters 2 "$@" > "$WORK/out" 2> "$WORK/err"; then
@@ -137,18 +137,18 @@ one_error() {  # NAME PATTERN RANKS -- FLAGS...
     failed "$name: $(cat "$WORK/err")"
   fi
 }
-one_error "with --grad-comp" "--grad-comp compresses the per-step" 2 -- --diloco-inner-steps 2 --grad-comp
-one_error "with FE" "--emb-comm-opt \(FE\)" 4 -- --diloco-inner-steps 2 --emb-comm-opt --pipeline-model-parallel-size 2
-one_error "with the distributed optimizer" "--use-distributed-optimizer shards" 2 -- --diloco-inner-steps 2 \
+train_one_error "with --grad-comp" "--grad-comp compresses the per-step" 2 -- --diloco-inner-steps 2 --grad-comp
+train_one_error "with FE" "--emb-comm-opt \(FE\)" 4 -- --diloco-inner-steps 2 --emb-comm-opt --pipeline-model-parallel-size 2
+train_one_error "with the distributed optimizer" "--use-distributed-optimizer shards" 2 -- --diloco-inner-steps 2 \
   --use-distributed-optimizer
-one_error "mixing without overlap" "--diloco-mixing merges" 2 -- --diloco-inner-steps 2 --diloco-mixing 0.3
-one_error "a flag without DiLoCo" "--diloco-fragments has no effect" 2 -- --diloco-fragments 2
-one_error "more fragments than layers" "--diloco-fragments 5" 2 -- --diloco-inner-steps 8 --diloco-fragments 5
-one_error "outer PowerSGD" "is not offered" 2 -- --diloco-inner-steps 2 --diloco-outer-comp-method powersgd
+train_one_error "mixing without overlap" "--diloco-mixing merges" 2 -- --diloco-inner-steps 2 --diloco-mixing 0.3
+train_one_error "a flag without DiLoCo" "--diloco-fragments has no effect" 2 -- --diloco-fragments 2
+train_one_error "more fragments than layers" "--diloco-fragments 5" 2 -- --diloco-inner-steps 8 --diloco-fragments 5
+train_one_error "outer PowerSGD" "is not offered" 2 -- --diloco-inner-steps 2 --diloco-outer-comp-method powersgd
 if [[ -d $WORK/plain_resume_straight ]]; then
-  one_error "resume with another H" "resume with the saved run's --diloco-inner-steps" 2 -- --train-iters 6 \
+  train_one_error "resume with another H" "resume with the saved run's --diloco-inner-steps" 2 -- --train-iters 6 \
     --diloco-inner-steps 2 --load "$WORK/plain_resume_straight"
-  one_error "resume at another DP size" "holds the DiLoCo state of 2 replicas" 1 -- --train-iters 6 \
+  train_one_error "resume at another DP size" "holds the DiLoCo state of 2 replicas" 1 -- --train-iters 6 \
     --diloco-inner-steps 4 --load "$WORK/plain_resume_straight"
 fi
 finish

@@ -63,16 +63,6 @@ else
   failed "--confirm: $(tail -2 "$WORK/train.log" "$WORK/confirm.log")"
 fi
 
-one_error() {  # NAME PATTERN -- COMMAND...
-  local name=$1 pattern=$2
-  shift 3
-  if "$@" > "$WORK/out" 2> "$WORK/err"; then failed "$name: exit 0"; return; fi
-  if [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "^error: .*$pattern" "$WORK/err"; then
-    pass "$name: $(cat "$WORK/err")"
-  else
-    failed "$name: $(cat "$WORK/err")"
-  fi
-}
 one_error "unknown regime" "--regimes: no regime moon; pass some of paper, datacenter, cross_region" -- \
   "${MR[@]}" --regimes moon --out "$WORK/x.json"
 echo '{"cores": 2}' > "$WORK/cal.json"

@@ -61,16 +61,6 @@ flags=$(sed -n 's/^train flags: //p' <<< "$out")
 [[ -n $flags && $flags != *"--diloco"* ]] && pass "budget 0.25: no DiLoCo setting fits ($flags)" \
   || failed "budget 0.25: $out"
 
-one_error() {  # NAME PATTERN -- COMMAND...
-  local name=$1 pattern=$2
-  shift 3
-  if "$@" > "$WORK/out" 2> "$WORK/err"; then failed "$name: exit 0"; return; fi
-  if [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "^error: .*$pattern" "$WORK/err"; then
-    pass "$name: $(cat "$WORK/err")"
-  else
-    failed "$name: $(cat "$WORK/err")"
-  fi
-}
 one_error "missing --diloco-json" "cannot open --diloco-json" -- "$BIN" plan "${M[@]}" --auto --max-loss-increase 0.5 \
   --compressors-json "$COSTS" --diloco-json "$WORK/none.json"
 one_error "DiLoCo with FE" "--emb-comm-opt \(FE\)" -- "$BIN" plan "${M[@]}" --diloco-inner-steps 8 --emb-comm-opt

@@ -92,16 +92,6 @@ else
   failed "the budget-0.5 plan's flags do not train: $(tail -2 "$WORK/train.log")"
 fi
 
-one_error() {  # NAME PATTERN -- COMMAND...
-  local name=$1 pattern=$2
-  shift 3
-  if "$@" > "$WORK/out" 2> "$WORK/err"; then failed "$name: exit 0"; return; fi
-  if [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "^error: .*$pattern" "$WORK/err"; then
-    pass "$name: $(cat "$WORK/err")"
-  else
-    failed "$name: $(cat "$WORK/err")"
-  fi
-}
 one_error "budget without --auto" "needs --auto" -- "$BIN" plan "${M[@]}" --max-loss-increase 0.5 --compressors-json "$COSTS"
 one_error "missing JSON" "cannot open --compressors-json" -- "$BIN" plan "${M[@]}" --auto --max-loss-increase 0.5 \
   --compressors-json "$WORK/none.json"

@@ -75,16 +75,6 @@ out=$("$BIN" plan "${M[@]}" --auto --compressors-json "$WORK/none/compressors.js
 grep -q "^objective: time (not time-to-target: .* holds regimes slow_p2d2, dp_bound; pass --regime NAME" <<< "$out" \
   && pass "default with several regimes and no --regime: time-only, said" || failed "several regimes: $out"
 
-one_error() {  # NAME PATTERN -- COMMAND...
-  local name=$1 pattern=$2
-  shift 3
-  if "$@" > "$WORK/out" 2> "$WORK/err"; then failed "$name: exit 0"; return; fi
-  if [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "^error: .*$pattern" "$WORK/err"; then
-    pass "$name: $(cat "$WORK/err")"
-  else
-    failed "$name: $(cat "$WORK/err")"
-  fi
-}
 one_error "unknown objective" "--objective fastest is not one of time, loss-budget, time-to-target" -- \
   "$BIN" plan "${M[@]}" --auto --objective fastest
 one_error "objective without --auto" "--objective chooses among plans: it needs --auto" -- \
