@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from occtools.common import engine
 from occtools.common.errors import Failure, positive_int, words
-from occtools.planner.regimes import (MAX_ITERATION_S, REAL, SHARES, fmt, layout_of, markdown, mismatch_text, plan,
+from occtools.planner.regimes import (RACE_BUDGET_S, REAL, SHARES, fmt, layout_of, markdown, mismatch_text, plan, race_seconds,
                                       real_projection, rounded, shares_of)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,7 +55,7 @@ SEQ = (32, 64, 128, 256)
 VOCAB = (1024, 2048, 4096, 8192)
 MICRO_BATCH = (1, 2, 4, 8)
 MICRO_BATCHES_PER_STAGE = (1, 2, 4)  # micro-batches per pipeline = this x P (at least 2)
-BANDWIDTH_MBIT = (10, 20, 30, 50, 100, 200, 300, 500, 1000)
+BANDWIDTH_MBIT = (5, 10, 20, 30, 50, 100, 200, 300, 500, 1000)
 LATENCY_MS = (0, 1, 2, 5, 10, 20, 50)
 MAX_RANKS = 8
 
@@ -79,9 +79,12 @@ class Knobs(dict):
     def micro_batches(self):
         return max(2, self["mb_per_stage"] * self["pp"])
 
+    def global_batch(self):
+        return self["micro_batch"] * self.micro_batches() * self["dp"]
+
     def train_flags(self, bf16):
         L = self["layers_per_stage"] * self["pp"]
-        gb = self["micro_batch"] * self.micro_batches() * self["dp"]
+        gb = self.global_batch()
         f = ["--num-layers", str(L), "--hidden-size", str(self["hidden"]), "--num-attention-heads", str(self.heads()),
              "--seq-length", str(self["seq"]), "--max-position-embeddings", str(self["seq"]),
              "--micro-batch-size", str(self["micro_batch"]), "--global-batch-size", str(gb),
@@ -165,9 +168,12 @@ class Search:
             return None
         shares, ratio, total = shares_of(j, k["tp"], k["pp"], k["dp"])
         s, errs = score(self.real, shares, ratio)
-        if total / 1e3 > MAX_ITERATION_S:
-            s += (total / 1e3 - MAX_ITERATION_S)  # too slow for the race: penalised
-        return {"knobs": k, "score": s, "errors": errs, "shares": shares, "pp_to_dp_bytes": ratio, "iteration_ms": total}
+        unshaped = total * (shares["compute"] + shares["tp"])
+        race = race_seconds(total, unshaped, k.global_batch())
+        if race > RACE_BUDGET_S:
+            s += race / RACE_BUDGET_S - 1.0  # too slow for the race: penalised
+        return {"knobs": k, "score": s, "errors": errs, "shares": shares, "pp_to_dp_bytes": ratio, "iteration_ms": total,
+                "race_s": race, "unshaped_ms": unshaped}
 
     def best(self):
         done = [r for r in self.seen.values() if r]
@@ -225,6 +231,8 @@ def entry(name, real, best, bf16):
                      "pp_to_dp_bytes": rounded(best["pp_to_dp_bytes"]),
                      "vocab_size": k["vocab"],
                      "predicted_iteration_ms": round(best["iteration_ms"], 1),
+                     "predicted_unshaped_iteration_ms": round(best["unshaped_ms"], 1),
+                     "predicted_race_minutes": round(best["race_s"] / 60, 1),
                      "score": round(best["score"], 4)},
         "mismatch": mismatch_text(real, best),
     }

@@ -70,7 +70,9 @@ def add_parser(sub):
                                   "bench-results/race-quick/work)")
     p.add_argument("--out", help="where the results go (default docs/results, quick bench-results/race-quick)")
     p.add_argument("--cluster-name", default="race", help="the emulated cluster's name (default race)")
-    p.add_argument("--data", help="a tokenized corpus PREFIX (default: KJV tokenized into WORK/data-v1024)")
+    p.add_argument("--data", help="a tokenized corpus PREFIX for every regime (default: KJV tokenized into "
+                                   "WORK/data-vV with each regime's matched vocabulary V, emulated.vocab_size; 1024 "
+                                   "where the regime has none)")
     p.add_argument("--report-only", action="store_true", help="remake OUT's .md and plots from its json files")
     p.add_argument("--bin", help="optimus-cc (default build/optimus-cc, built first by scripts/setup.sh)")
     p.set_defaults(func=main)
@@ -186,7 +188,8 @@ def race_regime(a, exe, regime, data, cluster_why, log, check_wanted):
         extras["notes"] += decomposition[2]
     em = regime["emulated"]
     extras["emulated"] = (f"{em['nodes']} nodes x {em['ranks_per_node']} ranks, T{regime['tensor']} "
-                          f"P{regime['pipeline']} D{regime['dp']}, {em['bandwidth']} per node link, latency "
+                          f"P{regime['pipeline']} D{regime['dp']}, vocabulary {em.get('vocab_size') or 1024}, "
+                          f"{em['bandwidth']} per node link, latency "
                           f"{em['latency']}; train flags `{' '.join(em['train_flags'])}`; loss runs {a.iters} "
                           f"iterations, evaluated every {interval} on {eval_iters * gb} samples, seeds "
                           f"{' '.join(a.seeds)}; timing runs {a.timing_iters} iterations x {a.reps} repetitions")
@@ -267,7 +270,17 @@ def main(a):
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
     log = os.path.join(a.work, "cluster.log")
-    data = a.data or engine.preprocess(exe, os.path.join(a.work, "data-v1024", "kjv"), 1024, env=engine.rank_env())
+    corpora = {}
+
+    def data_for(regime):
+        """The regime's corpus: its matched vocabulary decides the embedding's size and bytes."""
+        if a.data:
+            return a.data
+        vocab = int(regime["emulated"].get("vocab_size") or 1024)
+        if vocab not in corpora:
+            corpora[vocab] = engine.preprocess(exe, os.path.join(a.work, f"data-v{vocab}", "kjv"), vocab,
+                                               env=engine.rank_env())
+        return corpora[vocab]
     cluster_why = runs.cluster_check()
     if cluster_why:
         print(f"note: skipping the timing runs: the emulated cluster cannot run here: {cluster_why}", flush=True)
@@ -286,7 +299,8 @@ def main(a):
             (a.decomposition or "").partition(":")[0] == regime["name"] or a.quick
                                       or (not a.decomposition and regime is regimes[0]))
         try:
-            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data, cluster_why, log, wanted)
+            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data_for(regime), cluster_why, log,
+                                                               wanted)
         except Failure as e:
             if e.status != 1:
                 raise
