@@ -129,8 +129,13 @@ def real_projection(binary, name, tmp):
 
 def mismatch_text(real, best):
     parts = []
+    real_shares = dict(real["shares"])
+    if best.get("tp_folded") or best.get("tp_folded_into_compute"):
+        parts.append(f"no TP in the emulated job: the real TP share ({100 * real_shares['tp']:.1f} %) is matched as "
+                     f"compute (compute + TP {100 * (real_shares['compute'] + real_shares['tp']):.1f} %)")
+        real_shares["compute"], real_shares["tp"] = real_shares["compute"] + real_shares["tp"], 0.0
     for k in SHARES + ("other",):
-        r, e = real["shares"][k], best["shares"][k]
+        r, e = real_shares[k], best["shares"][k]
         if r >= 0.05 and abs(e - r) / r > 0.25:
             parts.append(f"{k} {100 * e:.1f} % vs {100 * r:.1f} % ({100 * (e - r) / r:+.0f} %)")
         elif r < 0.05 and e > max(0.05, 1.25 * r):

@@ -4,7 +4,8 @@
 # the schema helper tools read, its shares are the planner's (each side sums to 1 with
 # `other`; the real side equals a direct `plan --json` of the real setting), the emulated job
 # fits the machine (<= 8 ranks) and the mismatch is stated exactly when a share misses
-# +-25 %; --confirm adds a calibrated run's shares; bad input is a one-line error. About 25 s.
+# +-25 % or the race's predicted time exceeds its hour; --confirm adds a calibrated run's
+# shares; bad input is a one-line error. About 25 s.
 source "$(dirname "$0")/fixture/lib.sh"
 cd "$SRC" || exit 1
 MR=("$PY" -m occtools match-regimes --bin "$BIN")
@@ -35,8 +36,16 @@ ok = ok and all(abs(real["shares"][k] - r["real"]["shares"][k]) < 1e-3 for k in 
 missed = [k for k in M.SHARES if r["real"]["shares"][k] >= 0.05 and
           abs(e["shares"][k] - r["real"]["shares"][k]) / r["real"]["shares"][k] > 0.25]
 ok = ok and all(k in (r["mismatch"] or "") for k in missed) and (r["mismatch"] is None) == (
-    not missed and M.mismatch_text(r["real"], {**e, "iteration_ms": e["predicted_iteration_ms"]}) is None)
+    not missed and M.mismatch_text(r["real"], {**e, "iteration_ms": e["predicted_iteration_ms"],
+                                              "race_s": 60 * e["predicted_race_minutes"]}) is None)
 ok = ok and os.path.isfile(sys.argv[1][:-5] + ".md")
+# The race's share of this regime: the planner's estimate from its two iteration times, stated as a
+# mismatch when over the budget (the full race must fit 3 hours on this machine).
+from occtools.planner import regimes as G
+gb = t("--global-batch-size")
+race = G.race_seconds(e["predicted_iteration_ms"], e["predicted_unshaped_iteration_ms"], gb) / 60
+ok = ok and abs(race - e["predicted_race_minutes"]) < 0.2 and 0 < e["predicted_unshaped_iteration_ms"] < e["predicted_iteration_ms"]
+ok = ok and (race <= G.RACE_BUDGET_S / 60) == ("budget" not in (r["mismatch"] or ""))
 sys.exit(0 if ok else 1)
 EOF
 # --confirm: a run of a regime's emulated baseline (here a tiny P2 job on 2 local ranks, for a
