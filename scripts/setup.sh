@@ -83,7 +83,13 @@ if [[ $SETUP == full ]]; then
   # Explicit, so that a build folder first configured by the main job gets the tests, CUDA
   # and per-file compilation back.
   # OCC_FAST_BUILD=ON asks for unity batches anyway: a one-off build such as CI's clean clone.
-  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD="${OCC_FAST_BUILD:-OFF}")
+  # Unset, a folder already configured in full keeps its choice: a tool that calls setup to
+  # bring the binary up to date must not switch a unity build to per-file (a full rebuild).
+  FAST=${OCC_FAST_BUILD:-}
+  if [[ -z $FAST ]] && grep -q '^OCC_TESTS:BOOL=ON' "$BUILD/CMakeCache.txt" 2> /dev/null; then
+    FAST=$(sed -n 's/^OCC_FAST_BUILD:BOOL=//p' "$BUILD/CMakeCache.txt")
+  fi
+  EXTRA=(-DOCC_TESTS=ON -DOCC_CUDA=AUTO -DOCC_FAST_BUILD="${FAST:-OFF}")
 elif [[ ! -f $BUILD/CMakeCache.txt ]]; then
   # A first build: the library in unity batches (CMakeLists.txt: OCC_FAST_BUILD).
   EXTRA=(-DOCC_TESTS=OFF -DOCC_CUDA=OFF -DOCC_FAST_BUILD=ON)
