@@ -294,6 +294,8 @@ def main(a):
                       + (f" The regimes file says: {regimes[0]['file_note']}" if regimes[0].get("file_note") else "")),
             "regimes": {}}
     doc, failures = {"schema": report.SCHEMA, "regimes": []}, []
+    kept = earlier_regimes(a, [r["name"] for r in regimes])
+    order = [r["name"] for r in (R.load(a.regimes) if not a.quick else regimes)]
     for regime in regimes:
         wanted = not cluster_why and a.decomposition != "none" and (
             (a.decomposition or "").partition(":")[0] == regime["name"] or a.quick
@@ -309,13 +311,46 @@ def main(a):
         failures += failed
         doc["regimes"].append(entry)
         side["regimes"][regime["name"]] = extras_json(extras)
+        merge_earlier(doc, side, kept, order)
         report.write_json(doc, os.path.join(a.out, report.stem(a.quick) + ".json"))
         report.write_json(side, os.path.join(a.out, report.stem(a.quick) + "-curves.json"))
+    merge_earlier(doc, side, kept, order)
     for p in report.write(doc, side, a.out):
         print(f"wrote {p}")
     for f in failures:
         print(f"error: {f}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def earlier_regimes(a, racing):
+    """The regimes of an earlier call that this one does not race, from OUT's json files: a race
+    of some regimes (--only) adds to the report instead of replacing it, so the regimes of a long
+    race can be run in separate calls (sessions). {name: (entry, side entry, that call's command)}."""
+    try:
+        doc, side = report.load(a.out, a.quick)
+    except (OSError, ValueError):
+        return {}
+    if doc.get("schema") != report.SCHEMA:
+        return {}
+    return {e["name"]: (e, side.get("regimes", {}).get(e["name"], {}), side.get("commands", {}).get(e["name"],
+                                                                                                      side.get("command")))
+            for e in doc.get("regimes", []) if e.get("name") not in racing}
+
+
+def merge_earlier(doc, side, kept, order):
+    """DOC and SIDE with the KEPT regimes of earlier calls added, in the regimes file's ORDER; each
+    regime's command recorded (side["commands"])."""
+    cmds = side.setdefault("commands", {})
+    for r in doc["regimes"]:
+        cmds.setdefault(r["name"], side["command"])
+    have = {r["name"] for r in doc["regimes"]}
+    for name, (entry, extra, command) in kept.items():
+        if name not in have:
+            doc["regimes"].append(entry)
+            side["regimes"][name] = extra
+            cmds[name] = command
+    rank = {n: i for i, n in enumerate(order)}
+    doc["regimes"].sort(key=lambda r: rank.get(r["name"], len(rank)))
 
 
 def extras_json(extras):

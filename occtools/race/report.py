@@ -73,7 +73,7 @@ def winner(entry):
 
 def markdown(doc, side, plots_made):
     out = [f"# Time to a target loss{' (QUICK: the CI-sized check, not a result about any cluster)' if side.get('quick') else ''}",
-           "", f"Made by `{side['command']}` ({side['date']}). Regenerate the tables and plots from the json files: "
+           "", made_by(side) + " Regenerate the tables and plots from the json files: "
            f"`{side['report_command']}`.", "", side["setup"], ""]
     for entry in doc["regimes"]:
         ex = side["regimes"].get(entry["name"], {})
@@ -139,6 +139,16 @@ def write(doc, side, out):
     with open(md, "w") as f:
         f.write(markdown(doc, side, made))
     return [md] + list(made.values())
+
+
+def made_by(side):
+    """The command(s) that ran the race: one, or one per regime when its regimes were run in
+    separate calls (each call adds its regimes to the report)."""
+    cmds = side.get("commands") or {}
+    if len(set(cmds.values())) <= 1:
+        return f"Made by `{side['command']}` ({side['date']})."
+    return "Made regime by regime (a race adds its regimes to the report): " + "; ".join(
+        f"{name}: `{cmd}`" for name, cmd in cmds.items()) + f" (the latest on {side['date']})."
 
 
 def load(out, quick):

@@ -1,7 +1,8 @@
 """The race's runs, each kept in the work folder and skipped when the race runs again:
 
   WORK/REGIME/loss/VARIANT_sSEED.{jsonl,log,argv}   loss runs: `mpirun -np WORLD optimus-cc train`
-      on unshaped links, the regime's layout, evaluated every <= 2 % of the run
+      on unshaped links, the regime's layout, evaluated every <= 2 % of the run (metrics slim:
+      the whole job's fields, no per-rank or per-stage detail)
   WORK/REGIME/timing/VARIANT.rK.{jsonl,log,argv}    timing runs on the emulated cluster
       (scripts/cluster.sh run), repetitions interleaved (every variant once per round, rotated)
   WORK/REGIME/auto.json                             the auto plan's flags (plan --auto, calibrated
@@ -79,9 +80,10 @@ class Runner:
         except (OSError, json.JSONDecodeError):
             return False
 
-    def run(self, stem, flags, launch, what):
+    def run(self, stem, flags, launch, what, slim=False):
         """The metrics rows of run STEM: from the cache when finished with these FLAGS, else run
-        by LAUNCH(argv, metrics, log) -> proc.Finished. Failure (status 1) when it fails."""
+        by LAUNCH(argv, metrics, log) -> proc.Finished. Failure (status 1) when it fails. SLIM: the
+        finished run's metrics keep only the whole job's fields (slim_metrics)."""
         argv = [str(f) for f in flags]
         metrics, log = stem + ".jsonl", stem + ".log"
         if self.done(stem, argv):
@@ -93,6 +95,8 @@ class Runner:
         f = launch(argv, metrics, log)
         if not f.ok:
             raise Failure(f"{self.regime['name']}: {what} failed ({f.why()}; see {log}): {proc.tail(log, 4)}", 1)
+        if slim:
+            slim_metrics(metrics)
         with open(stem + ".load", "w") as out:  # the machine's 1-minute load average at its start
             out.write(f"{load:.2f}\n")
         with open(stem + ".argv", "w") as out:
@@ -107,7 +111,8 @@ class Runner:
         argv = loss_flags(self.regime, data, iters, interval, eval_iters, seed) + flags
         stem = self.path("loss", f"{variant}_s{seed}")
         return self.run(stem, argv, lambda a, m, log: engine.train(self.exe, a, m, log, np=self.regime["world"],
-                                                                   env=self.env), f"loss run {variant} seed {seed}")
+                                                                   env=self.env), f"loss run {variant} seed {seed}",
+                        slim=True)
 
     def on_cluster(self, argv, metrics, log):
         em = self.regime["emulated"]
@@ -161,6 +166,30 @@ class Runner:
         with open(path, "w") as out:
             json.dump(result, out, indent=1)
         return result
+
+
+def slim_metrics(path):
+    """PATH's rows without their per-rank and per-stage detail ("ranks", "stages"): a loss run is
+    read for its losses, evaluations, iteration times and whole-job bytes only, and slim it is a
+    tenth of the size, small enough to keep the finished loss runs of a race that spans sessions
+    in the repository (docs/results/race-work). Rewritten atomically; a row that is not JSON is
+    kept as it is."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                out.append(line if line.endswith("\n") else line + "\n")
+                continue
+            if isinstance(row, dict):
+                row.pop("ranks", None)
+                row.pop("stages", None)
+            out.append(json.dumps(row, separators=(",", ":")) + "\n")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.writelines(out)
+    os.replace(tmp, path)
 
 
 def plan_has_objective(exe):

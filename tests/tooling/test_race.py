@@ -167,3 +167,34 @@ class Regimes(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RegimeByRegime(unittest.TestCase):
+    """A race of some regimes (--only) adds them to OUT's report: the others, from an earlier call,
+    are kept, in the regimes file's order, each with the command that raced it."""
+
+    def test_an_earlier_regime_is_kept_and_a_raced_one_replaced(self):
+        from types import SimpleNamespace
+        from occtools.race import cli, report
+        with tempfile.TemporaryDirectory() as out:
+            earlier = {"schema": report.SCHEMA, "regimes": [{"name": "paper", "v": 1}, {"name": "cross", "v": 1}]}
+            report.write_json(earlier, os.path.join(out, "time-to-target.json"))
+            report.write_json({"command": "race --only paper cross", "date": "d0",
+                               "regimes": {"paper": {"n": 1}, "cross": {"n": 1}}},
+                              os.path.join(out, "time-to-target-curves.json"))
+            a = SimpleNamespace(out=out, quick=False)
+            kept = cli.earlier_regimes(a, ["cross"])
+            self.assertEqual(list(kept), ["paper"])
+            doc = {"schema": report.SCHEMA, "regimes": [{"name": "cross", "v": 2}]}
+            side = {"command": "race --only cross", "date": "d1", "regimes": {"cross": {"n": 2}}}
+            cli.merge_earlier(doc, side, kept, ["paper", "datacenter", "cross"])
+            self.assertEqual(doc["regimes"], [{"name": "paper", "v": 1}, {"name": "cross", "v": 2}])
+            self.assertEqual(side["regimes"], {"cross": {"n": 2}, "paper": {"n": 1}})
+            self.assertEqual(side["commands"], {"cross": "race --only cross", "paper": "race --only paper cross"})
+            self.assertIn("paper: `race --only paper cross`", report.made_by(side))
+
+    def test_no_earlier_report(self):
+        from types import SimpleNamespace
+        from occtools.race import cli
+        with tempfile.TemporaryDirectory() as out:
+            self.assertEqual(cli.earlier_regimes(SimpleNamespace(out=out, quick=False), ["paper"]), {})
