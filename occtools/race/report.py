@@ -68,7 +68,24 @@ def winner(entry):
     ties = [v["name"] for v in timed if v is not best and hi is not None
             and v["time_to_target_s"]["ci95"][0] is not None and v["time_to_target_s"]["ci95"][0] <= hi]
     return (f"Fastest to the target (median): **{best['name']}**, {best['time_to_target_s']['median']:.2f} s"
-            + (f"; within its interval: {', '.join(ties)}." if ties else "; no other variant's interval overlaps it."))
+            + (f"; within its interval: {', '.join(ties)}." if ties else "; no other variant's interval overlaps it.")
+            + auto_verdict(entry, best, ties))
+
+
+def auto_verdict(entry, best, ties):
+    """Whether the auto plan won, tied (its interval overlaps the fastest's) or lost, and by how much."""
+    auto = next((v for v in entry["variants"] if v["name"] == "auto"), None)
+    if auto is None:
+        return " No auto plan raced (see the notes)."
+    if not auto["time_to_target_s"]:
+        return " The auto plan did not reach the target (or was not timed): it lost."
+    if auto is best:
+        return " The auto plan is the fastest."
+    if auto["name"] in ties:
+        return f" The auto plan ties: within the fastest's interval ({auto['time_to_target_s']['median']:.2f} s)."
+    ratio = auto["time_to_target_s"]["median"] / best["time_to_target_s"]["median"]
+    return (f" The auto plan lost: {auto['time_to_target_s']['median']:.2f} s, {ratio:.2f}x the fastest's time "
+            f"(why: the notes and docs/benchmarks.md).")
 
 
 def markdown(doc, side, plots_made):

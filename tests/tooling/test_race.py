@@ -198,3 +198,21 @@ class RegimeByRegime(unittest.TestCase):
         from occtools.race import cli
         with tempfile.TemporaryDirectory() as out:
             self.assertEqual(cli.earlier_regimes(SimpleNamespace(out=out, quick=False), ["paper"]), {})
+
+
+class AutoVerdict(unittest.TestCase):
+    """The report says whether the auto plan won, tied or lost (issue 49: the auto plan wins or ties
+    in each regime, or the report says why)."""
+
+    @staticmethod
+    def entry(auto_median, auto_lo):
+        def v(name, median, lo, hi):
+            return {"name": name, "time_to_target_s": {"median": median, "ci95": [lo, hi]}}
+        return {"variants": [v("baseline", 10.0, 9.0, 11.0), v("fast", 5.0, 4.5, 5.5), v("auto", auto_median, auto_lo, 7.0)]}
+
+    def test_tie_and_loss(self):
+        from occtools.race import report
+        self.assertIn("The auto plan ties", report.winner(self.entry(5.8, 5.2)))
+        text = report.winner(self.entry(6.0, 5.8))
+        self.assertIn("The auto plan lost: 6.00 s, 1.20x the fastest's time", text)
+        self.assertIn("The auto plan is the fastest", report.winner(self.entry(4.0, 3.5)))
