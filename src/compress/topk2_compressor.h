@@ -34,8 +34,8 @@
 //   then ceil(2*K / 8) bytes  the 2-bit codes in the same order, one bit string
 //   zero padding to a whole 4-byte word
 // bytes = 4*nc + ceil(K*b/8) + ceil(K/4), wire_floats() = ceil(bytes / 4):
-// at density 0.02 and full chunks (k = 82 of 4096) 4 + 123 + 21 = 148 bytes
-// per 16,384 fp32 bytes, 0.29 bits per value (110x).
+// at density 0.02 and full chunks (k = 82 of 4096) 4 + 123 + 20.5 = 147.5 bytes
+// per 16,384 fp32 bytes, 0.288 bits per value (111x).
 //
 // Stateless. It computes on the host: on a GPU placement the matrix and the
 // wire are staged through host copies (no CUDA kernel yet; the bytes are the
