@@ -10,6 +10,7 @@
 #include "compress/powersgd.h"
 #include "compress/rotated_compressor.h"
 #include "compress/sign_compressor.h"
+#include "compress/topk2_compressor.h"
 #include "compress/topk_compressor.h"
 #include "core/error.h"
 
@@ -30,6 +31,7 @@ const char* method_name(CompressionMethod m) {
     case CompressionMethod::Int2: return "int2";
     case CompressionMethod::LloydMax2: return "lloydmax2";
     case CompressionMethod::LloydMax3: return "lloydmax3";
+    case CompressionMethod::Topk2: return "topk2";
   }
   return "?";
 }
@@ -41,8 +43,18 @@ const std::vector<CompressionMethod>& all_methods() {
                                                   CompressionMethod::Mxfp4,    CompressionMethod::Nvfp4,
                                                   CompressionMethod::Int4,     CompressionMethod::Int3,
                                                   CompressionMethod::Int2,     CompressionMethod::LloydMax2,
-                                                  CompressionMethod::LloydMax3};
+                                                  CompressionMethod::LloydMax3, CompressionMethod::Topk2};
   return all;
+}
+
+const std::vector<CompressionMethod>& pipeline_grad_methods() {
+  static const std::vector<CompressionMethod> methods = [] {
+    std::vector<CompressionMethod> m;
+    for (CompressionMethod x : all_methods())
+      if (x != CompressionMethod::Topk2) m.push_back(x);
+    return m;
+  }();
+  return methods;
 }
 
 kernels::BlockCode block_code_of(CompressionMethod m) {
@@ -109,6 +121,7 @@ std::string describe(const CompressorSpec& spec) {
   switch (spec.method) {
     case CompressionMethod::PowerSgd: return fmt::format("powersgd rank {}", spec.rank);
     case CompressionMethod::Topk: return fmt::format("topk {:g}%", 100.0 * spec.topk_fraction);
+    case CompressionMethod::Topk2: return fmt::format("topk2 {:g}%", 100.0 * spec.topk_density);
     default: {
       std::string s = method_name(spec.method);
       if (method_is_block(spec.method) && spec.rotation > 0) s += fmt::format(" rotated {}", spec.rotation);
@@ -128,6 +141,7 @@ std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, in
     case CompressionMethod::Fp8E5m2: return std::make_unique<Fp8Compressor>(rows, cols, Fp8Format::E5M2, ops);
     case CompressionMethod::Topk: return std::make_unique<TopkCompressor>(rows, cols, spec.topk_fraction, ops);
     case CompressionMethod::Sign: return std::make_unique<SignCompressor>(rows, cols, ops);
+    case CompressionMethod::Topk2: return std::make_unique<Topk2Compressor>(rows, cols, spec.topk_density, ops);
     case CompressionMethod::Mxfp4:
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:
@@ -156,6 +170,8 @@ int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t
                       wire::words_for_bytes(TopkCompressor::bitmap_bytes(rows, cols, k)));
     }
     case CompressionMethod::Sign: return wire::words_for_bytes(SignCompressor::wire_bytes(rows, cols));
+    case CompressionMethod::Topk2:
+      return wire::words_for_bytes(Topk2Compressor::wire_bytes(rows, cols, spec.topk_density));
     case CompressionMethod::Mxfp4:
     case CompressionMethod::Nvfp4:
     case CompressionMethod::Int4:

@@ -13,10 +13,10 @@
 
 namespace occ {
 
-enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3, Int2, LloydMax2, LloydMax3 };
+enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3, Int2, LloydMax2, LloydMax3, Topk2 };
 
 // The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign, mxfp4, nvfp4, int4, int3, int2,
-// lloydmax2, lloydmax3.
+// lloydmax2, lloydmax3, topk2.
 const char* method_name(CompressionMethod m);
 // Parses a flag value; throws occ::UsageError naming `flag` and `allowed` on
 // anything else. `also`: other values the flag accepts, listed first (e.g. "none").
@@ -24,6 +24,9 @@ CompressionMethod parse_method(const std::string& value, const std::string& flag
                                const std::vector<CompressionMethod>& allowed, const std::string& also = "");
 // Every method, in the order above.
 const std::vector<CompressionMethod>& all_methods();
+// The methods of the pipeline's backward link (--inter-grad-comp-method): all
+// but topk2, a DP method (its density flag is on the DP and DiLoCo links only).
+const std::vector<CompressionMethod>& pipeline_grad_methods();
 // Does the method keep state between messages (checkpointed)? Only PowerSGD's warm start.
 inline bool method_is_stateful(CompressionMethod m) { return m == CompressionMethod::PowerSgd; }
 // Can the wire be summed as floats (all-reduced)? Only PowerSGD's P and Q;
@@ -57,9 +60,10 @@ struct CompressorSpec {
   double topk_fraction = 0.1;    // topk
   bool stochastic = false;       // block methods: stochastic rounding (else to nearest, ties to even)
   int rotation = 0;              // block methods: the Hadamard rotation's block (0: none; rotated_compressor.h)
+  double topk_density = 0.02;    // topk2: the share of each chunk's values sent (topk2_compressor.h)
   bool operator==(const CompressorSpec&) const = default;
 };
-// "powersgd rank 16", "int8", "topk 10%", "mxfp4 stochastic" ...
+// "powersgd rank 16", "int8", "topk 10%", "topk2 2%", "mxfp4 stochastic" ...
 std::string describe(const CompressorSpec& spec);
 
 // Where a compressor runs: the device of `ops`, whose memory holds the

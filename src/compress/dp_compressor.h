@@ -29,12 +29,13 @@ struct GradCompressionConfig {
   bool error_feedback = false;  // --use-error-feedback
   CompressionMethod method = CompressionMethod::PowerSgd;  // --grad-comp-method
   double topk_fraction = 0.01;  // --grad-comp-topk-fraction
+  double topk_density = 0.02;   // --grad-comp-topk-density (topk2)
   bool stochastic = false;      // --grad-comp-rounding stochastic (block methods)
   int rotation = 0;             // --grad-comp-rotation hadamard:B (block methods; 0: none)
 
   // Does stage `stage` compress its DP gradients at all?
   bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation, topk_density}; }
 };
 
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its

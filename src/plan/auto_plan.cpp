@@ -17,6 +17,7 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
   if (spec.method == CompressionMethod::PowerSgd) return fmt::format(" --{}-rank {}", prefix, spec.rank);
   std::string f = fmt::format(" --{}-method {}", prefix, method_name(spec.method));
   if (spec.method == CompressionMethod::Topk) f += fmt::format(" --{}-topk-fraction {:g}", prefix, spec.topk_fraction);
+  if (spec.method == CompressionMethod::Topk2) f += fmt::format(" --{}-topk-density {:g}", prefix, spec.topk_density);
   if (method_is_block(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
   return f;
 }
@@ -170,7 +171,7 @@ CompressorSpec spec_of(const LinkSetting& s) {
   CompressorSpec spec;
   spec.method = parse_method(s.method, "compressors.json method", all_methods());
   if (s.rank > 0) spec.rank = s.rank;
-  if (s.fraction > 0) spec.topk_fraction = s.fraction;
+  if (s.fraction > 0) (spec.method == CompressionMethod::Topk2 ? spec.topk_density : spec.topk_fraction) = s.fraction;
   spec.stochastic = s.stochastic;
   return spec;
 }

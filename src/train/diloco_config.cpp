@@ -12,7 +12,8 @@ const std::vector<CompressionMethod>& DilocoConfig::outer_methods() {
                                                       CompressionMethod::Sign, CompressionMethod::Mxfp4,
                                                       CompressionMethod::Nvfp4, CompressionMethod::Int4,
                                                       CompressionMethod::Int3, CompressionMethod::Int2,
-                                                      CompressionMethod::LloydMax2, CompressionMethod::LloydMax3};
+                                                      CompressionMethod::LloydMax2, CompressionMethod::LloydMax3,
+                                                      CompressionMethod::Topk2};
   return methods;
 }
 
@@ -37,6 +38,9 @@ void DilocoConfig::validate(int num_layers, bool grad_comp, bool emb_comm_opt, b
   OCC_CHECK(mixing >= 0 && mixing <= 1, "--diloco-mixing must be in [0, 1] (got {})", mixing);
   OCC_CHECK(outer_topk_fraction > 0 && outer_topk_fraction <= 1,
             "--diloco-outer-comp-topk-fraction must be in (0, 1] (got {})", outer_topk_fraction);
+  OCC_CHECK(outer_topk_density > 0 && outer_topk_density <= 0.25,
+            "--diloco-outer-comp-topk-density must be in (0, 0.25] (got {}); e.g. 0.02 sends 2 % of the values",
+            outer_topk_density);
   OCC_CHECK(!grad_comp,
             "--grad-comp compresses the per-step data-parallel all-reduce, which DiLoCo (--diloco-inner-steps) does "
             "not run; drop --grad-comp, or compress DiLoCo's outer gradients with --diloco-outer-comp-method");
@@ -69,6 +73,7 @@ nlohmann::json DilocoConfig::to_json() const {
           {"mixing", mixing},
           {"outer_comp_method", outer_comp ? method_name(*outer_comp) : "none"},
           {"outer_comp_topk_fraction", outer_topk_fraction},
+          {"outer_comp_topk_density", outer_topk_density},
           {"outer_comp_rounding", outer_stochastic ? "stochastic" : "nearest"},
           {"outer_comp_rotation", rotation_name(outer_rotation)}};
 }

@@ -25,6 +25,7 @@ struct DilocoConfig {
   // --diloco-outer-comp-method: the outer gradients as a byte wire (int8, fp8, ...); nullopt: fp32 all-reduce.
   std::optional<CompressionMethod> outer_comp;
   double outer_topk_fraction = 0.01;  // --diloco-outer-comp-topk-fraction (with topk)
+  double outer_topk_density = 0.02;   // --diloco-outer-comp-topk-density (with topk2)
   bool outer_stochastic = false;      // --diloco-outer-comp-rounding stochastic (block methods)
   int outer_rotation = 0;             // --diloco-outer-comp-rotation hadamard:B (block methods; 0: none)
 
@@ -32,7 +33,8 @@ struct DilocoConfig {
   // The methods an outer gradient may be sent with: the byte wires (they are all-gathered).
   static const std::vector<CompressionMethod>& outer_methods();
   CompressorSpec outer_spec() const {
-    return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction, outer_stochastic, outer_rotation};
+    return {outer_comp.value_or(CompressionMethod::Int8), 16, outer_topk_fraction, outer_stochastic, outer_rotation,
+            outer_topk_density};
   }
   // Checks the settings, and what else the run asks for that DiLoCo replaces or
   // cannot do (one-line errors naming the fix).

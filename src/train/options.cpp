@@ -235,6 +235,9 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             cb.topk_fraction);
   OCC_CHECK(fraction_ok(grad_comp.topk_fraction), "--grad-comp-topk-fraction must be in (0, 1] (got {})",
             grad_comp.topk_fraction);
+  OCC_CHECK(grad_comp.topk_density > 0.0 && grad_comp.topk_density <= 0.25,
+            "--grad-comp-topk-density must be in (0, 0.25] (got {}); e.g. 0.02 sends 2 % of the values",
+            grad_comp.topk_density);
   OCC_CHECK(fraction_ok(activation_comp.topk_fraction), "--activation-comp-topk-fraction must be in (0, 1] (got {})",
             activation_comp.topk_fraction);
   OCC_CHECK(!activation_comp.enabled || layout.pp_size > 1,
@@ -394,6 +397,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"inter_grad_comp_rotation", rotation_name(cb.rotation)},
           {"grad_comp_method", method_name(grad_comp.method)},
           {"grad_comp_topk_fraction", grad_comp.topk_fraction},
+          {"grad_comp_topk_density", grad_comp.topk_density},
           {"grad_comp_rounding", grad_comp.stochastic ? "stochastic" : "nearest"},
           {"grad_comp_rotation", rotation_name(grad_comp.rotation)},
           {"grad_comp_error_feedback", grad_comp.error_feedback},

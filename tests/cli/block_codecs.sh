@@ -6,7 +6,7 @@
 #      rank, so the non-finite guard stops the run with its own message at that iteration
 #      (one line, non-zero exit, the last good checkpoint kept) instead of the NaN being
 #      dropped on the wire. mxfp4 + error feedback, int3 + stochastic rounding, and rotated
-#      lloydmax2 + error feedback, P2 D2.
+#      lloydmax2 + error feedback, topk2 + error feedback, P2 D2.
 #   2. The lossless stage (--activation-comp-lossless / --inter-grad-comp-lossless rans,
 #      compress/entropy_coder.h) in --bf16 at P2 D2: losses and grad norms bit-identical to the
 #      run without it (mxfp4 forward, int3 + LEP backward; also through --debug-host-staging),
@@ -44,6 +44,8 @@ nan_through mxfp4_ef --grad-comp-method mxfp4 --grad-comp-error-feedback
 nan_through int3_stochastic --grad-comp-method int3 --grad-comp-rounding stochastic
 # Issue 50: behind a Hadamard rotation the NaN spreads over its piece, which decodes to NaN.
 nan_through lloydmax2_rotated --grad-comp-method lloydmax2 --grad-comp-rotation hadamard --grad-comp-error-feedback
+# topk2: a NaN sorts above every finite value, so it is sent, and its chunk's two magnitudes go as NaN.
+nan_through topk2_ef --grad-comp-method topk2 --grad-comp-topk-density 0.02 --grad-comp-error-feedback
 
 # 2. The lossless stage.
 LOSSY=(--bf16 --activation-comp-method mxfp4 --inter-grad-comp --inter-grad-comp-method int3 --use-error-feedback)

@@ -21,7 +21,10 @@
 #     mxfp4 ceil(17 n nb / 4) (B = 32); nvfp4 ceil((4n + 9 n nb) / 4) (B = 16);
 #     int4 ceil(18 n nb / 4), int3 ceil(14 n nb / 4) (B = 32);
 #     int2, lloydmax2 ceil(18 n nb / 4), lloydmax3 ceil(26 n nb / 4) (B = 64);
-#     a rotation (--*-comp-rotation) changes no byte.
+#     a rotation (--*-comp-rotation) changes no byte;
+#     topk2 (density f; the n m values cut into chunks of 4096, the last shorter; chunk c of
+#     len_c sends k_c = clamp(round(f len_c), 1, len_c); K = sum k_c, b = max(1, bits of
+#     min(4096, n m) - 1)): ceil((4 nchunks + ceil(K b / 8) + ceil(2 K / 8)) / 4).
 #   c_p compressed backward sends of stage p > 0 per iteration:
 #     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
 #   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
@@ -44,7 +47,7 @@
 #                                        + ring(sum_i n_i k_i, D, d) + ring(sum_i m_i k_i, D, d))
 #           over the compressed matrices i viewed as n_i = shape[0] by m_i = numel / shape[0],
 #           k_i = min(r_dp, n_i, m_i) (one all-reduce of all P's, one of all Q's).
-#           A byte method (--grad-comp-method int8|fp8-*|topk|sign) all-gathers instead:
+#           A byte method (--grad-comp-method int8|fp8-*|topk|sign|topk2|block) all-gathers instead:
 #           4 * (sum over group-0 buckets of ring(n_bucket, D, d) + (D - 1) sum_i words(i)).
 #   emb     first and last stage (P > 1). Baseline: ring(V/T C, 2, 0 if first else 1).
 #           FE: one all-reduce over {first, last} x D ranks of the same tp rank, ordered by
@@ -114,6 +117,12 @@ def words(method, rows, cols, rank, frac):
         return min(2 * rows * kk, math.ceil((4 * rows * kk + rows * math.ceil(cols / 8)) / 4))
     if method == "sign":
         return math.ceil((4 * rows + math.ceil(rows * cols / 8)) / 4)
+    if method == "topk2":
+        nv, ch = rows * cols, 4096
+        lens = [min(ch, nv - o) for o in range(0, nv, ch)]
+        K = sum(min(max(math.floor(frac * ln + 0.5), 1), ln) for ln in lens)
+        bits = max(1, (min(ch, nv) - 1).bit_length())
+        return math.ceil((4 * len(lens) + math.ceil(K * bits / 8) + math.ceil(2 * K / 8)) / 4)
     block = {"mxfp4": (32, 0, 17), "nvfp4": (16, 4, 9), "int4": (32, 0, 18), "int3": (32, 0, 14),
              "int2": (64, 0, 18), "lloydmax2": (64, 0, 18), "lloydmax3": (64, 0, 26)}
     if method in block:
@@ -330,6 +339,9 @@ check P2D2_h48_rot_all_int2 gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=48 cb=4 ec=1 cbm
   --inter-grad-comp-rotation hadamard:16 --inter-grad-comp-rounding stochastic --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method lloydmax2 --grad-comp-rotation hadamard:256 \
   --activation-comp-method int2 --activation-comp-rotation hadamard:64
+# Issue 50: topk2 on DP (2-bit values, the indices counted; chunks of 4096 and shorter ones).
+check P2D2_dp_topk2_ef gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=topk2 dpf=0.03 -- "${P2D2[@]}" \
+  --dp-bucket-size 5000 --grad-comp --grad-comp-method topk2 --grad-comp-topk-density 0.03 --grad-comp-error-feedback
 check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8

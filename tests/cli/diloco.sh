@@ -59,6 +59,11 @@ train_run mxfp4 2 --train-iters 4 --diloco-inner-steps 2 --diloco-outer-comp-met
   --debug-diloco-dump "$WORK/dump_mxfp4" &&
   check "D2 Nesterov, mxfp4 outer gradients" -- "$PY" "$CHECK" outer-step "$WORK/dump_mxfp4" \
     --lr 0.7 --momentum 0.9 --comp mxfp4
+# Issue 50: topk2 outer gradients (top 5 % of each chunk at 2 bits) against NumPy's, from the definition.
+train_run topk2 2 --train-iters 4 --diloco-inner-steps 2 --diloco-outer-comp-method topk2 \
+  --diloco-outer-comp-topk-density 0.05 --debug-diloco-dump "$WORK/dump_topk2" &&
+  check "D2 Nesterov, topk2 outer gradients" -- "$PY" "$CHECK" outer-step "$WORK/dump_topk2" \
+    --lr 0.7 --momentum 0.9 --comp topk2 --density 0.05
 
 # (c) A T2 P2 replica equals a one-process replica (D2 either way).
 train_run rep_1 2 --train-iters 4 --diloco-inner-steps 2 &&
@@ -114,6 +119,7 @@ bytes bytes_mxfp4 -- --diloco-inner-steps 2 --diloco-outer-comp-method mxfp4 -- 
 # Issue 50: the 2-bit Lloyd-Max code behind a Hadamard rotation (the rotation adds no byte).
 bytes bytes_lloydmax2_rotated -- --diloco-inner-steps 2 --diloco-outer-comp-method lloydmax2 \
   --diloco-outer-comp-rotation hadamard:64 -- --inner-steps 2 --comp lloydmax2
+bytes bytes_topk2 -- --diloco-inner-steps 2 --diloco-outer-comp-method topk2 -- --inner-steps 2 --comp topk2
 if [[ -f $WORK/bytes_h2.jsonl ]]; then
   # The tied embedding's sync inside each replica, every iteration, as without DiLoCo.
   train_run bytes_plain 4 --train-iters 4 --pipeline-model-parallel-size 2 --eval-iters 0 &&

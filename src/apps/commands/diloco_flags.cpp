@@ -35,9 +35,13 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
           d.outer_comp = parse_method(v, "--diloco-outer-comp-method", DilocoConfig::outer_methods(), "none");
       },
       "DiLoCo: send the outer gradients as none (fp32 all-reduce, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | "
-      "sign | mxfp4 | nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 (all-gathered, decoded and summed in fp32)");
+      "sign | mxfp4 | nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | topk2 (all-gathered, decoded and summed in "
+      "fp32)");
   app.add_option("--diloco-outer-comp-topk-fraction", d.outer_topk_fraction,
                  "DiLoCo outer gradients with topk: the share of each row's entries sent")
+      ->capture_default_str();
+  app.add_option("--diloco-outer-comp-topk-density", d.outer_topk_density,
+                 "DiLoCo outer gradients with topk2: the share of each chunk's values sent, in (0, 0.25]")
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--diloco-outer-comp-rounding",
@@ -63,6 +67,7 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (!o.diloco.enabled()) {
     for (const char* f : {"--diloco-outer-lr", "--diloco-outer-momentum", "--diloco-fragments", "--diloco-overlap-steps",
                           "--diloco-mixing", "--diloco-outer-comp-method", "--diloco-outer-comp-topk-fraction",
+                          "--diloco-outer-comp-topk-density",
                           "--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation", "--debug-diloco-dump"})
       if (given(f)) refuse(f, "has no effect without --diloco-inner-steps", "add --diloco-inner-steps H");
     return;
@@ -75,6 +80,9 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (given("--diloco-outer-comp-topk-fraction") && o.diloco.outer_comp != CompressionMethod::Topk)
     refuse("--diloco-outer-comp-topk-fraction", "applies only to --diloco-outer-comp-method topk",
            "use --diloco-outer-comp-method topk");
+  if (given("--diloco-outer-comp-topk-density") && o.diloco.outer_comp != CompressionMethod::Topk2)
+    refuse("--diloco-outer-comp-topk-density", "applies only to --diloco-outer-comp-method topk2",
+           "use --diloco-outer-comp-method topk2");
   for (const char* f : {"--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation"})
     if (given(f) && !(o.diloco.outer_comp && method_is_block(*o.diloco.outer_comp)))
       throw UsageError(fmt::format("{} applies only to --diloco-outer-comp-method {}; drop it or use one of those "

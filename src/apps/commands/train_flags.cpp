@@ -257,7 +257,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--inter-grad-comp-rank", o.cb.rank, "CB: PowerSGD rank")->capture_default_str();
   app.add_option_function<std::string>(
          "--inter-grad-comp-method",
-         [&o](const std::string& v) { o.cb.method = parse_method(v, "--inter-grad-comp-method", all_methods()); },
+         [&o](const std::string& v) {
+           o.cb.method = parse_method(v, "--inter-grad-comp-method", pipeline_grad_methods());
+         },
          "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
          "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3");
   app.add_option("--inter-grad-comp-topk-fraction", o.cb.topk_fraction,
@@ -319,7 +321,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          "--grad-comp-method",
          [&o](const std::string& v) { o.grad_comp.method = parse_method(v, "--grad-comp-method", all_methods()); },
          "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
-         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 (all-gathered, decoded and summed in rank order)");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | topk2 (all-gathered, decoded and summed in rank order)");
   app.add_option_function<std::string>(
          "--grad-comp-rounding",
          [&o](const std::string& v) { o.grad_comp.stochastic = parse_rounding(v, "--grad-comp-rounding"); },
@@ -335,6 +337,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "error feedback on DP compression only (--use-error-feedback turns on LEP too)");
   app.add_option("--grad-comp-topk-fraction", o.grad_comp.topk_fraction,
                  "DP compression with topk: the share of each row's entries sent")->capture_default_str();
+  app.add_option("--grad-comp-topk-density", o.grad_comp.topk_density,
+                 "DP compression with topk2: the share of each chunk's values sent, in (0, 0.25] (2-bit values, "
+                 "indices counted)")->capture_default_str();
   app.add_option("--grad-comp-warm-up", o.grad_comp.warmup_fraction,
                  "fraction of iterations that run uncompressed first")->capture_default_str();
   app.add_option("--selective-grad-comp-way", o.grad_comp.selective_way,
@@ -377,15 +382,17 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* rounding_flag;
     const char* lossless_flag;  // (null: none on this link)
     const char* rotation_flag;
+    const char* density_flag;  // topk2's (null: none on this link)
   };
   const Link links[] = {
       {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
-       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless", "--inter-grad-comp-rotation"},
+       "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless", "--inter-grad-comp-rotation",
+       nullptr},
       {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
-       "--grad-comp-rank", "--grad-comp-rounding", nullptr, "--grad-comp-rotation"},
+       "--grad-comp-rank", "--grad-comp-rounding", nullptr, "--grad-comp-rotation", "--grad-comp-topk-density"},
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
        "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless",
-       "--activation-comp-rotation"},
+       "--activation-comp-rotation", nullptr},
   };
   if (given("--train-samples") && given("--train-iters"))
     refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
@@ -421,7 +428,7 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
       // (A method other than the default without its switch is TrainOptions::validate's error.)
-      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag, l.rotation_flag})
+      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag, l.rotation_flag, l.density_flag})
         if (f && given(f))
           refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
                  fmt::format("add {}", needs));
@@ -430,6 +437,9 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     if (given(l.topk_flag) && l.method != CompressionMethod::Topk)
       refuse(l.topk_flag, fmt::format("applies only to {} topk (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} topk", l.method_flag));
+    if (l.density_flag && given(l.density_flag) && l.method != CompressionMethod::Topk2)
+      refuse(l.density_flag, fmt::format("applies only to {} topk2 (it is {})", l.method_flag, method_name(l.method)),
+             fmt::format("use {} topk2", l.method_flag));
     if (l.lossless_flag && given(l.lossless_flag) && !method_is_block(l.method))
       refuse(l.lossless_flag,
              fmt::format("codes the block methods' wires, {} (it is {})", block_method_names(), method_name(l.method)),
