@@ -24,9 +24,10 @@ struct ActivationCompressionConfig {
   double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
   bool stochastic = false;                                // --activation-comp-rounding stochastic (block methods)
   int rotation = 0;                                       // --activation-comp-rotation hadamard:B (0: none)
+  double high_fraction = kDefaultHighFraction;  // --activation-comp-adaptive-high-fraction (adaptive)
   LosslessCoding lossless = LosslessCoding::None;         // --activation-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};                            // --debug-dump-messages DIR (compress/message_dump.h)
-  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic, rotation}; }
+  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic, rotation, high_fraction}; }
   // The methods forward activations accept (stateless, no error feedback needed).
   static const std::vector<CompressionMethod>& methods();
 };

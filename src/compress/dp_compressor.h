@@ -31,10 +31,11 @@ struct GradCompressionConfig {
   double topk_fraction = 0.01;  // --grad-comp-topk-fraction
   bool stochastic = false;      // --grad-comp-rounding stochastic (block methods)
   int rotation = 0;             // --grad-comp-rotation hadamard:B (block methods; 0: none)
+  double high_fraction = kDefaultHighFraction;  // --grad-comp-adaptive-high-fraction (adaptive)
 
   // Does stage `stage` compress its DP gradients at all?
   bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation}; }
+  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation, high_fraction}; }
 };
 
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its

@@ -145,7 +145,7 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     l.method = method_name(spec.method);
     if (spec.method == CompressionMethod::PowerSgd) l.rank = spec.rank;
     if (spec.method == CompressionMethod::Topk) l.fraction = spec.topk_fraction;
-    l.stochastic = method_is_block(spec.method) && spec.stochastic;
+    l.stochastic = method_takes_block_options(spec.method) && spec.stochastic;
   };
   if (cfg.activation_comp.enabled) {
     LinkSetting l;
