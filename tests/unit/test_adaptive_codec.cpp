@@ -248,7 +248,9 @@ TEST(AdaptiveCodec, RansStageGivesBackItsWire) {
     std::vector<uint8_t> coded(size_t(coder.capacity_bytes())), back(size_t(coder.raw_bytes()));
     const int64_t bytes = coder.encode(reinterpret_cast<const uint8_t*>(wire.data()), coded.data());
     EXPECT_LE(bytes, coder.raw_bytes() + 4) << "F " << f;
-    if (f == 1.0) EXPECT_LT(bytes, coder.raw_bytes()) << "int4's codes of a Gaussian carry < 4 bits";
+    if (f == 1.0) {
+      EXPECT_LT(bytes, coder.raw_bytes()) << "int4's codes of a Gaussian carry < 4 bits";
+    }
     coder.decode(coded.data(), bytes, back.data());
     EXPECT_EQ(std::memcmp(back.data(), wire.data(), back.size()), 0) << "F " << f;
   }
