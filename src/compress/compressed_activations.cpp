@@ -12,7 +12,8 @@ const std::vector<CompressionMethod>& ActivationCompressionConfig::methods() {
                                                 CompressionMethod::Topk,  CompressionMethod::Mxfp4,
                                                 CompressionMethod::Nvfp4, CompressionMethod::Int4,
                                                 CompressionMethod::Int3,  CompressionMethod::Int2,
-                                                CompressionMethod::LloydMax2, CompressionMethod::LloydMax3};
+                                                CompressionMethod::LloydMax2, CompressionMethod::LloydMax3,
+                                                CompressionMethod::Adaptive};
   return m;
 }
 

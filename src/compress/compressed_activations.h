@@ -24,9 +24,14 @@ struct ActivationCompressionConfig {
   double topk_fraction = 0.25;                            // --activation-comp-topk-fraction
   bool stochastic = false;                                // --activation-comp-rounding stochastic (block methods)
   int rotation = 0;                                       // --activation-comp-rotation hadamard:B (0: none)
+  double high_fraction = kDefaultHighFraction;  // --activation-comp-adaptive-high-fraction (adaptive)
   LosslessCoding lossless = LosslessCoding::None;         // --activation-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};                            // --debug-dump-messages DIR (compress/message_dump.h)
-  CompressorSpec spec() const { return {method, 0, topk_fraction, stochastic, rotation}; }
+  CompressorSpec spec() const {  // (by name: the spec's later fields are other methods')
+    CompressorSpec s{method, 0, topk_fraction, stochastic, rotation};
+    s.high_fraction = high_fraction;
+    return s;
+  }
   // The methods forward activations accept (stateless, no error feedback needed).
   static const std::vector<CompressionMethod>& methods();
 };

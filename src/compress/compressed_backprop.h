@@ -34,11 +34,16 @@ struct CompressedBackpropConfig {
   double topk_fraction = 0.1;    // --inter-grad-comp-topk-fraction
   bool stochastic = false;       // --inter-grad-comp-rounding stochastic (block methods)
   int rotation = 0;              // --inter-grad-comp-rotation hadamard:B (block methods; 0: none)
+  double high_fraction = kDefaultHighFraction;  // --inter-grad-comp-adaptive-high-fraction (adaptive)
   bool lazy_error = false;       // --use-error-feedback
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
   LosslessCoding lossless = LosslessCoding::None;  // --inter-grad-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation}; }
+  CompressorSpec spec() const {  // (by name: the spec's later fields are other methods')
+    CompressorSpec s{method, rank, topk_fraction, stochastic, rotation};
+    s.high_fraction = high_fraction;
+    return s;
+  }
 };
 
 // The codec of one backward link, as the pipeline exchange calls it.

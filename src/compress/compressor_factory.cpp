@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "compress/adaptive_codec.h"
 #include "compress/block_compressor.h"
 #include "compress/fp8_compressor.h"
 #include "compress/int8_compressor.h"
@@ -32,6 +33,7 @@ const char* method_name(CompressionMethod m) {
     case CompressionMethod::LloydMax2: return "lloydmax2";
     case CompressionMethod::LloydMax3: return "lloydmax3";
     case CompressionMethod::Topk2: return "topk2";
+    case CompressionMethod::Adaptive: return "adaptive";
   }
   return "?";
 }
@@ -43,7 +45,8 @@ const std::vector<CompressionMethod>& all_methods() {
                                                   CompressionMethod::Mxfp4,    CompressionMethod::Nvfp4,
                                                   CompressionMethod::Int4,     CompressionMethod::Int3,
                                                   CompressionMethod::Int2,     CompressionMethod::LloydMax2,
-                                                  CompressionMethod::LloydMax3, CompressionMethod::Topk2};
+                                                  CompressionMethod::LloydMax3, CompressionMethod::Adaptive,
+                                                  CompressionMethod::Topk2};
   return all;
 }
 
@@ -81,6 +84,22 @@ std::string block_method_names() {
   for (CompressionMethod m : all_methods())
     if (method_is_block(m)) names += (names.empty() ? "" : "|") + std::string(method_name(m));
   return names;
+}
+
+std::string block_option_method_names() { return block_method_names() + "|adaptive"; }
+
+double parse_high_fraction(const std::string& value, const std::string& flag) {
+  size_t used = 0;
+  double f = -1.0;
+  try {
+    f = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !(f >= 0.0 && f <= 1.0))
+    throw UsageError(fmt::format("{} '{}' must be a number in [0, 1] (the share of tiles coded at 4 bits); use e.g. {:g}",
+                                 flag, value, kDefaultHighFraction));
+  return f;
 }
 
 int parse_rotation(const std::string& value, const std::string& flag) {
@@ -124,8 +143,9 @@ std::string describe(const CompressorSpec& spec) {
     case CompressionMethod::Topk2: return fmt::format("topk2 {:g}%", 100.0 * spec.topk_density);
     default: {
       std::string s = method_name(spec.method);
-      if (method_is_block(spec.method) && spec.rotation > 0) s += fmt::format(" rotated {}", spec.rotation);
-      if (method_is_block(spec.method) && spec.stochastic) s += " stochastic";
+      if (method_is_adaptive(spec.method)) s += fmt::format(" {:g}% high", 100.0 * spec.high_fraction);
+      if (method_takes_block_options(spec.method) && spec.rotation > 0) s += fmt::format(" rotated {}", spec.rotation);
+      if (method_takes_block_options(spec.method) && spec.stochastic) s += " stochastic";
       return s;
     }
   }
@@ -154,6 +174,12 @@ std::unique_ptr<MatrixCompressor> make_compressor(const CompressorSpec& spec, in
       if (spec.rotation == 0) return block;
       return std::make_unique<RotatedCompressor>(std::move(block), spec.rotation, seed, key, ops);
     }
+    case CompressionMethod::Adaptive: {
+      std::unique_ptr<MatrixCompressor> adaptive =
+          std::make_unique<AdaptiveCompressor>(rows, cols, spec.high_fraction, spec.stochastic, seed, key, ops);
+      if (spec.rotation == 0) return adaptive;
+      return std::make_unique<RotatedCompressor>(std::move(adaptive), spec.rotation, seed, key, ops);
+    }
   }
   throw Error("unknown compression method");
 }
@@ -180,6 +206,7 @@ int64_t compressed_wire_floats(const CompressorSpec& spec, int64_t rows, int64_t
     case CompressionMethod::LloydMax2:
     case CompressionMethod::LloydMax3:
       return wire::words_for_bytes(BlockCompressor::wire_bytes(block_code_of(spec.method), rows, cols));
+    case CompressionMethod::Adaptive: return wire::words_for_bytes(adaptive::wire_bytes(rows, cols, spec.high_fraction));
   }
   throw Error("unknown compression method");
 }

@@ -13,10 +13,11 @@
 
 namespace occ {
 
-enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3, Int2, LloydMax2, LloydMax3, Topk2 };
+enum class CompressionMethod { PowerSgd, Int8, Fp8E4m3, Fp8E5m2, Topk, Sign, Mxfp4, Nvfp4, Int4, Int3, Int2, LloydMax2, LloydMax3,
+                               Adaptive, Topk2 };
 
 // The flag spelling: powersgd, int8, fp8-e4m3, fp8-e5m2, topk, sign, mxfp4, nvfp4, int4, int3, int2,
-// lloydmax2, lloydmax3, topk2.
+// lloydmax2, lloydmax3, adaptive, topk2.
 const char* method_name(CompressionMethod m);
 // Parses a flag value; throws occ::UsageError naming `flag` and `allowed` on
 // anything else. `also`: other values the flag accepts, listed first (e.g. "none").
@@ -39,8 +40,20 @@ inline bool method_is_block(CompressionMethod m) {
          m == CompressionMethod::Int3 || m == CompressionMethod::Int2 || m == CompressionMethod::LloydMax2 ||
          m == CompressionMethod::LloydMax3;
 }
+// The adaptive codec (compress/adaptive_codec.h): int4 on the most energetic
+// tiles, lloydmax2 on the rest, with its bit map on the wire.
+inline bool method_is_adaptive(CompressionMethod m) { return m == CompressionMethod::Adaptive; }
+// The methods that take the block methods' options (--*-comp-rounding,
+// --*-comp-rotation, --*-comp-lossless): the block methods and adaptive.
+inline bool method_takes_block_options(CompressionMethod m) { return method_is_block(m) || method_is_adaptive(m); }
 // "mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3", for messages.
 std::string block_method_names();
+// The same with "|adaptive": the methods that take the block options.
+std::string block_option_method_names();
+// The adaptive codec's high fraction (--*-comp-adaptive-high-fraction): a
+// number in [0, 1]; throws occ::UsageError naming `flag` on anything else.
+double parse_high_fraction(const std::string& value, const std::string& flag);
+constexpr double kDefaultHighFraction = 0.125;
 // The block code of a block method (kernels/block_codes.h).
 kernels::BlockCode block_code_of(CompressionMethod m);
 // The rounding flag's values (--*-comp-rounding): nearest (default) | stochastic.
@@ -61,6 +74,7 @@ struct CompressorSpec {
   bool stochastic = false;       // block methods: stochastic rounding (else to nearest, ties to even)
   int rotation = 0;              // block methods: the Hadamard rotation's block (0: none; rotated_compressor.h)
   double topk_density = 0.02;    // topk2: the share of each chunk's values sent (topk2_compressor.h)
+  double high_fraction = kDefaultHighFraction;  // adaptive: the share of tiles at 4 bits
   bool operator==(const CompressorSpec&) const = default;
 };
 // "powersgd rank 16", "int8", "topk 10%", "topk2 2%", "mxfp4 stochastic" ...

@@ -32,10 +32,16 @@ struct GradCompressionConfig {
   double topk_density = 0.02;   // --grad-comp-topk-density (topk2)
   bool stochastic = false;      // --grad-comp-rounding stochastic (block methods)
   int rotation = 0;             // --grad-comp-rotation hadamard:B (block methods; 0: none)
+  double high_fraction = kDefaultHighFraction;  // --grad-comp-adaptive-high-fraction (adaptive)
 
   // Does stage `stage` compress its DP gradients at all?
   bool stage_compresses(int stage) const { return enabled && (selective_way < 0 || stage < selective_way); }
-  CompressorSpec spec() const { return {method, rank, topk_fraction, stochastic, rotation, topk_density}; }
+  CompressorSpec spec() const {
+    CompressorSpec s{method, rank, topk_fraction, stochastic, rotation};
+    s.topk_density = topk_density;  // (by name: a positional list mixed two methods' fields up once)
+    s.high_fraction = high_fraction;
+    return s;
+  }
 };
 
 // The DP group as a compressor sees it: `host` moves host memory (MPI, its

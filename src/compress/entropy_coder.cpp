@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "compress/adaptive_codec.h"
 #include "core/error.h"
 
 namespace occ {
@@ -114,31 +115,69 @@ void decode_stream(const uint8_t* in, size_t size, size_t& pos, size_t n, uint8_
 
 }  // namespace rans
 
+namespace {
+using Section = BlockWireCoder::Section;
+uint32_t get_bits(const uint8_t* bytes, int64_t j, int bits) {
+  const int64_t bit = int64_t(bits) * j, at = bit >> 3;
+  const int shift = int(bit & 7);
+  uint32_t v = uint32_t(bytes[at]) >> shift;
+  if (shift + bits > 8) v |= uint32_t(bytes[at + 1]) << (8 - shift);
+  return v & ((1u << bits) - 1u);
+}
+void put_bits(uint8_t* bytes, int64_t j, int bits, uint32_t c) {
+  const int64_t bit = int64_t(bits) * j, at = bit >> 3;
+  const int shift = int(bit & 7);
+  bytes[at] = uint8_t(bytes[at] | (c << shift));
+  if (shift + bits > 8) bytes[at + 1] = uint8_t(bytes[at + 1] | (c >> (8 - shift)));
+}
+}  // namespace
+
+BlockWireCoder::BlockWireCoder(std::vector<Section> sections) : sections_(std::move(sections)), raw_bytes_(0) {
+  for (const Section& s : sections_) raw_bytes_ += s.bytes();
+}
+
 BlockWireCoder::BlockWireCoder(kernels::BlockCode code, int64_t rows, int64_t cols)
-    : code_(code),
-      rows_(rows),
-      blocks_(rows * kernels::blocks_per_row(code, cols)),
-      raw_bytes_(kernels::block_wire_bytes(code, rows, cols)) {}
+    : BlockWireCoder(std::vector<Section>{
+          {Section::Raw, rows * kernels::block_row_scale_bytes(code), 1},
+          {Section::Lanes, rows * kernels::blocks_per_row(code, cols), kernels::block_scale_bytes(code)},
+          {Section::Codes, rows * kernels::blocks_per_row(code, cols) * kernels::block_entries(code),
+           kernels::block_code_bits(code)}}) {
+  OCC_CHECK(raw_bytes_ == kernels::block_wire_bytes(code, rows, cols), "internal: a block wire of {} bytes, not {}",
+            raw_bytes_, kernels::block_wire_bytes(code, rows, cols));
+}
+
+BlockWireCoder BlockWireCoder::adaptive(int64_t rows, int64_t cols, double high_fraction) {
+  const int64_t t = adaptive::tiles(rows, cols), h = adaptive::high_tiles(t, high_fraction);
+  BlockWireCoder coder(std::vector<Section>{{Section::Raw, adaptive::map_bytes(t), 1},
+                                            {Section::Lanes, t, adaptive::kScaleBytes},
+                                            {Section::Codes, h * adaptive::kTile, 4},
+                                            {Section::Codes, (t - h) * adaptive::kTile, 2}});
+  OCC_CHECK(coder.raw_bytes() == adaptive::wire_bytes(rows, cols, high_fraction),
+            "internal: an adaptive wire of {} bytes, not {}", coder.raw_bytes(),
+            adaptive::wire_bytes(rows, cols, high_fraction));
+  return coder;
+}
 
 int64_t BlockWireCoder::encode(const uint8_t* raw, uint8_t* out) {
-  using namespace kernels;
   out_.clear();
   out_.resize(4);  // the header, below
-  const int64_t row_bytes = rows_ * block_row_scale_bytes(code_);
-  out_.insert(out_.end(), raw, raw + row_bytes);
-  const uint8_t* scales = raw + block_scales_offset(code_, rows_);
-  const int sb = block_scale_bytes(code_);
-  for (int byte = 0; byte < sb; ++byte) {
-    symbols_.resize(size_t(blocks_));
-    for (int64_t b = 0; b < blocks_; ++b) symbols_[size_t(b)] = scales[b * sb + byte];
-    rans::encode_stream(symbols_, out_);
+  const uint8_t* at = raw;
+  for (const Section& s : sections_) {
+    if (s.kind == Section::Raw) {
+      out_.insert(out_.end(), at, at + s.count);
+    } else if (s.kind == Section::Lanes) {
+      for (int lane = 0; lane < s.width; ++lane) {
+        symbols_.resize(size_t(s.count));
+        for (int64_t b = 0; b < s.count; ++b) symbols_[size_t(b)] = at[b * s.width + lane];
+        rans::encode_stream(symbols_, out_);
+      }
+    } else {
+      symbols_.resize(size_t(s.count));
+      for (int64_t j = 0; j < s.count; ++j) symbols_[size_t(j)] = uint8_t(get_bits(at, j, s.width));
+      rans::encode_stream(symbols_, out_);
+    }
+    at += s.bytes();
   }
-  const uint8_t* codes = scales + blocks_ * sb;
-  const int B = block_entries(code_), cb = block_code_bytes(code_);
-  symbols_.resize(size_t(blocks_ * B));
-  for (int64_t b = 0; b < blocks_; ++b)
-    for (int j = 0; j < B; ++j) symbols_[size_t(b * B + j)] = uint8_t(get_code(code_, codes + b * cb, j));
-  rans::encode_stream(symbols_, out_);
   const bool coded = int64_t(out_.size()) < raw_bytes_ + 4;  // else the raw wire, never more
   const int64_t bytes = coded ? int64_t(out_.size()) : raw_bytes_ + 4;
   const uint32_t header = uint32_t(bytes) << 1 | (coded ? 1u : 0u);
@@ -151,7 +190,6 @@ int64_t BlockWireCoder::encode(const uint8_t* raw, uint8_t* out) {
 }
 
 void BlockWireCoder::decode(const uint8_t* in, int64_t size, uint8_t* raw) const {
-  using namespace kernels;
   OCC_CHECK(size >= 4, "corrupt entropy-coded message: {} bytes", size);
   uint32_t header = 0;
   for (int k = 0; k < 4; ++k) header |= uint32_t(in[k]) << (8 * k);
@@ -167,29 +205,31 @@ void BlockWireCoder::decode(const uint8_t* in, int64_t size, uint8_t* raw) const
     return;
   }
   size_t pos = 4;
-  const int64_t row_bytes = rows_ * block_row_scale_bytes(code_);
-  OCC_CHECK(int64_t(pos) + row_bytes <= size, "corrupt entropy-coded message: row scales past its end");
-  std::memcpy(raw, in + pos, size_t(row_bytes));
-  pos += size_t(row_bytes);
-  uint8_t* scales = raw + block_scales_offset(code_, rows_);
-  const int sb = block_scale_bytes(code_);
-  std::vector<uint8_t> symbols(static_cast<size_t>(blocks_));
-  for (int byte = 0; byte < sb; ++byte) {
-    rans::decode_stream(in, size_t(size), pos, size_t(blocks_), symbols.data());
-    for (int64_t b = 0; b < blocks_; ++b) scales[b * sb + byte] = symbols[size_t(b)];
-  }
-  uint8_t* codes = scales + blocks_ * sb;
-  const int B = block_entries(code_), cb = block_code_bytes(code_);
-  symbols.resize(size_t(blocks_ * B));
-  rans::decode_stream(in, size_t(size), pos, symbols.size(), symbols.data());
-  std::memset(codes, 0, size_t(blocks_ * cb));
-  for (int64_t b = 0; b < blocks_; ++b)
-    for (int j = 0; j < B; ++j) {
-      const uint32_t c = symbols[size_t(b * B + j)];
-      OCC_CHECK(c < (1u << block_code_bits(code_)), "corrupt entropy-coded message: code {} of {} bits", c,
-                block_code_bits(code_));
-      put_code(code_, codes + b * cb, j, c);
+  uint8_t* at = raw;
+  std::vector<uint8_t> symbols;
+  for (const Section& s : sections_) {
+    if (s.kind == Section::Raw) {
+      OCC_CHECK(int64_t(pos) + s.count <= size, "corrupt entropy-coded message: raw bytes past its end");
+      std::memcpy(at, in + pos, size_t(s.count));
+      pos += size_t(s.count);
+    } else if (s.kind == Section::Lanes) {
+      symbols.resize(size_t(s.count));
+      for (int lane = 0; lane < s.width; ++lane) {
+        rans::decode_stream(in, size_t(size), pos, size_t(s.count), symbols.data());
+        for (int64_t b = 0; b < s.count; ++b) at[b * s.width + lane] = symbols[size_t(b)];
+      }
+    } else {
+      symbols.resize(size_t(s.count));
+      rans::decode_stream(in, size_t(size), pos, symbols.size(), symbols.data());
+      std::memset(at, 0, size_t(s.bytes()));
+      for (int64_t j = 0; j < s.count; ++j) {
+        const uint32_t c = symbols[size_t(j)];
+        OCC_CHECK(c < (1u << s.width), "corrupt entropy-coded message: code {} of {} bits", c, s.width);
+        put_bits(at, j, s.width, c);
+      }
     }
+    at += s.bytes();
+  }
   OCC_CHECK(int64_t(pos) == size, "corrupt entropy-coded message: {} bytes left over", size - int64_t(pos));
 }
 

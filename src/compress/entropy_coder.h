@@ -39,9 +39,24 @@ void encode_stream(const std::vector<uint8_t>& symbols, std::vector<uint8_t>& ou
 void decode_stream(const uint8_t* in, size_t size, size_t& pos, size_t n, uint8_t* symbols);
 }  // namespace rans
 
+// The adaptive codec's wire (compress/adaptive_codec.h) is coded the same way:
+// its bit map raw, its bf16 scales as two byte streams, its high tiles' 4-bit
+// codes one stream and its low tiles' 2-bit codes another.
 class BlockWireCoder {
  public:
+  // One part of a wire: `bytes` copied raw; or `count` fields of `lanes` bytes,
+  // one stream per byte of a field; or `count` codes of `bits` bits (2, 3 or 4),
+  // one stream, read from the part's bytes as one little-endian bit string.
+  struct Section {
+    enum Kind { Raw, Lanes, Codes } kind;
+    int64_t count;  // Raw: bytes; Lanes: fields; Codes: codes
+    int width;      // Lanes: bytes per field; Codes: bits per code
+    int64_t bytes() const { return kind == Raw ? count : kind == Lanes ? count * width : (count * width + 7) / 8; }
+  };
   BlockWireCoder(kernels::BlockCode code, int64_t rows, int64_t cols);
+  // The adaptive codec's wire for rows x cols at that high fraction.
+  static BlockWireCoder adaptive(int64_t rows, int64_t cols, double high_fraction);
+  explicit BlockWireCoder(std::vector<Section> sections);
   // The raw wire's bytes (block_wire_bytes) and the most a coded message takes.
   int64_t raw_bytes() const { return raw_bytes_; }
   int64_t capacity_bytes() const { return raw_bytes_ + 4; }
@@ -52,8 +67,8 @@ class BlockWireCoder {
   void decode(const uint8_t* in, int64_t size, uint8_t* raw) const;
 
  private:
-  kernels::BlockCode code_;
-  int64_t rows_, blocks_, raw_bytes_;
+  std::vector<Section> sections_;
+  int64_t raw_bytes_;
   std::vector<uint8_t> symbols_, out_;  // encode's scratch
 };
 

@@ -19,14 +19,17 @@ LinkCodec::LinkCodec(std::unique_ptr<MatrixCompressor> compressor, const Compres
                      const std::string& dump_name, uint64_t link)
     : compressor_(std::move(compressor)), link_(link) {
   if (lossless == LosslessCoding::Rans) {
-    OCC_CHECK(method_is_block(spec.method),
+    OCC_CHECK(method_takes_block_options(spec.method),
               "lossless rans codes the block methods' wires ({}), not {}; drop the --*-comp-lossless flag or use "
               "one of those methods",
-              block_method_names(), method_name(spec.method));
+              block_option_method_names(), method_name(spec.method));
     OCC_CHECK(where.device() == Device::Cpu,
               "lossless rans codes the wire on the host, and this run's pipeline codecs run on the GPU; drop the "
               "--*-comp-lossless flag (it is for the CPU backend)");
-    coder_ = std::make_unique<BlockWireCoder>(block_code_of(spec.method), compressor_->rows(), compressor_->cols());
+    coder_ = method_is_adaptive(spec.method)
+                 ? std::make_unique<BlockWireCoder>(
+                       BlockWireCoder::adaptive(compressor_->rows(), compressor_->cols(), spec.high_fraction))
+                 : std::make_unique<BlockWireCoder>(block_code_of(spec.method), compressor_->rows(), compressor_->cols());
     raw_.resize(size_t(compressor_->wire_floats()));
   }
   if (!dump.empty() && !dump_name.empty())

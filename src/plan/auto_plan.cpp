@@ -18,7 +18,9 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
   std::string f = fmt::format(" --{}-method {}", prefix, method_name(spec.method));
   if (spec.method == CompressionMethod::Topk) f += fmt::format(" --{}-topk-fraction {:g}", prefix, spec.topk_fraction);
   if (spec.method == CompressionMethod::Topk2) f += fmt::format(" --{}-topk-density {:g}", prefix, spec.topk_density);
-  if (method_is_block(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
+  if (method_is_adaptive(spec.method))
+    f += fmt::format(" --{}-adaptive-high-fraction {:g}", prefix, spec.high_fraction);
+  if (method_takes_block_options(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
   return f;
 }
 }  // namespace

@@ -146,7 +146,7 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     if (spec.method == CompressionMethod::PowerSgd) l.rank = spec.rank;
     if (spec.method == CompressionMethod::Topk) l.fraction = spec.topk_fraction;
     if (spec.method == CompressionMethod::Topk2) l.fraction = spec.topk_density;  // (the sweep's "fraction" field)
-    l.stochastic = method_is_block(spec.method) && spec.stochastic;
+    l.stochastic = method_takes_block_options(spec.method) && spec.stochastic;
   };
   if (cfg.activation_comp.enabled) {
     LinkSetting l;

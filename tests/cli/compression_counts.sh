@@ -25,6 +25,8 @@
 #     topk2 (density f; the n m values cut into chunks of 4096, the last shorter; chunk c of
 #     len_c sends k_c = clamp(round(f len_c), 1, len_c); K = sum k_c, b = max(1, bits of
 #     min(4096, n m) - 1)): ceil((4 nchunks + ceil(K b / 8) + ceil(2 K / 8)) / 4).
+#     adaptive (compress/adaptive_codec.h), t = n ceil(m / 64) tiles, h = min(t, floor(F t + 0.5))
+#     at 4 bits (F: --*-comp-adaptive-high-fraction): ceil((ceil(t / 8) + 18 t + 16 h) / 4).
 #   c_p compressed backward sends of stage p > 0 per iteration:
 #     no CB: 0;  CB: M;  CB + EC: min(P - p, M) (its last P - p sends: the epilogue); stage 0: none.
 #   cb      stage p > 0: {"sends": M, "compressed": c_p}; stage 0 reports no "cb".
@@ -72,7 +74,8 @@ V=512  # the fixture tokenizer's 512 tokens, already a multiple of 128
 # check NAME key=value... -- flags...: 4 ranks; compares every iteration with the formulas.
 # Keys: gb T P D bucket cb (CB rank, 0: off) ec (0/1) fe (0/1) dp (DP rank, 0: off)
 #       sc (K, -1: every stage) warmup (fraction); optional methods cbm, dpm (default powersgd),
-#       am (activations, default none) and their topk fractions cbf, dpf, af.
+#       am (activations, default none) and their topk fractions cbf, dpf, af (adaptive:
+#       its high fractions cbh, dph, ah, default 0.125).
 check() {
   local name=$1
   shift
@@ -102,6 +105,13 @@ n, m = N // T, C
 k = min(r_cb, n, m)
 cbm, dpm, am = p.get("cbm", "powersgd"), p.get("dpm", "powersgd"), p.get("am", "none")
 cbf, dpf, af = float(p.get("cbf", 0.1)), float(p.get("dpf", 0.01)), float(p.get("af", 0.25))
+cbh, dph, ah = float(p.get("cbh", 0.125)), float(p.get("dph", 0.125)), float(p.get("ah", 0.125))
+if cbm == "adaptive":
+    cbf = cbh
+if dpm == "adaptive":
+    dpf = dph
+if am == "adaptive":
+    af = ah
 vb = int(p.get("vb", 4))  # bytes per value of the uncompressed pipeline wire (2 in a --bf16 run)
 
 
@@ -128,6 +138,10 @@ def words(method, rows, cols, rank, frac):
     if method in block:
         B, per_row, per_block = block[method]
         return math.ceil((per_row * rows + per_block * rows * math.ceil(cols / B)) / 4)
+    if method == "adaptive":  # frac: the high fraction
+        t = rows * math.ceil(cols / 64)
+        h = min(t, math.floor(frac * t + 0.5))
+        return math.ceil((math.ceil(t / 8) + 18 * t + 16 * h) / 4)
     raise ValueError(method)
 
 
@@ -342,6 +356,19 @@ check P2D2_h48_rot_all_int2 gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=48 cb=4 ec=1 cbm
 # Issue 50: topk2 on DP (2-bit values, the indices counted; chunks of 4096 and shorter ones).
 check P2D2_dp_topk2_ef gb=8 T=1 P=2 D=2 bucket=5000 $OFF dp=4 dpm=topk2 dpf=0.03 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --grad-comp --grad-comp-method topk2 --grad-comp-topk-density 0.03 --grad-comp-error-feedback
+# Issue 50 item 3: the adaptive codec (4 bits on the most energetic tiles, its bit map
+# counted) at hidden 48 (one padded tile per row) in --bf16 behind rotations, and at
+# hidden 80 (a full and a padded tile per row) on every link, DP's matrices included.
+check P4_h48_bf16_rot_adaptive gb=12 T=1 P=4 D=1 bucket=262144 $OFF C=48 vb=2 cb=4 cbm=adaptive cbh=0.3 \
+  am=adaptive -- "${P4[@]}" --bf16 --hidden-size 48 --global-batch-size 12 --inter-grad-comp \
+  --inter-grad-comp-method adaptive --inter-grad-comp-adaptive-high-fraction 0.3 --inter-grad-comp-rotation hadamard:32 \
+  --inter-grad-comp-rounding stochastic --use-error-feedback --activation-comp-method adaptive \
+  --activation-comp-rotation hadamard
+check P2D2_h80_adaptive_all gb=8 T=1 P=2 D=2 bucket=5000 $OFF C=80 cb=4 ec=1 cbm=adaptive cbh=0 dp=4 dpm=adaptive \
+  dph=0.5 am=adaptive ah=1 -- "${P2D2[@]}" --hidden-size 80 --dp-bucket-size 5000 --inter-grad-comp \
+  --inter-grad-comp-method adaptive --inter-grad-comp-adaptive-high-fraction 0 --inter-grad-comp-epilogue-only \
+  --grad-comp --grad-comp-method adaptive --grad-comp-adaptive-high-fraction 0.5 --grad-comp-error-feedback \
+  --activation-comp-method adaptive --activation-comp-adaptive-high-fraction 1
 check P2D2_all_sign gb=8 T=1 P=2 D=2 bucket=5000 $OFF cb=4 ec=1 cbm=int8 dp=4 dpm=sign am=int8 -- "${P2D2[@]}" \
   --dp-bucket-size 5000 --inter-grad-comp --inter-grad-comp-method int8 --use-error-feedback \
   --inter-grad-comp-epilogue-only --grad-comp --grad-comp-method sign --activation-comp-method int8

@@ -10,8 +10,8 @@
 #      compress_dp_*.bin. Then the same for every other method (int8, fp8-e4m3, fp8-e5m2,
 #      topk, sign, and the block methods mxfp4, nvfp4, int4, int3 with stochastic rounding
 #      on CB and DP) on CB (+ LEP + EC) and DP (+ error feedback, SC), with activation
-#      compression on the forward link; and the 2- and 3-bit codes behind Hadamard
-#      rotations (issue 50) on every link, and DP topk2 with error feedback.
+#      compression on the forward link; and the 2- and 3-bit codes and the adaptive codec
+#      behind Hadamard rotations (issue 50) on every link, and DP topk2 with error feedback.
 #   2. A checkpoint saved without compression loads into the compressed run, and a
 #      compressed checkpoint into an uncompressed run: each prints a "notice:" line about the
 #      compressor state and trains its remaining iterations to finite losses. Also with CB +
@@ -158,6 +158,14 @@ resume_check rotated_int2_lm 4 --inter-grad-comp --inter-grad-comp-method int2 -
   --grad-comp-rotation hadamard --selective-grad-comp-way 1
 # Issue 50: DP topk2 + error feedback on both stages: the 4 ranks' residuals are the state.
 resume_check dp_topk2 4 --grad-comp --grad-comp-method topk2 --grad-comp-topk-density 0.05 --grad-comp-error-feedback
+# Issue 50 item 3: the adaptive codec (its allocation is the message's alone: nothing to
+# save) on every link behind rotations, stochastic on CB + LEP and DP + EF, rANS on both
+# pipeline links.
+resume_check adaptive 4 --inter-grad-comp --inter-grad-comp-method adaptive --inter-grad-comp-rotation hadamard:32 \
+  --inter-grad-comp-rounding stochastic --inter-grad-comp-adaptive-high-fraction 0.25 --use-error-feedback \
+  --inter-grad-comp-lossless rans --activation-comp-method adaptive --activation-comp-rotation hadamard \
+  --activation-comp-lossless rans --grad-comp --grad-comp-method adaptive --grad-comp-rounding stochastic \
+  --grad-comp-adaptive-high-fraction 0.5 --emb-comm-opt
 # --grad-comp-error-feedback is DP error feedback alone: CB (int8, no LEP) keeps no state,
 # so only the two stage-0 ranks (DP int8 + error feedback, SC K = 1) save compressor state.
 resume_check dp_ef_only 2 --inter-grad-comp --inter-grad-comp-method int8 --grad-comp --grad-comp-method int8 \

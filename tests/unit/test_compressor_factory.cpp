@@ -40,7 +40,7 @@ TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
   } catch (const UsageError& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("--grad-comp-method 'zstd' is not a compression method"), std::string::npos) << w;
-    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3"), std::string::npos) << w;
+    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3|adaptive"), std::string::npos) << w;
   }
   try {
     parse_method("sign", "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
@@ -97,14 +97,16 @@ TEST(CompressorFactory, EveryMethodComputesOnItsPlacementsOps) {
       {CompressionMethod::Int2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
       {CompressionMethod::LloydMax2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
       {CompressionMethod::LloydMax3, {"encode_blocks", "decode_blocks", "rotate_rows"}},
+      // adaptive packs on the host (staged from a GPU's memory by device copies); its rotation is the placement's.
+      {CompressionMethod::Adaptive, {"rotate_rows"}},
       // topk2 computes on the host (a GPU placement stages the matrix and the wire
       // through host copies: topk2_compressor.h), so it calls no kernel of its Ops.
       {CompressionMethod::Topk2, {}}};
   for (CompressionMethod method : all_methods()) {
     // (The 2- and 3-bit table codes rotated: the rotation must run on the placement too.)
     const bool table = method == CompressionMethod::Int2 || method == CompressionMethod::LloydMax2 ||
-                       method == CompressionMethod::LloydMax3;
-    const CompressorSpec spec{method, 4, 0.25, method_is_block(method), table ? 16 : 0};
+                       method == CompressionMethod::LloydMax3 || method == CompressionMethod::Adaptive;
+    const CompressorSpec spec{method, 4, 0.25, method_takes_block_options(method), table ? 16 : 0};
     kernels::TimedOps placed(kernels::cpu_ops());
     auto plain = make_compressor(spec, r, c, 1, 2);
     auto on_ops = make_compressor(spec, r, c, 1, 2, CompressorPlacement{&placed});

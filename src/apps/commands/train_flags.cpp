@@ -261,13 +261,22 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
            o.cb.method = parse_method(v, "--inter-grad-comp-method", pipeline_grad_methods());
          },
          "CB's compressor: powersgd (the paper's, default) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
-         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | adaptive");
+  app.add_option_function<std::string>(
+         "--inter-grad-comp-adaptive-high-fraction",
+         [&o](const std::string& v) {
+           o.cb.high_fraction = parse_high_fraction(v, "--inter-grad-comp-adaptive-high-fraction");
+         },
+         "CB with adaptive: the share of 64-value tiles, those of the largest energy, coded at 4 bits (int4); "
+         "the rest at 2 (lloydmax2)")
+      ->default_str("0.125");
   app.add_option("--inter-grad-comp-topk-fraction", o.cb.topk_fraction,
                  "CB with topk: the share of each row's entries sent")->capture_default_str();
   app.add_option_function<std::string>(
          "--inter-grad-comp-rounding",
          [&o](const std::string& v) { o.cb.stochastic = parse_rounding(v, "--inter-grad-comp-rounding"); },
-         "CB with a block method (mxfp4, nvfp4, int4, int3, int2, lloydmax2, lloydmax3): nearest (ties to even) | "
+         "CB with a block method (mxfp4, nvfp4, int4, int3, int2, lloydmax2, lloydmax3, adaptive): nearest (ties to "
+         "even) | "
          "stochastic")
       ->default_str("nearest");
   app.add_option_function<std::string>(
@@ -290,7 +299,15 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
              o.activation_comp.method = parse_method(v, "--activation-comp-method", ActivationCompressionConfig::methods(), "none");
          },
          "compress the activations sent forward between stages: none (default) | int8 | fp8-e4m3 | topk | mxfp4 | "
-         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | adaptive");
+  app.add_option_function<std::string>(
+         "--activation-comp-adaptive-high-fraction",
+         [&o](const std::string& v) {
+           o.activation_comp.high_fraction = parse_high_fraction(v, "--activation-comp-adaptive-high-fraction");
+         },
+         "activation compression with adaptive: the share of tiles coded at 4 bits (as "
+         "--inter-grad-comp-adaptive-high-fraction)")
+      ->default_str("0.125");
   app.add_option("--activation-comp-topk-fraction", o.activation_comp.topk_fraction,
                  "activation compression with topk: the share of each row's entries sent")->capture_default_str();
   app.add_option_function<std::string>(
@@ -321,7 +338,16 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
          "--grad-comp-method",
          [&o](const std::string& v) { o.grad_comp.method = parse_method(v, "--grad-comp-method", all_methods()); },
          "DP compressor: powersgd (default; all-reduced factors) | int8 | fp8-e4m3 | fp8-e5m2 | topk | sign | mxfp4 | "
-         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | topk2 (all-gathered, decoded and summed in rank order)");
+         "nvfp4 | int4 | int3 | int2 | lloydmax2 | lloydmax3 | adaptive | topk2 (all-gathered, decoded and summed in rank "
+         "order)");
+  app.add_option_function<std::string>(
+         "--grad-comp-adaptive-high-fraction",
+         [&o](const std::string& v) {
+           o.grad_comp.high_fraction = parse_high_fraction(v, "--grad-comp-adaptive-high-fraction");
+         },
+         "DP compression with adaptive: the share of tiles coded at 4 bits (as "
+         "--inter-grad-comp-adaptive-high-fraction)")
+      ->default_str("0.125");
   app.add_option_function<std::string>(
          "--grad-comp-rounding",
          [&o](const std::string& v) { o.grad_comp.stochastic = parse_rounding(v, "--grad-comp-rounding"); },
@@ -383,16 +409,18 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* lossless_flag;  // (null: none on this link)
     const char* rotation_flag;
     const char* density_flag;  // topk2's (null: none on this link)
+    const char* high_fraction_flag;
   };
   const Link links[] = {
       {"--inter-grad-comp", o.cb.enabled, "--inter-grad-comp-method", o.cb.method, "--inter-grad-comp-topk-fraction",
        "--inter-grad-comp-rank", "--inter-grad-comp-rounding", "--inter-grad-comp-lossless", "--inter-grad-comp-rotation",
-       nullptr},
+       nullptr, "--inter-grad-comp-adaptive-high-fraction"},
       {"--grad-comp", o.grad_comp.enabled, "--grad-comp-method", o.grad_comp.method, "--grad-comp-topk-fraction",
-       "--grad-comp-rank", "--grad-comp-rounding", nullptr, "--grad-comp-rotation", "--grad-comp-topk-density"},
+       "--grad-comp-rank", "--grad-comp-rounding", nullptr, "--grad-comp-rotation", "--grad-comp-topk-density",
+       "--grad-comp-adaptive-high-fraction"},
       {nullptr, o.activation_comp.enabled, "--activation-comp-method", o.activation_comp.method,
        "--activation-comp-topk-fraction", nullptr, "--activation-comp-rounding", "--activation-comp-lossless",
-       "--activation-comp-rotation", nullptr},
+       "--activation-comp-rotation", nullptr, "--activation-comp-adaptive-high-fraction"},
   };
   if (given("--train-samples") && given("--train-iters"))
     refuse("--train-samples", "excludes --train-iters (Megatron's rule: a run counts iterations or samples)",
@@ -428,7 +456,8 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     const char* needs = l.enable ? l.enable : l.method_flag;
     if (!l.enabled) {
       // (A method other than the default without its switch is TrainOptions::validate's error.)
-      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag, l.rotation_flag, l.density_flag})
+      for (const char* f : {l.topk_flag, l.rank_flag, l.rounding_flag, l.lossless_flag, l.rotation_flag,
+                            l.density_flag, l.high_fraction_flag})
         if (f && given(f))
           refuse(f, fmt::format("has no effect without {}{}", needs, l.enable ? "" : " other than none"),
                  fmt::format("add {}", needs));
@@ -440,17 +469,21 @@ void refuse_inapplicable_flags(const CLI::App& app, const TrainOptions& o) {
     if (l.density_flag && given(l.density_flag) && l.method != CompressionMethod::Topk2)
       refuse(l.density_flag, fmt::format("applies only to {} topk2 (it is {})", l.method_flag, method_name(l.method)),
              fmt::format("use {} topk2", l.method_flag));
-    if (l.lossless_flag && given(l.lossless_flag) && !method_is_block(l.method))
+    if (given(l.high_fraction_flag) && !method_is_adaptive(l.method))
+      refuse(l.high_fraction_flag,
+             fmt::format("applies only to {} adaptive (it is {})", l.method_flag, method_name(l.method)),
+             fmt::format("use {} adaptive", l.method_flag));
+    if (l.lossless_flag && given(l.lossless_flag) && !method_takes_block_options(l.method))
       refuse(l.lossless_flag,
-             fmt::format("codes the block methods' wires, {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("codes the block methods' wires, {} (it is {})", block_option_method_names(), method_name(l.method)),
              fmt::format("use {} with one of them", l.method_flag));
-    if (given(l.rounding_flag) && !method_is_block(l.method))
+    if (given(l.rounding_flag) && !method_takes_block_options(l.method))
       refuse(l.rounding_flag,
-             fmt::format("applies only to the block methods {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("applies only to the block methods {} (it is {})", block_option_method_names(), method_name(l.method)),
              fmt::format("use {} with one of them", l.method_flag));
-    if (given(l.rotation_flag) && !method_is_block(l.method))
+    if (given(l.rotation_flag) && !method_takes_block_options(l.method))
       refuse(l.rotation_flag,
-             fmt::format("rotates before a block method, {} (it is {})", block_method_names(), method_name(l.method)),
+             fmt::format("rotates before a block method, {} (it is {})", block_option_method_names(), method_name(l.method)),
              fmt::format("use {} with one of them", l.method_flag));
     if (l.rank_flag && given(l.rank_flag) && l.method != CompressionMethod::PowerSgd)
       refuse(l.rank_flag, fmt::format("applies only to {} powersgd (it is {})", l.method_flag, method_name(l.method)),
