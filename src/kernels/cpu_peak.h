@@ -13,15 +13,19 @@ struct FmaPeak {
   bool measured = false;  // false: the CPU lacks the instructions (why says which)
   std::string why;
   int threads = 0;
-  double gflops = 0.0;   // all threads together, best of the repeats
-  double seconds = 0.0;  // the best repeat's wall time
+  // All threads together, best of the repeats, each thread's FLOPs over its own CPU time
+  // (CLOCK_THREAD_CPUTIME_ID): what the cores do while they run it, which a loaded machine's
+  // time slicing does not dilute.
+  double gflops = 0.0;
+  double wall_gflops = 0.0;  // the same FLOPs over the wall time (diluted by other jobs)
+  double seconds = 0.0;      // the best repeat's wall time
 };
 
 // `iters` loop iterations per thread (12 instructions each), best of `repeats`.
 FmaPeak measure_fma_peak(bool bf16, int threads, int64_t iters, int repeats);
 
 struct ClockReading {
-  double measured_ghz = 0.0;  // a chain of dependent one-cycle adds per wall second, one thread
+  double measured_ghz = 0.0;  // a chain of dependent one-cycle adds per second of the thread's CPU time
   double cpuinfo_mhz = 0.0;   // /proc/cpuinfo's "cpu MHz" of the first core (0: none)
 };
 ClockReading read_clock();

@@ -55,7 +55,7 @@ import re, sys
 t = open(sys.argv[1]).read()
 f32 = re.search(r"^fma peak fp32 \(vfmadd231ps\): ([0-9.]+) GFLOP/s on 1 thread \(([0-9.]+) per thread, ([0-9.]+) FLOP/cycle", t, re.M)
 b16 = re.search(r"^fma peak bf16 \(vdpbf16ps\): (([0-9.]+) GFLOP/s|not measured: the CPU has no (AVX-512|AVX512_BF16))", t, re.M)
-clk = re.search(r"^clock: ([0-9.]+) GHz measured \(dependent adds, one thread\); /proc/cpuinfo cpu MHz [0-9]+$", t, re.M)
+clk = re.search(r"^clock: ([0-9.]+) GHz measured \(dependent adds per thread CPU second\); /proc/cpuinfo cpu MHz [0-9]+$", t, re.M)
 ops = re.findall(r"^  (linear\S*|lm_head\S*|\S*linear\S*) .* ([0-9.]+)%$", t, re.M)
 print("  fp32", f32 and f32.group(1), "bf16", b16 and b16.group(1), "clock", clk and clk.group(1), "ops with % peak", len(ops))
 ok = bool(f32 and b16 and clk and ops) and float(f32.group(1)) > 0 and 0.2 < float(clk.group(1)) < 10

@@ -368,11 +368,11 @@ int bench(int argc, char** argv) {
         continue;
       }
       std::printf("fma peak %s: %.1f GFLOP/s on %d thread%s (%.1f per thread, %.1f FLOP/cycle/thread at the "
-                  "measured clock; %lld iterations, best of 5: %.1f ms)\n",
+                  "measured clock; by thread CPU time, best of 5 of %lld iterations; by wall time %.1f)\n",
                   name, p->gflops, p->threads, p->threads == 1 ? "" : "s", p->gflops / p->threads,
-                  p->gflops / p->threads / clock.measured_ghz, (long long)peak_iters, p->seconds * 1e3);
+                  p->gflops / p->threads / clock.measured_ghz, (long long)peak_iters, p->wall_gflops);
     }
-    std::printf("clock: %.2f GHz measured (dependent adds, one thread); /proc/cpuinfo cpu MHz %.0f\n",
+    std::printf("clock: %.2f GHz measured (dependent adds per thread CPU second); /proc/cpuinfo cpu MHz %.0f\n",
                 clock.measured_ghz, clock.cpuinfo_mhz);
     if (op_peak > 0)
       std::printf("step / fma peak (%s): %.1f%% (best)\n", bf16_products ? "bf16" : "fp32",
