@@ -25,7 +25,7 @@ struct FmaPeak {
 FmaPeak measure_fma_peak(bool bf16, int threads, int64_t iters, int repeats);
 
 struct ClockReading {
-  double measured_ghz = 0.0;  // a chain of dependent one-cycle adds per second of the thread's CPU time
+  double measured_ghz = 0.0;  // a chain of dependent 3-cycle multiplies, per second of the thread's CPU time
   double cpuinfo_mhz = 0.0;   // /proc/cpuinfo's "cpu MHz" of the first core (0: none)
 };
 ClockReading read_clock();

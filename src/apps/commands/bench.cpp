@@ -372,7 +372,7 @@ int bench(int argc, char** argv) {
                   name, p->gflops, p->threads, p->threads == 1 ? "" : "s", p->gflops / p->threads,
                   p->gflops / p->threads / clock.measured_ghz, (long long)peak_iters, p->wall_gflops);
     }
-    std::printf("clock: %.2f GHz measured (dependent adds per thread CPU second); /proc/cpuinfo cpu MHz %.0f\n",
+    std::printf("clock: %.2f GHz measured (dependent multiplies per thread CPU second); /proc/cpuinfo cpu MHz %.0f\n",
                 clock.measured_ghz, clock.cpuinfo_mhz);
     if (op_peak > 0)
       std::printf("step / fma peak (%s): %.1f%% (best)\n", bf16_products ? "bf16" : "fp32",
