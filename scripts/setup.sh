@@ -21,6 +21,7 @@ SETUP=${OCC_SETUP:-full}
 # What building and running the engine needs (the main job: train, preprocess, generate under mpirun).
 PACKAGES=(g++ cmake ninja-build pkg-config
   libopenblas-openmp-dev liblapacke-dev libopenmpi-dev openmpi-bin
+  libdnnl-dev  # oneDNN: the CPU's matrix products, loaded at run time (src/kernels/cpu_gemm.h)
   libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libzstd-dev)
 if [[ $SETUP == full ]]; then
   PACKAGES+=(build-essential zstd

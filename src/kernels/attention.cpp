@@ -4,14 +4,16 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/fast_math.h"
 #include "kernels/kernels.h"
 
 namespace occ::kernels {
 
 // Each (sample, head) pair is an independent T x T problem; OpenMP spreads the
-// pairs over threads and each BLAS call inside runs single-threaded (OpenBLAS
-// built with OpenMP does not nest).
+// pairs over threads and each GEMM inside runs single-threaded (oneDNN and
+// OpenBLAS built with OpenMP do not nest). The products are fp32 (cpu_gemm.h):
+// in --bf16 only q, k, v and dy hold bf16 values, not the probabilities.
 
 namespace {
 // Attention dropout multiplier for row tq of head (global) h of sample b.
@@ -43,8 +45,7 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
       const float* v = qkv + b * T * ld + s.v_offset(g);
       float* P = probs + bh * T * T;
       // P = scale * Q K^T (the upper triangle is overwritten by the mask below).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(T), int(D), scale, q, int(ld), k, int(ld), 0.0f,
-                  P, int(T));
+      gemm({false, true, T, T, D, scale, q, ld, k, ld, 0.0f, P, T});
       for (int64_t tq = 0; tq < T; ++tq) {
         float* row = P + tq * T;
         float mx = -INFINITY;
@@ -68,8 +69,7 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
       }
       const float* Pd = d.active() ? probs_dropped + bh * T * T : P;
       // out[b, :, h] = Pd V
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, Pd, int(T), v, int(ld), 0.0f,
-                  out + b * T * H * D + h * D, int(H * D));
+      gemm({false, false, T, D, T, 1.0f, Pd, T, v, ld, 0.0f, out + b * T * H * D + h * D, H * D});
     }
   }
 }
@@ -122,10 +122,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         const float* Pd = d.active() ? probs_dropped + bh * T * T : P;
         const float* dy = dout + b * T * H * D + h * D;
         // dPd = dY V^T ; dV (+)= Pd^T dY
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(T), int(T), int(D), 1.0f, dy, int(H * D), v,
-                    int(ld), 0.0f, dP.data(), int(T));
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, Pd, int(T), dy,
-                    int(H * D), beta, dv, int(ld));
+        gemm({false, true, T, T, D, 1.0f, dy, H * D, v, ld, 0.0f, dP.data(), T});
+        gemm({true, false, T, D, T, 1.0f, Pd, T, dy, H * D, beta, dv, ld});
         // Through dropout and softmax: dS = P * (dP - sum(dP * P)) * scale.
         for (int64_t tq = 0; tq < T; ++tq) {
           float* gr = dP.data() + tq * T;
@@ -142,10 +140,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
           for (int64_t tk = tq + 1; tk < T; ++tk) gr[tk] = 0.0f;
         }
         // dQ = dS K ; dK (+)= dS^T Q
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), k,
-                    int(ld), 0.0f, dq, int(ld));
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(T), int(D), int(T), 1.0f, dP.data(), int(T), q,
-                    int(ld), beta, dk, int(ld));
+        gemm({false, false, T, D, T, 1.0f, dP.data(), T, k, ld, 0.0f, dq, ld});
+        gemm({true, false, T, D, T, 1.0f, dP.data(), T, q, ld, beta, dk, ld});
       }
     }
   }

@@ -51,20 +51,22 @@ class CpuOps final : public Ops {
     if (n > 0) std::memcpy(dst, src, sizeof(int32_t) * size_t(n));
   }
 
-  // fp32 products of the operands whatever their format: the reference numerics.
+  // bf16 operands multiply in bf16 with fp32 accumulation where the CPU can (cpu_gemm.h);
+  // OCC_CPU_GEMM=openblas keeps fp32 products, the reference numerics.
   void linear_forward(TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias, int64_t N, int64_t C,
-                      int64_t OC, Precision /*operands*/) override {
-    kernels::linear_forward(out.f32(), inp.f32(), w.f32(), bias.f32(), N, C, OC);
+                      int64_t OC, Precision operands) override {
+    kernels::linear_forward(out.f32(), inp.f32(), w.f32(), bias.f32(), N, C, OC, operands);
   }
   void linear_backward(TensorRef dinp, float* dw, float* dbias, ConstTensorRef dout, ConstTensorRef inp,
                        ConstTensorRef w, int64_t N, int64_t C, int64_t OC, bool accumulate_dinp,
-                       Precision /*operands*/) override {
-    kernels::linear_backward(dinp.f32(), dw, dbias, dout.f32(), inp.f32(), w.f32(), N, C, OC, accumulate_dinp);
+                       Precision operands) override {
+    kernels::linear_backward(dinp.f32(), dw, dbias, dout.f32(), inp.f32(), w.f32(), N, C, OC, accumulate_dinp,
+                             operands);
   }
   void linear_gelu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
                            int64_t N, int64_t C, int64_t OC, Precision p) override {
     float* y = pre.f32();
-    kernels::linear_forward(y, inp.f32(), w.f32(), bias.f32(), N, C, OC);
+    kernels::linear_forward(y, inp.f32(), w.f32(), bias.f32(), N, C, OC, p);
     kernels::gelu_forward(out.f32(), y, N * OC);  // GeLU of the unrounded sum
     round_to_precision(y, N * OC, p);
     round_to_precision(out.f32(), N * OC, p);
@@ -73,7 +75,7 @@ class CpuOps final : public Ops {
                             ConstTensorRef pre, ConstTensorRef w, int64_t N, int64_t C, int64_t OC,
                             Precision p) override {
     float* g = dpre.f32();
-    kernels::linear_backward(g, dw, nullptr, dout.f32(), gelu_out.f32(), w.f32(), N, C, OC, false);
+    kernels::linear_backward(g, dw, nullptr, dout.f32(), gelu_out.f32(), w.f32(), N, C, OC, false, p);
     kernels::gelu_backward(g, pre.f32(), g, N * C);
     if (dpre_bias) kernels::add_column_sums(dpre_bias, g, N, C);  // of the unrounded gradient
     round_to_precision(g, N * C, p);
@@ -138,7 +140,7 @@ class CpuOps final : public Ops {
   }
   void linear_swiglu_forward(TensorRef pre, TensorRef out, ConstTensorRef inp, ConstTensorRef w, ConstTensorRef bias,
                              int64_t N, int64_t C, int64_t F, Precision p) override {
-    kernels::linear_forward(pre.f32(), inp.f32(), w.f32(), bias.f32(), N, C, 2 * F);
+    kernels::linear_forward(pre.f32(), inp.f32(), w.f32(), bias.f32(), N, C, 2 * F, p);
     round_to_precision(pre.f32(), N * 2 * F, p);
     kernels::swiglu_forward(out.f32(), pre.f32(), N, F);  // of the stored (rounded) pre
     round_to_precision(out.f32(), N * F, p);
@@ -148,7 +150,7 @@ class CpuOps final : public Ops {
                               Precision p) override {
     swiglu_grad_.resize(size_t(N * F));
     float* g = swiglu_grad_.data();
-    kernels::linear_backward(g, dw, nullptr, dout.f32(), act.f32(), w.f32(), N, F, OC, false);
+    kernels::linear_backward(g, dw, nullptr, dout.f32(), act.f32(), w.f32(), N, F, OC, false, p);
     kernels::swiglu_backward(dpre.f32(), pre.f32(), g, N, F);
     if (dpre_bias) kernels::add_column_sums(dpre_bias, dpre.f32(), N, 2 * F);  // of the unrounded gradient
     round_to_precision(dpre.f32(), N * 2 * F, p);

@@ -4,6 +4,7 @@
 // accumulate (+=) into parameter gradients, so micro-batches add up.
 #include <cstdint>
 
+#include "core/precision.h"
 #include "core/rng.h"  // OCC_HD
 #include "kernels/block_codes.h"
 #include "kernels/hadamard.h"
@@ -11,13 +12,17 @@
 
 namespace occ::kernels {
 
-// ---- linear layers (cblas sgemm) -------------------------------------------
+// ---- linear layers (cpu_gemm.h: oneDNN or OpenBLAS) ----------------------------
+// `operands`: the format the inputs' values already hold (Bf16: multiplied in
+// bf16 with fp32 accumulation where the CPU can, cpu_gemm.h).
 // out[N, OC] = inp[N, C] . w[OC, C]^T (+ bias[OC] when bias != nullptr)
-void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C, int64_t OC);
+void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C, int64_t OC,
+                    Precision operands = Precision::Fp32);
 // dinp[N, C] = dout . w (+= when accumulate), dw[OC, C] += dout^T . inp,
 // dbias[OC] += column sums of dout (skipped when nullptr).
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                     int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false);
+                     int64_t N, int64_t C, int64_t OC, bool accumulate_dinp = false,
+                     Precision operands = Precision::Fp32);
 // sums[C] += column sums of x[N, C] (the order of additions linear_backward's dbias uses).
 void add_column_sums(float* sums, const float* x, int64_t N, int64_t C);
 

@@ -1,11 +1,10 @@
-#include <cblas.h>
-
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 
 namespace occ::kernels {
 
-void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C,
-                    int64_t OC) {
+void linear_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t C, int64_t OC,
+                    Precision operands) {
   float beta = 0.0f;
   if (bias) {
     // Seed the output with the bias so that sgemm adds onto it (beta = 1).
@@ -14,8 +13,7 @@ void linear_forward(float* out, const float* inp, const float* w, const float* b
       for (int64_t o = 0; o < OC; ++o) out[n * OC + o] = bias[o];
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(OC), int(C), 1.0f, inp, int(C), w, int(C), beta,
-              out, int(OC));
+  gemm({false, true, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC}, operands);
 }
 
 void add_column_sums(float* sums, const float* x, int64_t N, int64_t C) {
@@ -32,13 +30,9 @@ void add_column_sums(float* sums, const float* x, int64_t N, int64_t C) {
 }
 
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                     int64_t N, int64_t C, int64_t OC, bool accumulate_dinp) {
-  if (dinp)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(N), int(C), int(OC), 1.0f, dout, int(OC), w, int(C),
-                accumulate_dinp ? 1.0f : 0.0f, dinp, int(C));
-  if (dw)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(OC), int(C), int(N), 1.0f, dout, int(OC), inp, int(C),
-                1.0f, dw, int(C));
+                     int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision operands) {
+  if (dinp) gemm({false, false, N, C, OC, 1.0f, dout, OC, w, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C}, operands);
+  if (dw) gemm({true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C}, operands);
   if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 

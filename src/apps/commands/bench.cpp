@@ -26,6 +26,8 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_peak.h"
 #include "kernels/timed_ops.h"
 #include "model/gpt.h"
 
@@ -116,7 +118,8 @@ int bench(int argc, char** argv) {
   add_optimizer_flags(app, opt);
   std::string preset = "custom", json_path;
   int steps = 5, warmup = 2, repeats = 5, peak_reps = 5;
-  bool no_peak = false, phase_waits = false;
+  bool no_peak = false, phase_waits = false, fma_peak = false;
+  int64_t peak_iters = 20'000'000;
   int op_profile_steps = 0;
   opt.model.vocab_size = 50304;
   app.add_option("--preset", preset,
@@ -133,6 +136,12 @@ int bench(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed repeats (best and median reported)")->capture_default_str();
   app.add_option("--peak-reps", peak_reps, "sgemm repetitions per peak size (best kept)")->capture_default_str();
   app.add_flag("--no-peak", no_peak, "skip the sgemm peak measurement");
+  app.add_flag("--peak", fma_peak,
+               "also measure the cores' fp32 and bf16 FMA peak (AVX-512 FMA and vdpbf16ps on every thread) and the "
+               "clock; --op-profile measures it too and reports each op as a fraction of it");
+  app.add_option("--peak-iters", peak_iters, "loop iterations per thread of the FMA peak kernel (12 FMAs each)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_flag("--phase-waits", phase_waits,
                "wait for the device after forward and after backward, so that the phase times split the step "
                "truly (on a GPU the step otherwise waits once, for the gradient norm)");
@@ -268,6 +277,9 @@ int bench(int argc, char** argv) {
               stage.ops().attention_description(opt.precision()).c_str());
   std::printf("bench: %d OpenMP threads, OpenBLAS core %s; %d warm-up steps, %d repeats of %d steps\n", threads,
               openblas_get_corename(), warmup, repeats, steps);
+  const std::string gemm_path =
+      opt.device == Device::Cpu ? kernels::cpu_gemm_description(opt.precision()) : "the device's (cuBLAS / cuBLASLt)";
+  std::printf("bench: matrix products %s\n", gemm_path.c_str());
   std::fflush(stdout);
 
   const double load_before = load_average();
@@ -298,6 +310,19 @@ int bench(int argc, char** argv) {
       }
     if (threads == 1) peakN = peak1;
   }
+
+  // The cores' FMA peak (fp32 and bf16) at the run's thread count, and the clock it ran at.
+  kernels::FmaPeak fma32, fma16;
+  kernels::ClockReading clock;
+  if (fma_peak || op_profile_steps > 0) {
+    fma32 = kernels::measure_fma_peak(false, threads, peak_iters, 5);
+    fma16 = kernels::measure_fma_peak(true, threads, peak_iters, 5);
+    clock = kernels::read_clock();
+  }
+  // The peak an op is held to: bf16's where the step's products run in bf16.
+  const bool bf16_products = opt.device == Device::Cpu && opt.precision() == Precision::Bf16 &&
+                             kernels::cpu_gemm_uses_bf16() && fma16.measured;
+  const double op_peak = bf16_products ? fma16.gflops : fma32.gflops;
 
   const double gflops_best = flops / (best_ms * 1e-3) * 1e-9, gflops_med = flops / (med_ms * 1e-3) * 1e-9;
   const double best_cpu_ms = *std::min_element(rep_cpu_ms.begin(), rep_cpu_ms.end());
@@ -335,6 +360,24 @@ int bench(int argc, char** argv) {
       std::printf("by CPU time (1 thread): %.2f GFLOP/s of a %.2f GFLOP/s sgemm peak = %.1f%%\n", gflops_cpu, peak1_cpu,
                   100.0 * gflops_cpu / peak1_cpu);
   }
+  if (fma32.measured || !fma32.why.empty()) {
+    for (const auto* p : {&fma32, &fma16}) {
+      const char* name = p == &fma32 ? "fp32 (vfmadd231ps)" : "bf16 (vdpbf16ps)";
+      if (!p->measured) {
+        std::printf("fma peak %s: not measured: %s\n", name, p->why.c_str());
+        continue;
+      }
+      std::printf("fma peak %s: %.1f GFLOP/s on %d thread%s (%.1f per thread, %.1f FLOP/cycle/thread at the "
+                  "measured clock; by thread CPU time, best of 5 of %lld iterations; by wall time %.1f)\n",
+                  name, p->gflops, p->threads, p->threads == 1 ? "" : "s", p->gflops / p->threads,
+                  p->gflops / p->threads / clock.measured_ghz, (long long)peak_iters, p->wall_gflops);
+    }
+    std::printf("clock: %.2f GHz measured (dependent multiplies per thread CPU second); /proc/cpuinfo cpu MHz %.0f\n",
+                clock.measured_ghz, clock.cpuinfo_mhz);
+    if (op_peak > 0)
+      std::printf("step / fma peak (%s): %.1f%% (best)\n", bf16_products ? "bf16" : "fp32",
+                  100.0 * gflops_best / op_peak);
+  }
   nlohmann::json op_profile = nlohmann::json::array();
   if (timed_ops) {
     timed_ops->set_enabled(true);
@@ -346,17 +389,22 @@ int bench(int argc, char** argv) {
     std::printf("\nop profile: %d steps, each call timed alone (the device waited for around it): "
                 "%.2f ms/step in backend calls of %.2f ms/step wall\n",
                 op_profile_steps, total_ms, wall_ms);
-    std::printf("  %-44s %9s %10s %7s %10s\n", "op", "calls/st", "ms/step", "share", "TFLOP/s");
+    std::printf("  GFLOP/s of the matrix products; %% peak: of the %s FMA peak, %.1f GFLOP/s on %d threads\n",
+                bf16_products ? "bf16" : "fp32", op_peak, threads);
+    std::printf("  %-44s %9s %10s %7s %10s %7s\n", "op", "calls/st", "ms/step", "share", "GFLOP/s", "% peak");
     for (const auto& a : timed_ops->accounts()) {
       const double ms = a.seconds * 1e3 / op_profile_steps;
       const double tflops = a.flops > 0 && a.seconds > 0 ? a.flops / a.seconds * 1e-12 : 0.0;
-      std::printf("  %-44s %9.1f %10.3f %6.1f%% %10s\n", a.name.c_str(), double(a.calls) / op_profile_steps, ms,
-                  100.0 * ms / total_ms, tflops > 0 ? fmt::format("{:.1f}", tflops).c_str() : "");
+      const double of_peak = tflops > 0 && op_peak > 0 ? tflops * 1e3 / op_peak : 0.0;
+      std::printf("  %-44s %9.1f %10.3f %6.1f%% %10s %7s\n", a.name.c_str(), double(a.calls) / op_profile_steps, ms,
+                  100.0 * ms / total_ms, tflops > 0 ? fmt::format("{:.1f}", tflops * 1e3).c_str() : "",
+                  of_peak > 0 ? fmt::format("{:.1f}%", 100.0 * of_peak).c_str() : "");
       op_profile.push_back({{"op", a.name},
                             {"calls_per_step", double(a.calls) / op_profile_steps},
                             {"ms_per_step", ms},
                             {"share", ms / total_ms},
-                            {"tflops", tflops}});
+                            {"tflops", tflops},
+                            {"fraction_of_peak", of_peak}});
     }
   }
   const double load_after = load_average();
@@ -417,6 +465,14 @@ int bench(int argc, char** argv) {
       j["percent_of_peak_median"] = 100.0 * gflops_med / peakN;
     }
     if (timed_ops) j["op_profile"] = op_profile;
+    j["matrix_products"] = gemm_path;
+    if (fma32.measured) {
+      j["fma_peak_fp32_gflops"] = fma32.gflops;
+      if (fma16.measured) j["fma_peak_bf16_gflops"] = fma16.gflops;
+      j["clock_measured_ghz"] = clock.measured_ghz;
+      j["clock_cpuinfo_mhz"] = clock.cpuinfo_mhz;
+      j["op_peak_gflops"] = op_peak;
+    }
     j["loss_first"] = losses.front();
     j["loss_last"] = losses.back();
     j["load_average"] = {load_before, load_after};
