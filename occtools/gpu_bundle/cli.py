@@ -8,7 +8,7 @@ system files came from):
   bin/      optimus-cc, occ_cuda_tests (when built), Open MPI's mpirun (orterun) and orted (a
             singleton MPI_Init starts one), all stripped
   lib/      every shared library they need that is not glibc, libstdc++/libgcc_s or CUDA's
-            (occtools/gpu_bundle/libs.py); those over 2 MiB travel gzipped and env.sh unpacks
+            (occtools/gpu_bundle/libs.py); those over 1 MiB travel gzipped and env.sh unpacks
             them on first use into $OCC_BUNDLE_CACHE (default: under TMPDIR), never into the
             bundle; lib/openmpi3: the MCA components that load with these libraries
   share/openmpi, etc/openmpi-mca-params.conf (Debian's + plm=isolated: mpirun on one machine

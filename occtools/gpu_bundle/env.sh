@@ -36,6 +36,9 @@ export OMPI_MCA_mca_base_component_path="$OCC_BUNDLE/lib/openmpi3"
 # to load, then a warning that nothing compresses). None is needed on one machine.
 export PMIX_MCA_mca_base_component_show_load_errors=0 PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The bundle carries no oneDNN (40 MB, over its size limit): the CPU's matrix products use
+# the bundle's OpenBLAS, not a libdnnl the machine may have outside it.
+export OCC_CPU_GEMM=${OCC_CPU_GEMM:-openblas}
 # CUDA's libraries (cuda-libs.txt: what the binaries need) come from the machine: the
 # toolkit, the pip nvidia-* packages of its python3, or the driver's folder. Found once,
 # then kept in OCC_CUDA_LIBDIRS (set it yourself to override).

@@ -21,7 +21,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu_gemm.h"
-#include "kernels/cuda/shared_library.h"  // open_first_library: plain dlopen, no CUDA
+#include "core/shared_library.h"
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -69,7 +69,7 @@ const Dnnl& dnnl() {
   std::call_once(once, [] {
     // OCC_ONEDNN_LIBRARY names the library to load instead (e.g. another build of oneDNN 2.x).
     const char* path = std::getenv("OCC_ONEDNN_LIBRARY");
-    const cuda::LoadedLibrary lib = cuda::open_first_library(
+    const LoadedLibrary lib = open_first_library(
         path && *path ? std::vector<std::string>{path} : std::vector<std::string>{"libdnnl.so.2", "libdnnl.so"});
     if (!lib.handle) {
       d.why_not = lib.why_not;

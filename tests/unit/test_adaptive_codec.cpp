@@ -68,7 +68,7 @@ TEST(AdaptiveCodec, HandMadeMessageAllocatesTheKnownTiles) {
   EXPECT_EQ(adaptive::wire_bytes(2, 256, 0.5), 209);
   AdaptiveCompressor c(2, 256, 0.5, false, 1, 2);
   ASSERT_EQ(c.wire_floats(), 53);
-  EXPECT_EQ(compressed_wire_floats({CompressionMethod::Adaptive, 0, 0, false, 0, 0.5}, 2, 256), 53);
+  EXPECT_EQ(compressed_wire_floats({.method = CompressionMethod::Adaptive, .high_fraction = 0.5}, 2, 256), 53);
   std::vector<float> wire(53, 7.0f), out(m.size());
   c.encode(m.data(), wire.data());
   const std::vector<uint8_t> b = wire_bytes_of(wire);
@@ -259,7 +259,7 @@ TEST(AdaptiveCodec, RansStageGivesBackItsWire) {
 TEST(AdaptiveCodec, RotatedDecodesAlikeAndSendsTheSameBytes) {
   const int64_t rows = 8, cols = 256;
   const std::vector<float> m = gaussian(size_t(rows * cols), 31);
-  const CompressorSpec spec{CompressionMethod::Adaptive, 0, 0, false, 128, 0.125};
+  const CompressorSpec spec{.method = CompressionMethod::Adaptive, .rotation = 128, .high_fraction = 0.125};
   auto sender = make_compressor(spec, rows, cols, 7, 8), receiver = make_compressor(spec, rows, cols, 7, 8);
   EXPECT_EQ(sender->wire_floats(), compressed_wire_floats({CompressionMethod::Adaptive}, rows, cols));
   sender->set_message_key(42), receiver->set_message_key(42);

@@ -30,7 +30,7 @@ namespace {
 
 TEST(CompressorFactory, NamesRoundTrip) {
   for (CompressionMethod m : all_methods()) EXPECT_EQ(parse_method(method_name(m), "--x", all_methods()), m);
-  EXPECT_EQ(all_methods().size(), 14u);
+  EXPECT_EQ(all_methods().size(), 15u);
 }
 
 TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
@@ -40,7 +40,7 @@ TEST(CompressorFactory, BadNamesThrowNamingTheChoices) {
   } catch (const UsageError& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("--grad-comp-method 'zstd' is not a compression method"), std::string::npos) << w;
-    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3|adaptive"), std::string::npos) << w;
+    EXPECT_NE(w.find("powersgd|int8|fp8-e4m3|fp8-e5m2|topk|sign|mxfp4|nvfp4|int4|int3|int2|lloydmax2|lloydmax3|adaptive|topk2"), std::string::npos) << w;
   }
   try {
     parse_method("sign", "--activation-comp-method", ActivationCompressionConfig::methods(), "none");

@@ -1,4 +1,4 @@
-// open_first_library (kernels/cuda/shared_library.h), which loads cuBLAS and
+// open_first_library (core/shared_library.h), which loads cuBLAS and
 // cuBLASLt on first use: the first candidate that loads wins, and when none
 // does the error names every candidate's reason (dlerror() gives each message
 // once: reading it twice used to format a null pointer).
@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "kernels/cuda/shared_library.h"
+#include "core/shared_library.h"
 
-namespace occ::kernels::cuda {
+namespace occ {
 namespace {
 
 TEST(SharedLibrary, NoCandidateLoadsAndEveryReasonIsKept) {
@@ -29,4 +29,4 @@ TEST(SharedLibrary, TheFirstThatLoadsWins) {
 }
 
 }  // namespace
-}  // namespace occ::kernels::cuda
+}  // namespace occ

@@ -13,18 +13,18 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cuda/shared_library.h"
+#include "core/shared_library.h"
 
 namespace {
 
 void* cublaslt_library() {
-  static occ::kernels::cuda::LoadedLibrary library;
+  static occ::LoadedLibrary library;
   static std::once_flag once;
   std::call_once(once, [] {
     // The toolkit the binary was built with first, then the loader's search path
     // (LD_LIBRARY_PATH, e.g. a pip nvidia-cublas wheel's lib folder). Every
     // candidate's reason is kept: a later call reports the same error.
-    library = occ::kernels::cuda::open_first_library({
+    library = occ::open_first_library({
 #if defined(OCC_CUBLAS_DIR)
         std::string(OCC_CUBLAS_DIR) + "/libcublasLt.so.13",
 #endif

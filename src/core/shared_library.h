@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace occ::kernels::cuda {
+namespace occ {
 
 struct LoadedLibrary {
   void* handle = nullptr;  // null when no candidate loaded
@@ -32,4 +32,4 @@ inline LoadedLibrary open_first_library(const std::vector<std::string>& candidat
   return out;
 }
 
-}  // namespace occ::kernels::cuda
+}  // namespace occ
