@@ -49,12 +49,6 @@ __attribute__((target("avx512f,avx512bf16"))) float dot_bf16(int64_t iters) {
 
 volatile float g_sink = 0.0f;  // the kernels' results go somewhere
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 }  // namespace
 
 FmaPeak measure_fma_peak(bool bf16, int threads, int64_t iters, int repeats) {

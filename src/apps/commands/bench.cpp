@@ -63,14 +63,6 @@ double load_average() {
   return l;
 }
 
-// CPU seconds of the whole process (all threads). With one thread it is the
-// step's own work, mostly unaffected by other jobs taking the CPU away.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
