@@ -60,13 +60,9 @@ def race_rows(entry):
 
 
 def winner(entry):
-    timed = [v for v in entry["variants"] if v["time_to_target_s"]]
-    if not timed:
+    best, ties = fastest(entry)
+    if best is None:
         return "No variant has a time to target (none timed, or none reached the target)."
-    best = min(timed, key=lambda v: v["time_to_target_s"]["median"])
-    hi = best["time_to_target_s"]["ci95"][1]
-    ties = [v["name"] for v in timed if v is not best and hi is not None
-            and v["time_to_target_s"]["ci95"][0] is not None and v["time_to_target_s"]["ci95"][0] <= hi]
     return (f"Fastest to the target (median): **{best['name']}**, {best['time_to_target_s']['median']:.2f} s"
             + (f"; within its interval: {', '.join(ties)}." if ties else "; no other variant's interval overlaps it.")
             + auto_verdict(entry, best, ties))
@@ -88,10 +84,64 @@ def auto_verdict(entry, best, ties):
             f"(why: the notes and docs/benchmarks.md).")
 
 
+def fastest(entry):
+    """(the variant fastest to the target by median, the names whose intervals overlap it) or (None, [])."""
+    timed = [v for v in entry["variants"] if v["time_to_target_s"]]
+    if not timed:
+        return None, []
+    best = min(timed, key=lambda v: v["time_to_target_s"]["median"])
+    hi = best["time_to_target_s"]["ci95"][1]
+    ties = [v["name"] for v in timed if v is not best and hi is not None
+            and v["time_to_target_s"]["ci95"][0] is not None and v["time_to_target_s"]["ci95"][0] <= hi]
+    return best, ties
+
+
+def speedup_cell(entry, name):
+    v = next((v for v in entry["variants"] if v["name"] == name), None)
+    if v is None:
+        return "not raced"
+    if not v["speedup"]:
+        return "not reached" if v["ms_per_iteration"] else "not timed"
+    return interval(v["speedup"], "{:.2f}") + "x"
+
+
+def summary_rows(doc):
+    """Which plan wins where: a row per regime, from the json alone."""
+    if len(doc["regimes"]) < 2:
+        return []
+    rows = []
+    for entry in doc["regimes"]:
+        best, ties = fastest(entry)
+        auto = next((v for v in entry["variants"] if v["name"] == "auto"), None)
+        if auto is None:
+            verdict = "not raced"
+        elif not auto["time_to_target_s"]:
+            verdict = "lost (no time to target)"
+        elif best is auto:
+            verdict = "won"
+        elif auto["name"] in ties:
+            verdict = "tied"
+        else:
+            verdict = f"lost ({auto['time_to_target_s']['median'] / best['time_to_target_s']['median']:.2f}x the fastest's time)"
+        auto_flags = " ".join(auto["train_flags"]) if auto else ""
+        rows.append([entry["name"],
+                     f"{best['name']} {speedup_cell(entry, best['name'])}" if best else "none reached",
+                     ", ".join(ties) or "—", speedup_cell(entry, "full"), speedup_cell(entry, "dp_powersgd"),
+                     speedup_cell(entry, "pp_mxfp4_lep_rans"), speedup_cell(entry, "dp_mxfp4"),
+                     f"{verdict}: `{auto_flags or '(no compression)'}` {speedup_cell(entry, 'auto')}" if auto else verdict])
+    return (["## Which plan wins where", "",
+             "Speedup in time to the target over each regime's baseline, median [95 %]; the fastest by median, the "
+             "variants whose intervals overlap it, and the auto plan's verdict. The regimes' sections below hold "
+             "the bytes, times and iterations behind each number.", ""]
+            + table(["regime", "fastest to target", "within its interval", "full Optimus-CC", "DP PowerSGD",
+                     "MXFP4 + rANS pipeline", "MXFP4 + EF DP", "auto plan"], rows, "llllllll") + [""])
+
+
 def markdown(doc, side, plots_made):
     out = [f"# Time to a target loss{' (QUICK: the CI-sized check, not a result about any cluster)' if side.get('quick') else ''}",
            "", made_by(side) + " Regenerate the tables and plots from the json files: "
            f"`{side['report_command']}`.", "", side["setup"], ""]
+    out += summary_rows(doc)
     for entry in doc["regimes"]:
         ex = side["regimes"].get(entry["name"], {})
         t = entry["target"]

@@ -35,7 +35,7 @@ timing() {
 }
 declare -A ping ring ping_median ring_median
 for d in 0 10 50; do
-  if comm_check "lat$d" "${d}ms" 4096 15 && grep -q "^comm-check: all-reduce (sum, max, mean), reduce-scatter, all-gather and send/receive .* values as expected on every rank, bytes per rank equal to the ring's" "$WORK/lat$d.log"; then
+  if comm_check "lat$d" "${d}ms" 4096 25 && grep -q "^comm-check: all-reduce (sum, max, mean), reduce-scatter, all-gather and send/receive .* values as expected on every rank, bytes per rank equal to the ring's" "$WORK/lat$d.log"; then
     read -r ping_median[$d] ping[$d] <<< "$(timing "lat$d" "ping-pong of 4096 B between rank 0 ($NAME-node0) and rank 1 ($NAME-node1)")"
     read -r ring_median[$d] ring[$d] <<< "$(timing "lat$d" "all-reduce of")"
     pass "${d} ms: values and bytes exact; ping-pong best ${ping[$d]} ms (median ${ping_median[$d]}), ring all-reduce best ${ring[$d]} ms (median ${ring_median[$d]})"
@@ -64,11 +64,30 @@ within() {
 }
 # 4 KB each way stay inside tbf's 64 KiB burst (refilled during the 20 ms gaps): the
 # bandwidth term is what 0 ms measures, the same at every latency. Compared: the best of
-# 15 round trips (what the link and the rule give; a loaded machine's scheduling only adds
+# 25 round trips (what the link and the rule give; a loaded machine's scheduling only adds
 # to it, and CI runs two tests at once), and no median below 2 x D (nothing arrives early).
+# Because the load only adds, a best more than 10 % over is measured once more and the
+# better best kept (CI once saw a 2-step all-reduce's best of 15 at 22.2 ms against 20.2
+# while the GPU bundle test ran beside it); a rule that adds too much stays over.
+# remeasure D: a second comm-check at D; ping[D] and ring[D] keep the better best.
+remeasure() {
+  local p r
+  comm_check "again$1" "${1}ms" 4096 25 || return
+  read -r _ p <<< "$(timing "again$1" "ping-pong of 4096 B between rank 0 ($NAME-node0) and rank 1 ($NAME-node1)")"
+  read -r _ r <<< "$(timing "again$1" "all-reduce of")"
+  echo "note: ${1} ms measured again (a best more than 10 % over): ping-pong best $p ms, ring all-reduce best $r ms"
+  ping[$1]=$(awk -v a="${ping[$1]}" -v b="$p" 'BEGIN { print (b != "" && b + 0 < a + 0) ? b : a }')
+  ring[$1]=$(awk -v a="${ring[$1]}" -v b="$r" 'BEGIN { print (b != "" && b + 0 < a + 0) ? b : a }')
+}
+# over MEASURED EXPECTED: true when the measured best is more than 10 % over EXPECTED.
+over() { awk -v m="$1" -v e="$2" 'BEGIN { exit !(m > 1.1 * e) }'; }
 grep -q "^comm-check: emulated latency\|OCC_EMULATED_LATENCY" "$WORK/lat0.log" && failed "0 ms set a latency up" ||
   pass "0 ms: no latency set up (ping-pong ${ping[0]} ms, all-reduce ${ring[0]} ms: the stack and the link alone)"
 for d in 10 50; do
+  if over "${ping[$d]}" "$(awk -v d=$d -v z="${ping[0]}" 'BEGIN { print 2 * d + z }')" ||
+     over "${ring[$d]}" "$(awk -v d=$d -v z="${ring[0]}" 'BEGIN { print 2 * d + z }')"; then
+    remeasure $d
+  fi
   within "ping-pong at $d ms (2 x $d + ${ping[0]})" "${ping[$d]}" "$(awk -v d=$d -v z="${ping[0]}" 'BEGIN { print 2 * d + z }')"
   within "ring all-reduce at $d ms, 2 steps (2 x $d + ${ring[0]})" "${ring[$d]}" "$(awk -v d=$d -v z="${ring[0]}" 'BEGIN { print 2 * d + z }')"
   awk -v p="${ping[$d]}" -v r="${ring[$d]}" -v d=$d 'BEGIN { exit !(p >= 2 * d && r >= 2 * d) }' &&

@@ -216,3 +216,32 @@ class AutoVerdict(unittest.TestCase):
         text = report.winner(self.entry(6.0, 5.8))
         self.assertIn("The auto plan lost: 6.00 s, 1.20x the fastest's time", text)
         self.assertIn("The auto plan is the fastest", report.winner(self.entry(4.0, 3.5)))
+
+
+class WinsWhere(unittest.TestCase):
+    """The report's cross-regime summary: per regime the fastest, its ties, the paper's techniques'
+    speedups and the auto plan's verdict, from the json alone."""
+
+    @staticmethod
+    def regime(name, auto_median, auto_lo, full_speedup=None):
+        def v(vname, median, lo, hi, speedup=None, flags=()):
+            return {"name": vname, "train_flags": list(flags),
+                    "time_to_target_s": {"median": median, "ci95": [lo, hi]} if median else None,
+                    "ms_per_iteration": {"median": 1.0, "ci95": [1.0, 1.0]},
+                    "speedup": {"median": speedup, "ci95": [speedup, speedup]} if speedup else None}
+        return {"name": name, "variants": [
+            v("baseline", 10.0, 9.0, 11.0, 1.0), v("full", 12.0 if full_speedup else None, 11.0, 13.0, full_speedup),
+            v("fast", 5.0, 4.5, 5.5, 2.0), v("auto", auto_median, auto_lo, 7.0, 10.0 / auto_median, ["--x", "1"])]}
+
+    def test_a_row_per_regime(self):
+        from occtools.race import report
+        doc = {"regimes": [self.regime("a", 5.8, 5.2, 0.83), self.regime("b", 6.0, 5.8)]}
+        text = "\n".join(report.summary_rows(doc))
+        self.assertIn("| a | fast 2.00 [2.00, 2.00]x | auto | 0.83 [0.83, 0.83]x | not raced |", text)
+        self.assertIn("tied: `--x 1` 1.72 [1.72, 1.72]x", text)
+        self.assertIn("| b | fast 2.00 [2.00, 2.00]x | — | not reached |", text)
+        self.assertIn("lost (1.20x the fastest's time): `--x 1`", text)
+
+    def test_one_regime_has_no_summary(self):
+        from occtools.race import report
+        self.assertEqual(report.summary_rows({"regimes": [self.regime("a", 5.8, 5.2)]}), [])
