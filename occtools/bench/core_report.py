@@ -138,9 +138,10 @@ def engines_section(rows, meta):
                      "none of its code.")
         for p, inp in sorted(meta["inputs"].items()):
             ours_n = next((r["engines"]["ours"].get("parameters") for r in rows if r["preset"] == p), None)
+            sed = " ".join(f"-e '{x}'" for x in inp["edits"])
             same = "the same as ours" if ours_n == inp["parameters"] else f"OURS HAS {ours_n}"
             lines.append(f"- preset {p}: `{inp['compile']}` ($LLMC = the checkout), on a copy of train_gpt2.c "
-                         f"edited by `sed {' '.join("-e '" + x + "'" for x in inp['edits'])}`; inputs written by "
+                         f"edited by `sed {sed}`; inputs written by "
                          f"occtools/bench/llmc_inputs.py: random weights in its checkpoint layout ({inp['parameters']} "
                          f"parameters, {same}; N(0, 0.02) matrices, LayerNorm 1, biases 0, max_seq_len = T) and "
                          f"random tokens (uniform, {inp['tokens_per_file']} per file)")
