@@ -71,6 +71,7 @@ def add_parser(sub):
                                                   "table leaves llm.c out and says so")
     p.add_argument("--bin", help="optimus-cc (default build/optimus-cc, built if missing)")
     p.add_argument("--out", default="bench-results/core", help="PREFIX of PREFIX.md and PREFIX.json")
+    p.add_argument("--from-json", metavar="FILE", help="no run: rebuild PREFIX.md from a PREFIX.json this command wrote")
     p.add_argument("--coretype", help="OPENBLAS_CORETYPE for both engines (auto: unset it, so that OpenBLAS picks "
                                       "its kernels from the CPU); default: as inherited")
     p.set_defaults(func=main)
@@ -98,6 +99,11 @@ def run_one(name, argv, env, log, cwd=None):
 
 
 def main(a):
+    if a.from_json:
+        text = core_report.rebuild(a.from_json, a.out)
+        print(text)
+        print(f"bench-core: wrote {a.out}.md from {a.from_json}")
+        return 0
     plan = PLAN[a.quick]
     for p in a.presets:
         if p not in PRESETS:

@@ -221,3 +221,22 @@ def write(raw, out, elapsed, quick, coretype=None, meta=None):
                    "openblas_coretype_env": coretype, "run": meta, "results": rows}, fh, indent=2)
         fh.write("\n")
     return text
+
+
+def from_json(j):
+    """The .md text from the dict a run wrote to PREFIX.json."""
+    return render(j["results"], j["cpu"], j["vcpus"], j["elapsed_s"], j["quick"], j["openblas_coretype_env"],
+                  j.get("run"))
+
+
+def rebuild(json_path, out):
+    """PREFIX.md again from the PREFIX.json a run wrote (no run)."""
+    try:
+        with open(json_path) as fh:
+            text = from_json(json.load(fh))
+    except (OSError, ValueError, KeyError) as e:
+        from occtools.common.errors import Failure
+        raise Failure(f"--from-json {json_path}: not a bench-core JSON ({e})")
+    with open(out + ".md", "w") as fh:
+        fh.write(text)
+    return text

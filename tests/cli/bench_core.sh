@@ -4,7 +4,8 @@
 # --llmc: the engines table has ours-fp32, ours-bf16 and PyTorch eager (each with its precision,
 # its matrix-product path and its spread), no llm.c row and a line saying llm.c was left out; the
 # ratios in the JSON are the engines' medians over ours from the raw samples; the run order
-# rotates between rounds; bad --llmc / --presets are one-line errors.
+# rotates between rounds; --from-json rebuilds the .md identically; bad --llmc / --presets are
+# one-line errors.
 source "$(dirname "$0")/fixture/lib.sh"
 cd "$SRC" || exit 1
 export PYTHONDONTWRITEBYTECODE=1
@@ -82,4 +83,7 @@ print("; ".join(bad) if bad else f"ours-bf16 {e['oursbf16']['median_over_ours']:
 sys.exit(1 if bad else 0)
 PY
 ); then pass "engines table and JSON: $out"; else cat "$WORK/core.md"; failed "bench-core report: $out"; fi
+"$PY" -m occtools bench-core --from-json "$WORK/core.json" --out "$WORK/again" > /dev/null 2>&1 \
+  && cmp -s "$WORK/core.md" "$WORK/again.md" && pass "--from-json rebuilds the .md identically" \
+  || { diff "$WORK/core.md" "$WORK/again.md" | head; failed "--from-json"; }
 finish
