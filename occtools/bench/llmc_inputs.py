@@ -19,16 +19,16 @@ Usage: llmc_inputs.py DIR L NH C V VP MAXT TOKENS SEED
 import os
 import sys
 
-import numpy as np
 
-
-def header(*values):
+def header(np, *values):
     h = np.zeros(256, dtype=np.int32)
     h[:len(values)] = values
     return h
 
 
 def main(argv):
+    import numpy as np  # inside: occtools' modules import with the standard library alone
+
     out = argv[0]
     L, NH, C, V, Vp, maxT, ntok, seed = (int(x) for x in argv[1:])
     rng = np.random.default_rng(seed)
@@ -49,7 +49,7 @@ def main(argv):
         count += n
 
     with open(os.path.join(out, "gpt2_124M.bin"), "wb") as f:
-        header(20240326, 3, maxT, V, L, NH, C, Vp).tofile(f)
+        header(np, 20240326, 3, maxT, V, L, NH, C, Vp).tofile(f)
         normal(f, Vp, C, zero_from=V)  # wte
         normal(f, maxT, C)  # wpe
         const(f, L * C, 1.0)  # ln1w
@@ -74,7 +74,7 @@ def main(argv):
     os.makedirs(data, exist_ok=True)
     for split in ("train", "val"):
         with open(os.path.join(data, f"tiny_shakespeare_{split}.bin"), "wb") as f:
-            header(20240520, 1, ntok).tofile(f)
+            header(np, 20240520, 1, ntok).tofile(f)
             rng.integers(0, V, ntok, dtype=np.uint16).tofile(f)
     print(count)
     return 0
