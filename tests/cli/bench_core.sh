@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# labels: smoke precision
+# labels: precision
 # python3 -m occtools bench-core (issue 51): the tiny preset, one thread, two rounds, without
 # --llmc: the engines table has ours-fp32, ours-bf16 and PyTorch eager (each with its precision,
 # its matrix-product path and its spread), no llm.c row and a line saying llm.c was left out; the
