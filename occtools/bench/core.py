@@ -14,8 +14,9 @@ override every preset's, for every engine (llm.c's copy edited to match).
 --quick takes about 2 minutes on an idle machine for a and b (fewer rounds and steps; noisier); the
 default about 5 minutes idle, 8 on a busy one; gpt2 with llm.c 2-3 minutes a round idle (14-20
 with the load average at 5-13). Writes PREFIX.md (the tables, the command, the machine's load)
-and PREFIX.json (every number of every run); --out PREFIX, default bench-results/core. The binary is copied first, so a concurrent
-rebuild cannot mix binaries in one run. Ours and torch call the same OpenBLAS 0.3.21 (ours the
+and PREFIX.json (every number of every run); --out PREFIX, default bench-results/core; --from-json
+PREFIX.json rebuilds PREFIX.md without a run. The binary is copied first, so a concurrent rebuild
+cannot mix binaries in one run. Ours and torch call the same OpenBLAS 0.3.21 (ours the
 OpenMP build, torch the pthread one), so OPENBLAS_CORETYPE applies to both: on AMD Zen 5 it
 detects Cooperlake (AVX-512) kernels; an inherited OPENBLAS_CORETYPE=Haswell (AVX2) roughly
 halves the sgemm peak. Ours may run its matrix products on oneDNN instead (OCC_CPU_GEMM; the
