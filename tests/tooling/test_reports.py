@@ -13,6 +13,7 @@ from occtools.diloco import speedup_report as diloco_speedup
 from occtools.regime import ledger as regime_ledger
 from occtools.regime import report as regime_report
 from occtools import lep_shapes
+from occtools.bench import core_report as bench_core_report
 from occtools.bench import data_scale
 from occtools.quality import report as quality_report
 from occtools.compressors import entropy as entropy_report
@@ -46,6 +47,10 @@ class CommittedResults(unittest.TestCase):
         # The committed file opens with a hand-written line naming the commands it ran; the rest is the report.
         text = "\n".join(lep_shapes.render(committed_json("lep-shapes.json"))) + "\n"
         self.assertTrue(committed("lep-shapes.md").endswith("\n\n" + text))
+
+    def test_bench_core(self):
+        self.assertEqual(bench_core_report.from_json(committed_json("bench-core-gpt2.json")),
+                         committed("bench-core-gpt2.md"))
 
     def test_data_scale(self):
         self.assertEqual(data_scale.report(committed_json("data-scale.json")), committed("data-scale.md"))
