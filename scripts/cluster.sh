@@ -233,7 +233,8 @@ cluster_run() {
   local np=$((NODES * RANKS_PER_NODE))
   local env_args=()
   local v
-  for v in OPENBLAS_NUM_THREADS OMP_NUM_THREADS OCC_TEST_DATA; do [[ -n ${!v:-} ]] && env_args+=(-x "$v"); done
+  # OCC_CPU_GEMM (and its library) can change the numbers: the ranks on every node get the caller's.
+  for v in OPENBLAS_NUM_THREADS OMP_NUM_THREADS OCC_TEST_DATA OCC_CPU_GEMM OCC_ONEDNN_LIBRARY; do [[ -n ${!v:-} ]] && env_args+=(-x "$v"); done
   # Every rank gets the transport's latency (0: none, the plain path), whatever the caller's environment holds.
   export OCC_EMULATED_LATENCY=0
   [[ $LATENCY_BY == transport ]] && OCC_EMULATED_LATENCY=$LATENCY

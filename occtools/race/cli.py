@@ -73,6 +73,9 @@ def add_parser(sub):
     p.add_argument("--data", help="a tokenized corpus PREFIX for every regime (default: KJV tokenized into "
                                    "WORK/data-vV with each regime's matched vocabulary V, emulated.vocab_size; 1024 "
                                    "where the regime has none)")
+    p.add_argument("--cpu-gemm", choices=runs.CPU_GEMMS, default="openblas",
+                   help="the CPU GEMM library of every run (OCC_CPU_GEMM; default openblas: the library the "
+                        "planner's calibration and the committed runs used; another one reruns every run)")
     p.add_argument("--report-only", action="store_true", help="remake OUT's .md and plots from its json files")
     p.add_argument("--bin", help="optimus-cc (default build/optimus-cc, built first by scripts/setup.sh)")
     p.set_defaults(func=main)
@@ -122,7 +125,7 @@ def race_regime(a, exe, regime, data, cluster_why, log, check_wanted):
     if gb < 1:
         raise Failure(f"{name}: emulated.train_flags needs --global-batch-size")
     interval, eval_iters = max(1, a.iters // 50), math.ceil(a.eval_samples / gb)
-    runner = runs.Runner(exe, a.work, regime, a.cluster_name)
+    runner = runs.Runner(exe, a.work, regime, a.cluster_name, a.cpu_gemm)
     seed0, timing, loss = a.seeds[0], {}, {}
 
     def loss_runs(names):
@@ -284,11 +287,13 @@ def main(a):
     cluster_why = runs.cluster_check()
     if cluster_why:
         print(f"note: skipping the timing runs: the emulated cluster cannot run here: {cluster_why}", flush=True)
+    ident = runs.engine_identity(exe, a.cpu_gemm)
     command = "python3 -m occtools race " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["race"] else [])
     side = {"quick": a.quick, "command": command, "date": datetime.date.today().isoformat(),
             "report_command": f"python3 -m occtools race --report-only --out {a.out}" + (" --quick" if a.quick else ""),
             "setup": (f"Loss runs on unshaped links (plain mpirun), timing runs on the emulated cluster "
-                      f"(scripts/cluster.sh); engine {exe}. Time per iteration: the median of "
+                      f"(scripts/cluster.sh); engine {exe}, numerics {ident['numerics']}, CPU GEMMs "
+                      f"{ident['cpu_gemm']} (OCC_CPU_GEMM, pinned for every run). Time per iteration: the median of "
                       f"{results.WINDOW}-iteration window means after the warm-up; intervals: 95 %, seeded bootstrap "
                       f"(2000 draws) over seeds and timing repetitions."
                       + (f" The regimes file says: {regimes[0]['file_note']}" if regimes[0].get("file_note") else "")),

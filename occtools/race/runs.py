@@ -11,8 +11,10 @@
       flags on the emulated cluster, stopped (--exit-interval) at the iteration the target was met
 
 A run is finished when its .argv file (written last, after the run succeeded) holds the argv it
-would run now; anything else of it is stale and run again. So an interrupted race continues
-where it stopped, and a changed setting reruns only what it changes."""
+would run now and its .engine file the engine it would run on now (`engine_identity`: the
+numerics version and the CPU's GEMM library, which can change the numbers with the same argv);
+anything else of it is stale and run again. So an interrupted race continues where it stopped,
+and a changed setting or engine reruns only what it changes."""
 
 import json
 import os
@@ -60,13 +62,29 @@ def cluster_words(regime):
     return words
 
 
-class Runner:
-    """Runs (or finds finished) the runs of one regime into WORK/REGIME."""
+CPU_GEMMS = ("openblas", "onednn", "auto")
 
-    def __init__(self, exe, work, regime, cluster_name, env=None):
+
+def engine_identity(exe, cpu_gemm):
+    """What decides a run's numbers besides its argv: the engine's numerics version (`optimus-cc
+    --version`, core/numerics.h) and the CPU's GEMM library the race pins (OCC_CPU_GEMM)."""
+    f = proc.run([exe, "--version"], 60, capture=True)
+    words = f.output.split()
+    if not f.ok or len(words) < 3 or words[1] != "numerics" or not words[2].isdigit():
+        raise Failure(f"{exe} --version did not name its numerics version ({proc.oneline(f.output)[:120]}): rebuild it "
+                      "(scripts/setup.sh)", 1)
+    return {"numerics": int(words[2]), "cpu_gemm": cpu_gemm}
+
+
+class Runner:
+    """Runs (or finds finished) the runs of one regime into WORK/REGIME, every run on the CPU GEMM
+    library CPU_GEMM (OCC_CPU_GEMM in the ranks' environment)."""
+
+    def __init__(self, exe, work, regime, cluster_name, cpu_gemm="openblas", env=None):
         self.exe, self.regime, self.cluster_name = exe, regime, cluster_name
         self.dir = os.path.join(work, regime["name"])
-        self.env = env or engine.rank_env()
+        self.env = dict(env or engine.rank_env(), OCC_CPU_GEMM=cpu_gemm)
+        self.identity = engine_identity(exe, cpu_gemm)
 
     def path(self, *parts):
         p = os.path.join(self.dir, *parts)
@@ -75,8 +93,8 @@ class Runner:
 
     def done(self, stem, argv):
         try:
-            with open(stem + ".argv") as f:
-                return json.load(f) == argv
+            with open(stem + ".argv") as f, open(stem + ".engine") as g:
+                return json.load(f) == argv and json.load(g) == self.identity
         except (OSError, json.JSONDecodeError):
             return False
 
@@ -88,7 +106,7 @@ class Runner:
         metrics, log = stem + ".jsonl", stem + ".log"
         if self.done(stem, argv):
             return read_run(metrics)
-        for stale in (stem + ".argv", stem + ".load", metrics, log):
+        for stale in (stem + ".argv", stem + ".engine", stem + ".load", metrics, log):
             if os.path.exists(stale):
                 os.remove(stale)
         t0, load = time.monotonic(), os.getloadavg()[0]
@@ -99,7 +117,9 @@ class Runner:
             slim_metrics(metrics)
         with open(stem + ".load", "w") as out:  # the machine's 1-minute load average at its start
             out.write(f"{load:.2f}\n")
-        with open(stem + ".argv", "w") as out:
+        with open(stem + ".engine", "w") as out:
+            json.dump(self.identity, out)
+        with open(stem + ".argv", "w") as out:  # last: the mark of a finished run
             json.dump(argv, out)
         rows = read_run(metrics)
         val = [r["val_loss"] for r in rows if "val_loss" in r]
@@ -147,7 +167,7 @@ class Runner:
         try:
             with open(path) as f:
                 cached = json.load(f)
-            if cached.get("argv") == argv:
+            if cached.get("argv") == argv and cached.get("engine") == self.identity:
                 return cached
         except (OSError, json.JSONDecodeError):
             pass
@@ -162,7 +182,7 @@ class Runner:
                 words = line[-1].split(":", 1)[1].split()
                 result = {"flags": [] if words == ["(none)"] else words,
                           "chosen": [x for x in f.output.splitlines() if x.startswith(("chosen", "expected"))]}
-        result["argv"] = argv
+        result["argv"], result["engine"] = argv, self.identity
         with open(path, "w") as out:
             json.dump(result, out, indent=1)
         return result

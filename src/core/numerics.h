@@ -25,6 +25,12 @@
 //      and micro-batch (issue 48; it was seed 0, key 0 for every message), and
 //      MXFP4's code 0x8 decoded as -0 (OCP MX v1.0) where it was NaN. Runs without
 //      --*-comp-rounding stochastic give the same numbers as version 4.
+//   6: the CPU's matrix products through oneDNN where libdnnl loads (issue 51,
+//      kernels/cpu_gemm.h; OCC_CPU_GEMM=auto): another order of sums, and in a
+//      --bf16 step on CPUs with AVX512_BF16 bf16 products with fp32 sums. The
+//      run's start line names the path ("matrix products: ..."). With
+//      OCC_CPU_GEMM=openblas, or where libdnnl is absent, the numbers are version
+//      5's, bit for bit; the GPU's are unchanged.
 namespace occ {
-constexpr int kNumericsVersion = 5;
+constexpr int kNumericsVersion = 6;
 }  // namespace occ

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/ops.h"
 #if defined(OCC_WITH_CUDA)
 #include "kernels/cuda/cuda_ops.h"
@@ -198,6 +199,7 @@ class CpuOps final : public Ops {
   std::string attention_description(Precision) const override {
     return "cpu (fp32 GEMMs, probabilities kept for backward)";
   }
+  std::string gemm_description(Precision p) const override { return cpu_gemm_description(p); }
 
   void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V, int64_t N,
                          int64_t C) override {

@@ -167,6 +167,10 @@ class Ops {
   // One line naming the attention implementation this backend runs for a step
   // of precision p (the run's start line prints it).
   virtual std::string attention_description(Precision p) const = 0;
+  // One line naming the library and arithmetic of the matrix products for a step
+  // of precision p (the run's start line and bench print it: on the CPU it can
+  // change the numbers, kernels/cpu_gemm.h).
+  virtual std::string gemm_description(Precision p) const = 0;
 
   // ---- embeddings --------------------------------------------------------------------
   // The output may be fp32 while the weights are 16-bit (the model sums a

@@ -100,6 +100,7 @@ class TimedOps final : public Ops {
   void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
                           const float* saved, const AttentionShape& s, const Dropout& d) override;
   std::string attention_description(Precision p) const override { return inner_.attention_description(p); }
+  std::string gemm_description(Precision p) const override { return inner_.gemm_description(p); }
   void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V, int64_t N,
                          int64_t C) override;
   void embedding_backward(float* dwte, ConstTensorRef dout, const int32_t* tokens, int64_t v0, int64_t V, int64_t N,

@@ -388,10 +388,11 @@ void Trainer::log_iteration(const IterationStats& s) {
 
 void Trainer::run() {
   if (is_logger())
-    std::printf("device: %s; precision: %s; recompute: %s; numerics %d\nattention: %s\n",
+    std::printf("device: %s; precision: %s; recompute: %s; numerics %d\nattention: %s\nmatrix products: %s\n",
                 describe_device(opt_.device).c_str(), precision_name(opt_.precision()),
                 recompute_name(opt_.recompute()), kNumericsVersion,
-                stage_->ops().attention_description(opt_.precision()).c_str());
+                stage_->ops().attention_description(opt_.precision()).c_str(),
+                stage_->ops().gemm_description(opt_.precision()).c_str());
   if (is_logger())
     std::printf("model: %lld parameters (%d layers, hidden %d, %d heads, seq %d, vocab %d padded to %d); "
                 "TP %d x PP %d x DP %d; %lld micro-batches of %d per iteration\n",

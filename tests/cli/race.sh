@@ -94,6 +94,21 @@ started=$(grep -c ": \(loss run\|timing\|decomposition check\) " "$WORK/race2.tx
 [[ $rc -eq 0 && $started -eq 0 ]] && pass "second call: no run started" || failed "second call: rc=$rc, $started runs started"
 cmp -s "$WORK/first.json" "$WORK/out/time-to-target-quick.json" && pass "second call: the same time-to-target.json" ||
   failed "second call changed the json"
+# A run made by another engine (its .engine: another numerics version or CPU GEMM library, the
+# same argv) is stale: the next call makes that run again, and only it.
+eng=$WORK/work/quick/loss/baseline_s1234.engine
+if [[ -f $eng ]] && grep -q '"cpu_gemm": "openblas"' "$eng"; then
+  pass "each run records its engine: $(cat "$eng")"
+else
+  failed "no engine record: $(cat "$eng" 2>&1)"
+fi
+echo '{"numerics": 0, "cpu_gemm": "openblas"}' > "$eng"
+"${RACE[@]}" --quick > "$WORK/race4.txt" 2>&1
+started=$(grep -c ": \(loss run\|timing\|decomposition check\) " "$WORK/race4.txt")
+[[ $started -eq 1 ]] && grep -q ": loss run baseline seed 1234: " "$WORK/race4.txt" && grep -q '"numerics": [1-9]' "$eng" &&
+  pass "a run of another engine is made again, alone" || failed "another engine: $started runs started: $(grep ': \(loss run\|timing\|decomposition\)' "$WORK/race4.txt")"
+grep -q "CPU GEMMs openblas (OCC_CPU_GEMM, pinned for every run)" "$WORK/out/time-to-target-quick.md" &&
+  pass "the report names the engine" || failed "the report does not name the CPU GEMM library"
 "${RACE[@]}" --quick --report-only > "$WORK/race3.txt" 2>&1 && grep -q "wrote .*time-to-target-quick.md" "$WORK/race3.txt" &&
   pass "--report-only remakes the report" || failed "--report-only: $(cat "$WORK/race3.txt")"
 

@@ -269,8 +269,7 @@ int bench(int argc, char** argv) {
               stage.ops().attention_description(opt.precision()).c_str());
   std::printf("bench: %d OpenMP threads, OpenBLAS core %s; %d warm-up steps, %d repeats of %d steps\n", threads,
               openblas_get_corename(), warmup, repeats, steps);
-  const std::string gemm_path =
-      opt.device == Device::Cpu ? kernels::cpu_gemm_description(opt.precision()) : "the device's (cuBLAS / cuBLASLt)";
+  const std::string gemm_path = stage.ops().gemm_description(opt.precision());
   std::printf("bench: matrix products %s\n", gemm_path.c_str());
   std::fflush(stdout);
 

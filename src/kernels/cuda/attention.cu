@@ -151,6 +151,12 @@ int64_t CudaOps::attention_saved_floats(const AttentionShape& s, const Dropout& 
   return s.B * s.H * s.T * s.T * (d.active() ? 2 : 1);
 }
 
+std::string CudaOps::gemm_description(Precision p) const {
+  return p == Precision::Fp32 ? "cuBLAS, fp32 products and sums (no TF32)"
+                              : std::string("cuBLAS / cuBLASLt, ") + precision_name(p) +
+                                    " operands on tensor cores, fp32 accumulation";
+}
+
 std::string CudaOps::attention_description(Precision p) const {
   const bool fused = attention_ != CudaAttention::BatchedGemm;
   const char* fp32 = fused ? "fused flash-style kernels, fp32 on CUDA cores (head dims 32, 64, 128; others: "

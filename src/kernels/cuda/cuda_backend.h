@@ -124,6 +124,7 @@ class CudaOps final : public Ops {
   void attention_backward(TensorRef dqkv, ConstTensorRef dout, ConstTensorRef qkv, ConstTensorRef out,
                           const float* saved, const AttentionShape& s, const Dropout& d) override;
   std::string attention_description(Precision p) const override;
+  std::string gemm_description(Precision p) const override;
 
   void embedding_forward(TensorRef out, const int32_t* tokens, ConstTensorRef wte, int64_t v0, int64_t V, int64_t N,
                          int64_t C) override;
