@@ -68,11 +68,26 @@ def winner(entry):
             + auto_verdict(entry, best, ties))
 
 
+def same_plan(entry, auto):
+    """The raced variant whose train flags are the auto plan's, or None: then a win or a tie between
+    the two is the same plan timed twice (their iterations are the same numbers)."""
+    if "train_flags" not in auto:
+        return None
+    return next((v["name"] for v in entry["variants"] if v is not auto and v["name"] != "auto"
+                 and sorted(v.get("train_flags", [])) == sorted(auto["train_flags"])), None)
+
+
 def auto_verdict(entry, best, ties):
     """Whether the auto plan won, tied (its interval overlaps the fastest's) or lost, and by how much."""
     auto = next((v for v in entry["variants"] if v["name"] == "auto"), None)
     if auto is None:
         return " No auto plan raced (see the notes)."
+    same = same_plan(entry, auto)
+    return verdict_text(auto, best, ties) + (f" (The auto plan is {same}'s flags: the two differ only by their "
+                                              f"timing runs.)" if same else "")
+
+
+def verdict_text(auto, best, ties):
     if not auto["time_to_target_s"]:
         return " The auto plan did not reach the target (or was not timed): it lost."
     if auto is best:
@@ -124,6 +139,9 @@ def summary_rows(doc):
         else:
             verdict = f"lost ({auto['time_to_target_s']['median'] / best['time_to_target_s']['median']:.2f}x the fastest's time)"
         auto_flags = " ".join(auto["train_flags"]) if auto else ""
+        same = same_plan(entry, auto) if auto else None
+        if same:
+            verdict += f", = {same}"
         rows.append([entry["name"],
                      f"{best['name']} {speedup_cell(entry, best['name'])}" if best else "none reached",
                      ", ".join(ties) or "—", speedup_cell(entry, "full"), speedup_cell(entry, "dp_powersgd"),

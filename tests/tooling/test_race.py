@@ -242,6 +242,14 @@ class WinsWhere(unittest.TestCase):
         self.assertIn("| b | fast 2.00 [2.00, 2.00]x | — | not reached |", text)
         self.assertIn("lost (1.20x the fastest's time): `--x 1`", text)
 
+    def test_an_auto_plan_that_is_a_raced_variant_says_so(self):
+        from occtools.race import report
+        entry = self.regime("a", 5.8, 5.2)
+        entry["variants"][2]["train_flags"] = ["--x", "1"]  # "fast" has the auto plan's flags
+        self.assertIn("tied, = fast: `--x 1`", "\n".join(report.summary_rows({"regimes": [entry, entry]})))
+        self.assertIn("(The auto plan is fast's flags: the two differ only by their timing runs.)",
+                      report.winner(entry))
+
     def test_one_regime_has_no_summary(self):
         from occtools.race import report
         self.assertEqual(report.summary_rows({"regimes": [self.regime("a", 5.8, 5.2)]}), [])
