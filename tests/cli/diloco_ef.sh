@@ -5,10 +5,11 @@
 #  (a) the arithmetic against NumPy (tests/cli/fixture/diloco_check.py): each replica
 #      sends code(Delta_i + e_i) with topk2 at density 0.05, its residual follows
 #      e <- m - decode(code(m)) from sync to sync starting at zero, and the outer step
-#      and landing match as without EF; and EF changes the training (losses differ);
+#      and landing match as without EF; EF is off by default (topk2 included) and changes
+#      the training when on (losses differ; the log's "data parallel:" line says + EF);
 #  (b) the bytes: every rank's per-iteration counters are identical with and without EF
-#      (topk2 at its default density 0.02, and lloydmax2 behind a Hadamard rotation), and
-#      equal DiLoCo's byte rule;
+#      (--no-diloco-outer-comp-error-feedback; topk2 at its default density 0.02, and
+#      lloydmax2 behind a Hadamard rotation), and equal DiLoCo's byte rule;
 #  (c) resuming mid-round continues bit for bit with the residual in the checkpoint
 #      (losses and every file of the final checkpoint), plain (saved after a sync, the
 #      residual nonzero) and streaming (2 fragments, tau 1: a sync in flight at the save);
@@ -23,6 +24,7 @@ MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers 
        --global-batch-size 8 --eval-iters 1 --eval-interval 3 --log-interval 1 --seed 11 --lr 3e-3
        --hidden-dropout 0.1 --attention-dropout 0.1)
 EF=(--diloco-outer-comp-error-feedback)
+NO_EF=(--no-diloco-outer-comp-error-feedback)
 TOPK2=(--diloco-outer-comp-method topk2 --diloco-outer-comp-topk-density 0.05)
 check() {  # NAME -- COMMAND...: passes when COMMAND succeeds, printing its last line
   local name=$1 out
@@ -30,11 +32,14 @@ check() {  # NAME -- COMMAND...: passes when COMMAND succeeds, printing its last
   if out=$("$@" 2>&1); then pass "$name: $(tail -1 <<< "$out")"; else failed "$name: $out"; fi
 }
 
-# (a) NumPy, 3 syncs of H 2 (the 2nd and 3rd carry a residual); EF's losses differ from the plain codec's.
+# (a) NumPy, 3 syncs of H 2 (the 2nd and 3rd carry a residual); EF's losses differ from the
+# default's (EF off, topk2 included).
 train_run ef 2 --train-iters 6 --diloco-inner-steps 2 "${TOPK2[@]}" "${EF[@]}" --debug-diloco-dump "$WORK/dump_ef" &&
   check "D2 topk2 + EF against NumPy" -- "$PY" "$CHECK" outer-step "$WORK/dump_ef" --lr 0.7 --momentum 0.9 \
     --comp topk2 --density 0.05 --error-feedback
 train_run no_ef 2 --train-iters 6 --diloco-inner-steps 2 "${TOPK2[@]}" &&
+  check "EF off by default, on when asked, as the logs say" -- bash -c 'grep "^data parallel:" "$1" | grep -v "+ EF" &&
+    grep "^data parallel:" "$2" | grep "outer gradients topk2.* + EF$"' _ "$WORK/no_ef.log" "$WORK/ef.log" &&
   check "EF changes the training after the 2nd sync" -- "$PY" -c "
 import json, sys
 a, b = ({r['iter']: r['loss'] for r in map(json.loads, open(p))} for p in sys.argv[1:3])
@@ -49,7 +54,7 @@ same_bytes() {  # NAME -- FLAGS... : the run with and without EF
   local name=$1
   shift 2
   train_run "${name}_ef" 2 --train-iters 4 --eval-iters 0 --diloco-inner-steps 2 "$@" "${EF[@]}" &&
-    train_run "${name}_plain" 2 --train-iters 4 --eval-iters 0 --diloco-inner-steps 2 "$@" &&
+    train_run "${name}_plain" 2 --train-iters 4 --eval-iters 0 --diloco-inner-steps 2 "$@" "${NO_EF[@]}" &&
     check "$name: bytes with EF = without" -- "$PY" -c "
 import json, sys
 a, b = ([[r['bytes'] for r in row['ranks']] for row in map(json.loads, open(p))] for p in sys.argv[1:3])

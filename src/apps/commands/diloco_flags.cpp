@@ -54,9 +54,10 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
          "DiLoCo outer gradients with a block method: none | hadamard | hadamard:BLOCK (a randomized Hadamard "
          "rotation, keyed by the outer step, before the code)")
       ->default_str("none");
-  app.add_flag("--diloco-outer-comp-error-feedback", d.outer_error_feedback,
+  app.add_flag("--diloco-outer-comp-error-feedback,!--no-diloco-outer-comp-error-feedback", d.outer_error_feedback,
                "DiLoCo outer gradients with a method: each replica keeps what the codec dropped from its outer "
-               "gradient (fp32) and adds it to the next one before encoding (the bytes sent are unchanged)");
+               "gradient (fp32) and adds it to the next one before encoding (the bytes sent are unchanged; off by "
+               "default: docs/diloco.md has the measurement)");
   app.add_option("--debug-diloco-dump", o.debug_diloco_dump,
                  "test only: write every outer step's inputs and results to this directory")
       ->group("");  // hidden
