@@ -61,6 +61,8 @@ std::vector<DilocoFragmentCost> diloco_stage_cost(const DilocoConfig& cfg, const
       c.bytes = D > 1 ? (D - 1.0) * w : 0.0;
       // Encode: Delta_i and a few passes (as DP's byte methods); decode and sum D wires.
       c.main_seconds += kernel(4.0 * n, 16.0 * n + w) + kernel(2.0 * n * D, 4.0 * n * (1 + 2.0 * D) + w * D);
+      // Error feedback: the residual added before encoding, the own wire decoded and the new residual kept.
+      if (cfg.outer_error_feedback) c.main_seconds += kernel(3.0 * n, 16.0 * n + w);
     }
     if (D <= 1) c.link_seconds = 0, c.bytes = 0;
   }

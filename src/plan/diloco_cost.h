@@ -10,7 +10,8 @@
 // are throughout the planner). Stages sync a fragment at the same iteration
 // and the pipeline couples them, so a sync costs the slowest stage's exposed
 // time. The outer parameters and momentum (8 bytes per parameter, in host
-// memory: the engine keeps them there) are the rank's extra memory.
+// memory: the engine keeps them there; 12 with --diloco-outer-comp-error-feedback,
+// whose residual sits beside them) are the rank's extra memory.
 #include <functional>
 #include <vector>
 

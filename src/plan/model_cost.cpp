@@ -386,7 +386,8 @@ CostModel build_cost_model(const PlanConfig& cfg0, const Measured* measured) {
           diloco_stage_cost(cfg.diloco, pl, cfg.model.num_layers, D, dp_link, dp_sharing, kernel));
       out.diloco.on = true, out.diloco.inner_steps = cfg.diloco.inner_steps, out.diloco.overlap = cfg.diloco.overlap_steps;
       f.dp_bytes = out.diloco.bytes_per_iteration(s);
-      f.outer_state_bytes = 8.0 * double(f.params);
+      // theta and v; with outer error feedback the residual too (4 bytes per parameter each).
+      f.outer_state_bytes = (cfg.diloco.outer_error_feedback ? 12.0 : 8.0) * double(f.params);
     }
     st.optimizer = use_stage_measures ? measured->stages[size_t(s)].optimizer
                                       : double(f.params) * 36.0 / cfg.cluster.memory_bandwidth;

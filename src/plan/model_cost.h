@@ -108,7 +108,7 @@ struct StageFacts {
   // DP by the distributed optimizer), and the micro-batches whose
   // activations the schedule holds at once (each of a chunk's layers).
   double model_state_bytes = 0;
-  double outer_state_bytes = 0;  // DiLoCo's outer parameters and momentum (host memory)
+  double outer_state_bytes = 0;  // DiLoCo's outer parameters and momentum, and EF residual (host memory)
   int in_flight = 0;
   // Activations of one transformer layer for one micro-batch, as kept for its
   // backward (Korthikanti et al. 2022, Sec. 4, with `bytes_per_value` values and

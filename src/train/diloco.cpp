@@ -69,6 +69,7 @@ Diloco::Diloco(const DilocoConfig& cfg, const ParamLayout& layout, int num_layer
     }
   }
   scratch_.resize(size_t(largest));
+  if (cfg_.outer_error_feedback) decoded_.resize(size_t(largest));
   restart_from(params);
   exchange_ = std::make_unique<BackgroundCollectives>(dp, comm_timeout_s, "diloco-outer");
 }
@@ -78,6 +79,7 @@ Diloco::~Diloco() = default;  // the exchange finishes the collectives queued (e
 void Diloco::restart_from(const DeviceBuffer<float>& params) {
   outer_ = params.to_host();
   momentum_.assign(outer_.size(), 0.0f);
+  residual_.assign(cfg_.outer_error_feedback ? outer_.size() : 0, 0.0f);
   for (Fragment& fr : fragments_) fr.state = State::Idle, fr.started_at = -1, fr.bytes = 0;
 }
 
@@ -99,6 +101,8 @@ void Diloco::start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTim
   fr.bytes = 0;
   const bool dumping = !dump_dir_.empty();
   if (dumping) fr.sent_locals.resize(size_t(fr.numel));
+  const bool ef = cfg_.outer_error_feedback;
+  if (dumping && ef) fr.sent_residuals.resize(size_t(fr.numel));
   if (!cfg_.outer_comp) {
     // The replicas' parameters are summed: the mean comes out exactly (D = 1: the parameters themselves).
     ScopedPhase scope(timers, "optimizer", fmt::format("diloco pack fragment {}", f));
@@ -123,8 +127,18 @@ void Diloco::start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTim
       if (dumping) std::copy(x, x + s.numel, fr.sent_locals.begin() + at);
       const float* theta = outer_.data() + s.offset;
       for (int64_t j = 0; j < s.numel; ++j) x[j] = theta[j] - x[j];
+      float* e = ef ? residual_.data() + s.offset : nullptr;
+      if (ef) {
+        if (dumping) std::copy(e, e + s.numel, fr.sent_residuals.begin() + at);
+        for (int64_t j = 0; j < s.numel; ++j) x[j] += e[j];  // m_i = Delta_i + e_i
+      }
       key_rotation(fr, i);
-      fr.codecs[i]->encode(x, fr.send.data() + fr.wire_offset[i]);
+      float* wire = fr.send.data() + fr.wire_offset[i];
+      fr.codecs[i]->encode(x, wire);
+      if (ef) {  // e_i <- m_i - what the group will decode from this replica's wire (the same key)
+        fr.codecs[i]->decode(wire, decoded_.data());
+        for (int64_t j = 0; j < s.numel; ++j) e[j] = x[j] - decoded_[size_t(j)];
+      }
       at += s.numel;
     }
     if (fr.wire_total > 0)
@@ -219,10 +233,12 @@ void Diloco::apply(int f, PhaseTimers* timers) {
       outer_after.insert(outer_after.end(), outer_.begin() + s.offset, outer_.begin() + s.offset + s.numel);
       momentum_after.insert(momentum_after.end(), momentum_.begin() + s.offset, momentum_.begin() + s.offset + s.numel);
     }
-    dump(f, "apply",
-         {{"local", fr.sent_locals.data()}, {"outer_before", outer_before.data()},
-          {"momentum_before", momentum_before.data()}, {"outer_after", outer_after.data()},
-          {"momentum_after", momentum_after.data()}, {"mean", mean.data()}, {"delta", delta.data()}});
+    std::vector<std::pair<std::string, const float*>> arrays{
+        {"local", fr.sent_locals.data()},         {"outer_before", outer_before.data()},
+        {"momentum_before", momentum_before.data()}, {"outer_after", outer_after.data()},
+        {"momentum_after", momentum_after.data()}, {"mean", mean.data()}, {"delta", delta.data()}};
+    if (cfg_.outer_error_feedback) arrays.emplace_back("residual_before", fr.sent_residuals.data());
+    dump(f, "apply", arrays);
   }
   fr.state = State::Applied;
 }
@@ -295,12 +311,17 @@ TensorFileWriter Diloco::state(const DeviceBuffer<float>& params, const AdamW& a
       w.add_view("local/adam_v/" + s.name, v, v->data() + s.offset, s.shape);
       w.add("outer/param/" + s.name, outer_.data() + s.offset, s.shape);
       w.add("outer/momentum/" + s.name, momentum_.data() + s.offset, s.shape);
+      // The residual after the latest encode (a sync in flight has encoded: its residual is current).
+      if (cfg_.outer_error_feedback) w.add("outer/residual/" + s.name, residual_.data() + s.offset, s.shape);
     }
   return w;
 }
 
 void Diloco::resume(const std::string& path, DeviceBuffer<float>& params, AdamW& adam, int64_t iteration, bool print) {
-  if (load(path, params, adam, iteration)) return;
+  if (load(path, params, adam, iteration)) {
+    if (print && !load_notice_.empty()) std::printf("notice: %s\n", load_notice_.c_str());
+    return;
+  }
   restart_from(params);
   if (print) std::printf("notice: checkpoint has no DiLoCo state; the outer parameters start from its weights\n");
 }
@@ -336,6 +357,22 @@ bool Diloco::load(const std::string& path, DeviceBuffer<float>& params, AdamW& a
       r.read("outer/param/" + s.name, outer_.data() + s.offset, s.numel);
       r.read("outer/momentum/" + s.name, momentum_.data() + s.offset, s.numel);
     }
+  // The error-feedback residual: read where this run keeps one and the file has it; a file
+  // without it (saved without EF) starts it at zero, and one this run does not use is dropped.
+  bool saved_residual = true;
+  for (const Fragment& fr : fragments_)
+    for (const Span& s : fr.spans) saved_residual = saved_residual && r.has("outer/residual/" + s.name);
+  load_notice_.clear();
+  if (cfg_.outer_error_feedback && saved_residual) {
+    for (const Fragment& fr : fragments_)
+      for (const Span& s : fr.spans) r.read("outer/residual/" + s.name, residual_.data() + s.offset, s.numel);
+  } else if (cfg_.outer_error_feedback) {
+    std::fill(residual_.begin(), residual_.end(), 0.0f);
+    load_notice_ = "checkpoint has no DiLoCo outer error-feedback residual; it starts at zero";
+  } else if (saved_residual && !fragments_.empty() && !fragments_.front().spans.empty()) {
+    load_notice_ = "checkpoint holds a DiLoCo outer error-feedback residual that this run does not use (no "
+                   "--diloco-outer-comp-error-feedback); it is dropped";
+  }
   params.assign_from_host(local);
   adam.m().assign_from_host(m);
   adam.v().assign_from_host(v);

@@ -21,6 +21,9 @@
 //    well; rows as the tensor's shape[0], 1-D tensors one row), the group
 //    all-gathers the wires, and every rank decodes and sums them in rank
 //    order in fp32: Delta = sum / D, mean = theta - Delta.
+//    With --diloco-outer-comp-error-feedback each replica first adds its residual
+//    e_i (what its codec dropped last time; fp32, zero at the start) and keeps the
+//    new one: m_i = Delta_i + e_i, send C(m_i), e_i <- m_i - decode(C(m_i)).
 //  * Fragments (--diloco-fragments F, strided as the paper found best): layer l
 //    belongs to fragment l mod F; the word and position embeddings and the LM
 //    head's copy of the tied word embedding to fragment 0 (with layer 0: both
@@ -39,7 +42,8 @@
 //    moments, and the outer parameters and momentum, in
 //    mp_rank_TT_PPP/diloco_dp_DDD.bin; a sync in flight at a save is finished
 //    and its outer step applied first (the same arithmetic as at its landing),
-//    so a run resumes bit-exactly at any inner step.
+//    so a run resumes bit-exactly at any inner step. The error-feedback residual
+//    (outer/residual/*) is saved there too.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -138,6 +142,7 @@ class Diloco {
     std::vector<BackgroundCollectives::Ticket> tickets;
     uint64_t bytes = 0;                  // of the sync in flight or applied, reported when it lands
     std::vector<float> sent_locals;      // --debug-diloco-dump: the local parameters as sent
+    std::vector<float> sent_residuals;   // --debug-diloco-dump with EF: the residual added before encoding
   };
   // Keys span i's codec with the sync's start step (--diloco-outer-comp-rotation).
   void key_rotation(Fragment& fr, size_t i);
@@ -155,7 +160,13 @@ class Diloco {
   std::string dump_dir_, dump_tag_;
   std::vector<Fragment> fragments_;
   std::vector<float> outer_, momentum_;  // this rank's parameters: theta and v
-  std::vector<float> scratch_;
+  // --diloco-outer-comp-error-feedback: this replica's residual e_i, one per parameter
+  // (empty without EF). Kept here rather than in an ErrorFeedback wrapper per span: it
+  // lives beside theta and v on the host, is saved with them, and costs no buffers
+  // beyond the scratch the encode already uses.
+  std::vector<float> residual_;
+  std::vector<float> scratch_, decoded_;
+  std::string load_notice_;  // what resume() prints after load() (EF state absent or unused)
   std::unique_ptr<BackgroundCollectives> exchange_;
 };
 

@@ -41,6 +41,9 @@ void DilocoConfig::validate(int num_layers, bool grad_comp, bool emb_comm_opt, b
   OCC_CHECK(outer_topk_density > 0 && outer_topk_density <= 0.25,
             "--diloco-outer-comp-topk-density must be in (0, 0.25] (got {}); e.g. 0.02 sends 2 % of the values",
             outer_topk_density);
+  OCC_CHECK(!outer_error_feedback || outer_comp,
+            "--diloco-outer-comp-error-feedback keeps what the outer gradients' codec drops, and they are sent "
+            "uncompressed; drop it or add --diloco-outer-comp-method (e.g. topk2)");
   OCC_CHECK(!grad_comp,
             "--grad-comp compresses the per-step data-parallel all-reduce, which DiLoCo (--diloco-inner-steps) does "
             "not run; drop --grad-comp, or compress DiLoCo's outer gradients with --diloco-outer-comp-method");
@@ -59,7 +62,7 @@ std::string DilocoConfig::describe() const {
   std::string s = fmt::format("DiLoCo H {}, outer lr {:g} momentum {:g}", inner_steps, outer_lr, outer_momentum);
   if (fragments > 1) s += fmt::format(", {} fragments", fragments);
   if (overlap_steps > 0) s += fmt::format(", overlap {} (mixing {:g})", overlap_steps, mixing);
-  if (outer_comp) s += ", outer gradients " + occ::describe(outer_spec());
+  if (outer_comp) s += ", outer gradients " + occ::describe(outer_spec()) + (outer_error_feedback ? " + EF" : "");
   return s;
 }
 
@@ -75,7 +78,8 @@ nlohmann::json DilocoConfig::to_json() const {
           {"outer_comp_topk_fraction", outer_topk_fraction},
           {"outer_comp_topk_density", outer_topk_density},
           {"outer_comp_rounding", outer_stochastic ? "stochastic" : "nearest"},
-          {"outer_comp_rotation", rotation_name(outer_rotation)}};
+          {"outer_comp_rotation", rotation_name(outer_rotation)},
+          {"outer_comp_error_feedback", outer_error_feedback}};
 }
 
 }  // namespace occ

@@ -28,6 +28,9 @@ struct DilocoConfig {
   double outer_topk_density = 0.02;   // --diloco-outer-comp-topk-density (with topk2)
   bool outer_stochastic = false;      // --diloco-outer-comp-rounding stochastic (block methods)
   int outer_rotation = 0;             // --diloco-outer-comp-rotation hadamard:B (block methods; 0: none)
+  // --diloco-outer-comp-error-feedback: each replica keeps what its codec dropped from its
+  // outer gradient (fp32, per parameter) and adds it to the next one before encoding.
+  bool outer_error_feedback = false;
 
   bool enabled() const { return inner_steps > 0; }
   // The methods an outer gradient may be sent with: the byte wires (they are all-gathered).

@@ -54,6 +54,10 @@ void add_diloco_flags(CLI::App& app, TrainOptions& o) {
          "DiLoCo outer gradients with a block method: none | hadamard | hadamard:BLOCK (a randomized Hadamard "
          "rotation, keyed by the outer step, before the code)")
       ->default_str("none");
+  app.add_flag("--diloco-outer-comp-error-feedback,!--no-diloco-outer-comp-error-feedback", d.outer_error_feedback,
+               "DiLoCo outer gradients with a method: each replica keeps what the codec dropped from its outer "
+               "gradient (fp32) and adds it to the next one before encoding (the bytes sent are unchanged; off by "
+               "default: docs/diloco.md has the measurement)");
   app.add_option("--debug-diloco-dump", o.debug_diloco_dump,
                  "test only: write every outer step's inputs and results to this directory")
       ->group("");  // hidden
@@ -68,7 +72,8 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
     for (const char* f : {"--diloco-outer-lr", "--diloco-outer-momentum", "--diloco-fragments", "--diloco-overlap-steps",
                           "--diloco-mixing", "--diloco-outer-comp-method", "--diloco-outer-comp-topk-fraction",
                           "--diloco-outer-comp-topk-density",
-                          "--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation", "--debug-diloco-dump"})
+                          "--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation",
+                          "--diloco-outer-comp-error-feedback", "--debug-diloco-dump"})
       if (given(f)) refuse(f, "has no effect without --diloco-inner-steps", "add --diloco-inner-steps H");
     return;
   }
@@ -83,6 +88,10 @@ void refuse_inapplicable_diloco_flags(const CLI::App& app, const TrainOptions& o
   if (given("--diloco-outer-comp-topk-density") && o.diloco.outer_comp != CompressionMethod::Topk2)
     refuse("--diloco-outer-comp-topk-density", "applies only to --diloco-outer-comp-method topk2",
            "use --diloco-outer-comp-method topk2");
+  if (given("--diloco-outer-comp-error-feedback") && !o.diloco.outer_comp)
+    refuse("--diloco-outer-comp-error-feedback",
+           "keeps what the outer gradients' codec drops, and they are sent uncompressed",
+           "add --diloco-outer-comp-method (e.g. topk2)");
   for (const char* f : {"--diloco-outer-comp-rounding", "--diloco-outer-comp-rotation"})
     if (given(f) && !(o.diloco.outer_comp && method_is_block(*o.diloco.outer_comp)))
       throw UsageError(fmt::format("{} applies only to --diloco-outer-comp-method {}; drop it or use one of those "
