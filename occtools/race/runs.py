@@ -62,7 +62,8 @@ def cluster_words(regime):
     return words
 
 
-CPU_GEMMS = ("openblas", "onednn", "auto")
+# Named, never "auto": a run's record must say which library made its numbers on any machine.
+CPU_GEMMS = ("openblas", "onednn")
 
 
 def engine_identity(exe, cpu_gemm):
