@@ -34,6 +34,11 @@ else
     OCC_CPU_GEMM=$path "$BIN" train "${RUN[@]}" --metrics "$WORK/$path.jsonl" > "$WORK/train_$path.log" 2>&1 \
       || { cat "$WORK/train_$path.log"; failed "--bf16 training on $path"; }
   done
+  # train's start line names the path: the same argv gives other numbers on each (numerics 6).
+  grep -q "^matrix products: openblas" "$WORK/train_openblas.log" && grep -q "^matrix products: onednn 2\." "$WORK/train_onednn.log" \
+    && grep -q "numerics $("$BIN" --version | awk '{print $3}')\$" "$WORK/train_onednn.log" \
+    && pass "train's start line names the path and the numerics version" \
+    || failed "train's path line: '$(grep '^matrix products' "$WORK"/train_*.log)'"
   "$PY" - "$WORK/openblas.jsonl" "$WORK/onednn.jsonl" <<'PY' && pass "--bf16, 50 iterations: oneDNN's losses within 1e-3 relative of OpenBLAS's" || failed "--bf16 on oneDNN drifted from OpenBLAS"
 import json, sys
 a, b = ({r['iter']: r['loss'] for r in map(json.loads, open(p)) if 'loss' in r} for p in sys.argv[1:])
