@@ -107,7 +107,7 @@ def chosen_regimes(a):
     return rs
 
 
-def race_regime(a, exe, regime, data, cluster_why, log, check_wanted):
+def race_regime(a, exe, ident, regime, data, cluster_why, log, check_wanted):
     """Runs (or finds) one regime's runs; returns (entry, extras, failures, runner, flags)."""
     name, notes, failures = regime["name"], [], []
     decomposition = None
@@ -125,7 +125,7 @@ def race_regime(a, exe, regime, data, cluster_why, log, check_wanted):
     if gb < 1:
         raise Failure(f"{name}: emulated.train_flags needs --global-batch-size")
     interval, eval_iters = max(1, a.iters // 50), math.ceil(a.eval_samples / gb)
-    runner = runs.Runner(exe, a.work, regime, a.cluster_name, a.cpu_gemm)
+    runner = runs.Runner(exe, a.work, regime, a.cluster_name, ident)
     seed0, timing, loss = a.seeds[0], {}, {}
 
     def loss_runs(names):
@@ -306,8 +306,8 @@ def main(a):
             (a.decomposition or "").partition(":")[0] == regime["name"] or a.quick
                                       or (not a.decomposition and regime is regimes[0]))
         try:
-            entry, extras, failed, runner, flags = race_regime(a, exe, regime, data_for(regime), cluster_why, log,
-                                                               wanted)
+            entry, extras, failed, runner, flags = race_regime(a, exe, ident, regime, data_for(regime), cluster_why,
+                                                               log, wanted)
         except Failure as e:
             if e.status != 1:
                 raise

@@ -78,14 +78,14 @@ def engine_identity(exe, cpu_gemm):
 
 
 class Runner:
-    """Runs (or finds finished) the runs of one regime into WORK/REGIME, every run on the CPU GEMM
-    library CPU_GEMM (OCC_CPU_GEMM in the ranks' environment)."""
+    """Runs (or finds finished) the runs of one regime into WORK/REGIME, every run on the engine
+    IDENTITY (engine_identity: its CPU GEMM library is OCC_CPU_GEMM in the ranks' environment)."""
 
-    def __init__(self, exe, work, regime, cluster_name, cpu_gemm="openblas", env=None):
+    def __init__(self, exe, work, regime, cluster_name, identity, env=None):
         self.exe, self.regime, self.cluster_name = exe, regime, cluster_name
         self.dir = os.path.join(work, regime["name"])
-        self.env = dict(env or engine.rank_env(), OCC_CPU_GEMM=cpu_gemm)
-        self.identity = engine_identity(exe, cpu_gemm)
+        self.env = dict(env or engine.rank_env(), OCC_CPU_GEMM=identity["cpu_gemm"])
+        self.identity = identity
 
     def path(self, *parts):
         p = os.path.join(self.dir, *parts)
