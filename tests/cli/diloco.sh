@@ -18,12 +18,7 @@
 #  (f) one-line errors on every rank for what DiLoCo cannot do.
 source "$(dirname "$0")/fixture/lib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1
-CHECK="$SRC/tests/cli/fixture/diloco_check.py"
-L=4 C=32 V=512 S=32
-MODEL=(--data-path "$DATA/kjv" --tokenizer-model "$DATA/kjv.model" --num-layers $L --hidden-size $C
-       --num-attention-heads 4 --seq-length $S --max-position-embeddings $S --micro-batch-size 2
-       --global-batch-size 8 --eval-iters 1 --eval-interval 3 --log-interval 1 --seed 11 --lr 3e-3
-       --hidden-dropout 0.1 --attention-dropout 0.1)
+source "$(dirname "$0")/fixture/diloco_model.sh"
 check() {  # NAME -- COMMAND...: passes when COMMAND succeeds, printing its last line
   local name=$1 out
   shift 2
