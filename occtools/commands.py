@@ -19,12 +19,13 @@ from occtools.planner import match_regimes
 from occtools.quality import cli as quality
 from occtools.compressors import cli as compressors
 from occtools.compressors import entropy as entropy_report
+from occtools.compressors import lowbit
 from occtools.speedup import cli as speedup
 from occtools.regime import cli as regime
 from occtools.race import cli as race
 
 GROUPS = (
-    ("experiments", (quality, compressors, entropy_report, lep_shapes, llama, diloco_quality, regime)),
+    ("experiments", (quality, compressors, lowbit, entropy_report, lep_shapes, llama, diloco_quality, regime)),
     ("benchmarks", (speedup, diloco_speedup, bench_core, bench_layouts, data_scale, first_run, chaos,
                     bench_async_save, race)),
     ("planner", (validate_planner, plan_projection, plan_scale_features, match_regimes)),

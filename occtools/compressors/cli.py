@@ -38,6 +38,9 @@ def add_parser(sub):
     p.add_argument("--seeds", type=words, default=["1234", "4321"], help='default "1234 4321"')
     p.add_argument("--out", default="bench-results/compressors", help="default bench-results/compressors")
     p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16", help="default bf16")
+    p.add_argument("--corpus", choices=model.CORPORA, default="kjv",
+                   help="kjv (the bundled corpus, default) or gcide (Debian's dictionary, extracted and tokenized "
+                        "into OUT/data on first use)")
     p.add_argument("--variants", type=words, default=[], help="only these, in this order (see --list)")
     p.add_argument("--list", action="store_true", help="the variants: name and label")
     p.add_argument("--report-only", action="store_true", help="no new runs: the report of what OUT holds")
@@ -80,11 +83,11 @@ def main(a):
     failed = []
     if not a.report_only:
         exe = engine.binary(a.bin, build=not a.bin)
-        data = model.prepare(a.out, exe)
+        data = model.prepare(a.out, exe, a.corpus)
         command = (f"python3 -m occtools compressors --iters {a.iters} --seeds \"{' '.join(a.seeds)}\" "
-                   f"--precision {a.precision}")
+                   f"--precision {a.precision}" + (f" --corpus {a.corpus}" if a.corpus != "kjv" else ""))
         with open(os.path.join(a.out, "variants.json"), "w") as f:
-            json.dump(variants.manifest(a.iters, a.seeds, a.precision, command), f, indent=1)
+            json.dump(variants.manifest(a.iters, a.seeds, a.precision, command, a.corpus), f, indent=1)
         flags = model.flags(data, a.iters, EVAL) + (["--bf16"] if a.precision == "bf16" else [])
         runs = [sweep.Run(f"{v['name']}_s{s}", ["--seed", s] + v["flags"].split(), f"{v['name']:16s} seed {s}")
                 for v in chosen for s in a.seeds]

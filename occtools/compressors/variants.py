@@ -2,7 +2,8 @@
 and the train flags.
 
 A link setting is "-" (uncompressed) or METHOD[:PARAM][+lep][+ec][+ef][+sr][+rans][+scK][+wuF]
-(PARAM: PowerSGD rank or topk fraction; sr: stochastic rounding; rans: the lossless stage
+(PARAM: PowerSGD rank, topk fraction, topk2 density or adaptive's high fraction; rot: the Hadamard
+rotation in front of a block codec; sr: stochastic rounding; rans: the lossless stage
 --*-comp-lossless rans, the same training with fewer bytes; F: DP warm-up fraction); kind is
 baseline, single (one link class), combo or paper. DP compression always runs with error feedback
 and a 10 % uncompressed warm-up unless the variant says "no EF"; CB and activation methods plain
@@ -78,6 +79,38 @@ for m in ("mxfp4", "int4", "int3"):
 TABLE.append(f"pp_mxfp4_int3_lep_rans|pp_fwd mxfp4 + pp_bwd int3 + LEP, rANS-coded|combo|mxfp4+rans|int3+lep+rans|-|"
              f"--activation-comp-method mxfp4 {CB} --inter-grad-comp-method int3 {LEP} {RANS}")
 
+# Issue 50: 2- and 3-bit codes behind a randomized Hadamard rotation (rANS on the pipeline links),
+# the adaptive codec, and DP at >= 32x of the fp32 wire (low-rank PowerSGD, topk2, rotated int2).
+ROTF = "--activation-comp-rotation hadamard"
+ROTB = "--inter-grad-comp-rotation hadamard"
+RANSF, RANSB = "--activation-comp-lossless rans", "--inter-grad-comp-lossless rans"
+for short, m in (("lm2", "lloydmax2"), ("int2", "int2"), ("lm3", "lloydmax3")):
+    TABLE += [
+        f"pp_{short}_rot_rans|pp_fwd {m} + pp_bwd {m}, rotated, rANS|combo|{m}+rot+rans|{m}+rot+rans|-|"
+        f"--activation-comp-method {m} {ROTF} {CB} --inter-grad-comp-method {m} {ROTB} {RANS}",
+        f"fwd_{short}_rot_rans|pp_fwd {m}, rotated, rANS|single|{m}+rot+rans|-|-|"
+        f"--activation-comp-method {m} {ROTF} {RANSF}",
+        f"bwd_{short}_rot_rans|pp_bwd {m}, rotated, rANS|single|-|{m}+rot+rans|-|"
+        f"{CB} --inter-grad-comp-method {m} {ROTB} {RANSB}",
+        f"bwd_{short}_rot_lep_rans|pp_bwd {m} + LEP, rotated, rANS|single|-|{m}+rot+lep+rans|-|"
+        f"{CB} --inter-grad-comp-method {m} {ROTB} {LEP} {RANSB}",
+    ]
+TABLE += [
+    f"pp_lm2_int2_rot_rans|pp_fwd lloydmax2 + pp_bwd int2, rotated, rANS|combo|lloydmax2+rot+rans|int2+rot+rans|-|"
+    f"--activation-comp-method lloydmax2 {ROTF} {CB} --inter-grad-comp-method int2 {ROTB} {RANS}",
+    f"pp_adaptive_rot_rans|pp_fwd + pp_bwd adaptive (F 0.0625), rotated, rANS|combo|adaptive:0.0625+rot+rans|"
+    f"adaptive:0.0625+rot+rans|-|--activation-comp-method adaptive --activation-comp-adaptive-high-fraction 0.0625 "
+    f"{ROTF} {CB} --inter-grad-comp-method adaptive --inter-grad-comp-adaptive-high-fraction 0.0625 {ROTB} {RANS}",
+    f"dp_powersgd4|dp PowerSGD r4 + EF|single|-|-|powersgd:4+ef+wu0.1|{DPC} --grad-comp-rank 4",
+    f"dp_powersgd2|dp PowerSGD r2 + EF|single|-|-|powersgd:2+ef+wu0.1|{DPC} --grad-comp-rank 2",
+    f"dp_topk2|dp topk2 2% + EF|single|-|-|topk2:0.02+ef+wu0.1|{DPC} --grad-comp-method topk2 "
+    f"--grad-comp-topk-density 0.02",
+    f"dp_int2_rot|dp int2 rotated + EF|single|-|-|int2+rot+ef+wu0.1|{DPC} --grad-comp-method int2 "
+    f"--grad-comp-rotation hadamard",
+    f"dp_lm2_rot|dp lloydmax2 rotated + EF|single|-|-|lloydmax2+rot+ef+wu0.1|{DPC} --grad-comp-method lloydmax2 "
+    f"--grad-comp-rotation hadamard",
+]
+
 
 def setting(text):
     """A link setting's text -> its JSON form (None: uncompressed), as compressors.json records it."""
@@ -87,16 +120,19 @@ def setting(text):
     method, _, param = head.partition(":")
     s = {"method": method}
     if param:
-        s["rank" if method == "powersgd" else "fraction"] = int(param) if method == "powersgd" else float(param)
+        key = {"powersgd": "rank", "topk2": "density", "adaptive": "high_fraction"}.get(method, "fraction")
+        s[key] = int(param) if method == "powersgd" else float(param)
     for e in extras:
         if e.startswith("sc"):
             s["sc"] = int(e[2:])
         elif e.startswith("wu"):
             s["warmup"] = float(e[2:])
         else:
-            s[{"ef": "error_feedback", "sr": "stochastic"}.get(e, e)] = True
+            s[{"ef": "error_feedback", "sr": "stochastic", "rot": "rotation"}.get(e, e)] = True
     if s.pop("rans", False):
         s["lossless"] = "rans"
+    if s.pop("rotation", False):
+        s["rotation"] = "hadamard"
     return s
 
 
@@ -110,9 +146,10 @@ def all_variants():
     return out
 
 
-def manifest(iters, seeds, precision, command):
+def manifest(iters, seeds, precision, command, corpus="kjv"):
     """OUT/variants.json: what the report reads besides the runs."""
     return {"description": f"compressor sweep on the quality model: 5.8 M-parameter GPT (6 layers, hidden 256, "
                            f"seq 128), P2 D2 on 4 ranks, global batch 32, {iters} iterations, {precision}, the same "
-                           f"tokens for every variant", "precision": precision,
+                           f"tokens for every variant" + ("" if corpus == "kjv" else f", corpus {corpus}"),
+            "precision": precision, "corpus": corpus,
             "command": command, "iters": iters, "seeds": [int(s) for s in seeds], "variants": all_variants()}

@@ -21,6 +21,9 @@ std::string method_flags(const std::string& prefix, const CompressorSpec& spec) 
   if (method_is_adaptive(spec.method))
     f += fmt::format(" --{}-adaptive-high-fraction {:g}", prefix, spec.high_fraction);
   if (method_takes_block_options(spec.method) && spec.stochastic) f += fmt::format(" --{}-rounding stochastic", prefix);
+  if (method_takes_block_options(spec.method) && spec.rotation > 0)
+    f += spec.rotation == kDefaultRotationBlock ? fmt::format(" --{}-rotation hadamard", prefix)
+                                                : fmt::format(" --{}-rotation hadamard:{}", prefix, spec.rotation);
   return f;
 }
 }  // namespace
@@ -59,6 +62,7 @@ std::string compression_flags(const PlanConfig& c) {
     if (d.overlap_steps > 0) f += fmt::format(" --diloco-overlap-steps {} --diloco-mixing {:g}", d.overlap_steps, d.mixing);
     if (d.outer_comp) {
       f += method_flags("diloco-outer-comp", d.outer_spec());
+      if (d.outer_error_feedback) f += " --diloco-outer-comp-error-feedback";
     }
   }
   return f.empty() ? "(none)" : f.substr(1);
@@ -165,6 +169,10 @@ DilocoConfig diloco_of(const LinkSetting& s) {
   d.mixing = float(s.mixing), d.outer_lr = float(s.outer_lr), d.outer_momentum = float(s.outer_momentum);
   if (!s.outer_comp.empty()) d.outer_comp = parse_method(s.outer_comp, "diloco outer_comp", DilocoConfig::outer_methods());
   d.outer_stochastic = s.outer_stochastic;
+  d.outer_rotation = s.outer_rotation;
+  if (s.outer_fraction > 0 && d.outer_comp == CompressionMethod::Topk) d.outer_topk_fraction = s.outer_fraction;
+  if (s.outer_fraction > 0 && d.outer_comp == CompressionMethod::Topk2) d.outer_topk_density = s.outer_fraction;
+  d.outer_error_feedback = s.outer_error_feedback;
   return d;
 }
 
@@ -175,7 +183,13 @@ CompressorSpec spec_of(const LinkSetting& s) {
   if (s.rank > 0) spec.rank = s.rank;
   if (s.fraction > 0) (spec.method == CompressionMethod::Topk2 ? spec.topk_density : spec.topk_fraction) = s.fraction;
   spec.stochastic = s.stochastic;
+  spec.rotation = s.rotation;
+  spec.high_fraction = s.high_fraction;
   return spec;
+}
+
+LosslessCoding lossless_of(const LinkSetting& s) {
+  return s.lossless == "rans" ? LosslessCoding::Rans : LosslessCoding::None;
 }
 
 // Quality-aware candidates: every combination of measured settings (and none)
@@ -185,8 +199,9 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
   if (base.pp > 1)
     for (const LinkSetting& s : t.measured_settings(LinkClass::Forward)) {
       const CompressorSpec spec = spec_of(s);
-      fwds.push_back(
-          {.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic});
+      fwds.push_back({.enabled = true, .method = spec.method, .topk_fraction = spec.topk_fraction,
+                      .stochastic = spec.stochastic, .rotation = spec.rotation, .high_fraction = spec.high_fraction,
+                      .lossless = lossless_of(s)});
     }
   std::vector<CompressedBackpropConfig> bwds{{}};
   if (base.pp > 1)
@@ -195,7 +210,8 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
       for (bool ec : {false, true}) {
         if (s.ec && !ec) continue;
         bwds.push_back({.enabled = true, .rank = spec.rank, .method = spec.method, .topk_fraction = spec.topk_fraction,
-                        .stochastic = spec.stochastic, .lazy_error = s.lep, .epilogue_only = ec});
+                        .stochastic = spec.stochastic, .rotation = spec.rotation, .high_fraction = spec.high_fraction,
+                        .lazy_error = s.lep, .epilogue_only = ec, .lossless = lossless_of(s)});
       }
     }
   // The dp link: DP compression, or DiLoCo instead of per-step averaging.
@@ -215,7 +231,8 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
         if (s.sc > 0 && (k == base.pp || k > s.sc)) continue;
         dps.push_back({{.enabled = true, .rank = spec.rank, .warmup_fraction = float(s.warmup),
                         .selective_way = k == base.pp ? -1 : k, .error_feedback = s.error_feedback,
-                        .method = spec.method, .topk_fraction = spec.topk_fraction, .stochastic = spec.stochastic},
+                        .method = spec.method, .topk_fraction = spec.topk_fraction, .topk_density = spec.topk_density,
+                        .stochastic = spec.stochastic, .rotation = spec.rotation, .high_fraction = spec.high_fraction},
                        {}});
       }
     }

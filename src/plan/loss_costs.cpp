@@ -14,8 +14,11 @@ namespace occ::plan {
 std::string LinkSetting::describe() const {
   std::string s = method;
   if (method == "powersgd") s += fmt::format(" r{}", rank);
-  if (method == "topk") s += fmt::format(" {:g}%", fraction * 100);
+  if (method == "topk" || method == "topk2") s += fmt::format(" {:g}%", fraction * 100);
+  if (method == "adaptive") s += fmt::format(" F {:g}", high_fraction);
+  if (rotation > 0) s += fmt::format(" rotated (hadamard:{})", rotation);
   if (stochastic) s += " stochastic";
+  if (!lossless.empty()) s += " + " + lossless;
   if (lep) s += " +LEP";
   if (ec) s += " +EC";
   if (error_feedback) s += " +EF";
@@ -25,7 +28,13 @@ std::string LinkSetting::describe() const {
     s += fmt::format(" H{}", inner_steps);
     if (fragments > 1) s += fmt::format(" F{}", fragments);
     if (overlap > 0) s += fmt::format(" overlap {} mixing {:g}", overlap, mixing);
-    if (!outer_comp.empty()) s += " outer " + outer_comp + (outer_stochastic ? " stochastic" : "");
+    if (!outer_comp.empty()) {
+      s += " outer " + outer_comp;
+      if (outer_fraction > 0) s += fmt::format(" {:g}%", outer_fraction * 100);
+      if (outer_rotation > 0) s += fmt::format(" rotated (hadamard:{})", outer_rotation);
+      if (outer_stochastic) s += " stochastic";
+      if (outer_error_feedback) s += " +EF";
+    }
     if (float(outer_lr) != 0.7f || float(outer_momentum) != 0.9f)
       s += fmt::format(" outer lr {:g} momentum {:g}", outer_lr, outer_momentum);
   }
@@ -45,9 +54,13 @@ bool covers(const LinkSetting& m, const LinkSetting& p) {
     return m.inner_steps == p.inner_steps && m.fragments == p.fragments && m.overlap == p.overlap &&
            (m.overlap == 0 || float(m.mixing) == float(p.mixing)) && float(m.outer_lr) == float(p.outer_lr) &&
            float(m.outer_momentum) == float(p.outer_momentum) && m.outer_comp == p.outer_comp &&
-           m.outer_stochastic == p.outer_stochastic;
+           m.outer_stochastic == p.outer_stochastic && m.outer_rotation == p.outer_rotation &&
+           std::abs(m.outer_fraction - p.outer_fraction) <= 1e-9 && m.outer_error_feedback == p.outer_error_feedback;
   if (m.method == "powersgd" && m.rank != p.rank) return false;
-  if (m.method == "topk" && std::abs(m.fraction - p.fraction) > 1e-9) return false;
+  if ((m.method == "topk" || m.method == "topk2") && std::abs(m.fraction - p.fraction) > 1e-9) return false;
+  if (m.method == "adaptive" && std::abs(m.high_fraction - p.high_fraction) > 1e-9) return false;
+  // A rotation changes what the codec drops; the lossless stage does not (same training).
+  if (m.rotation != p.rotation) return false;
   // EC / SC compress a subset: a measurement without them bounds a plan with them.
   if (m.ec && !p.ec) return false;
   if (m.sc > 0 && (p.sc == 0 || p.sc > m.sc)) return false;
@@ -61,8 +74,19 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   LinkSetting s;
   s.method = j.at("method").get<std::string>();
   s.rank = j.value("rank", 0);
-  s.fraction = j.value("fraction", 0.0);
+  s.fraction = j.value("density", j.value("fraction", 0.0));
+  if (s.method == "topk2" && s.fraction == 0) s.fraction = CompressorSpec{}.topk_density;
   s.stochastic = j.value("stochastic", false);
+  // "hadamard" (the default block), "hadamard:B", or a block size.
+  auto rotation = [](const nlohmann::json& r, const char* what) {
+    if (r.is_null()) return 0;
+    if (r.is_number_integer()) return r.get<int>();
+    if (r.is_boolean()) return r.get<bool>() ? kDefaultRotationBlock : 0;
+    return parse_rotation(r.get<std::string>(), what);
+  };
+  s.rotation = rotation(j.value("rotation", nlohmann::json()), "compressors.json rotation");
+  s.high_fraction = j.value("high_fraction", kDefaultHighFraction);
+  s.lossless = j.value("lossless", std::string());
   s.error_feedback = j.value("error_feedback", false);
   s.lep = j.value("lep", false);
   s.ec = j.value("ec", false);
@@ -76,6 +100,9 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   s.outer_momentum = j.value("outer_momentum", 0.9);
   s.outer_comp = j.value("outer_comp", std::string());
   s.outer_stochastic = j.value("outer_stochastic", false);
+  s.outer_rotation = rotation(j.value("outer_rotation", nlohmann::json()), "compressors.json outer_rotation");
+  s.outer_fraction = j.value("outer_fraction", 0.0);
+  s.outer_error_feedback = j.value("outer_error_feedback", false);
   return s;
 }
 
@@ -145,18 +172,22 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     l.method = method_name(spec.method);
     if (spec.method == CompressionMethod::PowerSgd) l.rank = spec.rank;
     if (spec.method == CompressionMethod::Topk) l.fraction = spec.topk_fraction;
-    if (spec.method == CompressionMethod::Topk2) l.fraction = spec.topk_density;  // (the sweep's "fraction" field)
+    if (spec.method == CompressionMethod::Topk2) l.fraction = spec.topk_density;
+    if (method_is_adaptive(spec.method)) l.high_fraction = spec.high_fraction;
     l.stochastic = method_takes_block_options(spec.method) && spec.stochastic;
+    l.rotation = method_takes_block_options(spec.method) ? spec.rotation : 0;
   };
   if (cfg.activation_comp.enabled) {
     LinkSetting l;
     parameters(l, cfg.activation_comp.spec());
+    if (cfg.activation_comp.lossless != LosslessCoding::None) l.lossless = lossless_name(cfg.activation_comp.lossless);
     s[size_t(LinkClass::Forward)] = l;
   }
   if (cfg.cb.enabled && cfg.pp > 1) {
     LinkSetting l;
     parameters(l, cfg.cb.spec());
     l.lep = cfg.cb.lazy_error, l.ec = cfg.cb.epilogue_only;
+    if (cfg.cb.lossless != LosslessCoding::None) l.lossless = lossless_name(cfg.cb.lossless);
     s[size_t(LinkClass::Backward)] = l;
   }
   if (cfg.diloco.enabled() && cfg.dp > 1) {
@@ -167,6 +198,12 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     l.outer_lr = d.outer_lr, l.outer_momentum = d.outer_momentum;
     if (d.outer_comp) l.outer_comp = method_name(*d.outer_comp);
     l.outer_stochastic = d.outer_comp && method_is_block(*d.outer_comp) && d.outer_stochastic;
+    if (d.outer_comp) {
+      l.outer_rotation = method_is_block(*d.outer_comp) ? d.outer_rotation : 0;
+      if (*d.outer_comp == CompressionMethod::Topk) l.outer_fraction = d.outer_topk_fraction;
+      if (*d.outer_comp == CompressionMethod::Topk2) l.outer_fraction = d.outer_topk_density;
+      l.outer_error_feedback = d.outer_error_feedback;
+    }
     s[size_t(LinkClass::DataParallel)] = l;
   }
   if (cfg.grad_comp.enabled && cfg.dp > 1) {
@@ -199,30 +236,57 @@ LossEstimate LossCostTable::estimate(const PlanConfig& cfg) const {
       return e;
     }
   }
-  // 2. The sum of the links' single measurements (the closest: exact first, then covering).
-  e.known = true;
-  std::string parts;
-  for (size_t c = 0; c < 3; ++c) {
-    if (!want[c]) continue;
-    const MeasuredCost* best = nullptr;
-    for (const MeasuredCost& m : singles_[c]) {
-      const LinkSetting& s = *m.links[c];
-      if (!covers(s, *want[c])) continue;
-      if (!best || (same_setting(s, *want[c]) && !same_setting(*best->links[c], *want[c])) ||
-          (same_setting(s, *want[c]) == same_setting(*best->links[c], *want[c]) && m.max_pct < best->max_pct))
-        best = &m;
+  // 2. A sum: a measured variant that compresses some of the links exactly as wanted (and leaves
+  // the others alone), plus the other links' single measurements (the closest: exact first, then
+  // covering). The variant that measures the most links together wins (a combination measured
+  // is closer than a sum), then the lower cost; with none, the singles alone.
+  auto singles_for = [&](const std::array<bool, 3>& done, LossEstimate& out) {
+    for (size_t c = 0; c < 3; ++c) {
+      if (!want[c] || done[c]) continue;
+      const MeasuredCost* best = nullptr;
+      for (const MeasuredCost& m : singles_[c]) {
+        const LinkSetting& s = *m.links[c];
+        if (!covers(s, *want[c])) continue;
+        if (!best || (same_setting(s, *want[c]) && !same_setting(*best->links[c], *want[c])) ||
+            (same_setting(s, *want[c]) == same_setting(*best->links[c], *want[c]) && m.max_pct < best->max_pct))
+          best = &m;
+      }
+      if (!best) {
+        out.known = false;
+        out.how = fmt::format("{} {} was not measured", link_class_name(LinkClass(c)), want[c]->describe());
+        return;
+      }
+      out.pct += std::max(0.0, best->max_pct);
+      out.how += fmt::format("{}{} {:+.2f} % ({})", out.how.empty() ? "" : " + ", link_class_name(LinkClass(c)),
+                             best->max_pct, best->variant);
     }
-    if (!best) {
-      e.known = false;
-      e.how = fmt::format("{} {} was not measured", link_class_name(LinkClass(c)), want[c]->describe());
-      return e;
+  };
+  LossEstimate best;
+  int best_links = -1;
+  for (const MeasuredCost& v : variants_) {
+    std::array<bool, 3> done{};
+    int links = 0;
+    bool fits = true;
+    for (size_t c = 0; c < 3 && fits; ++c) {
+      if (!v.links[c]) continue;
+      fits = want[c] && same_setting(*v.links[c], *want[c]);
+      done[c] = true, ++links;
     }
-    e.pct += std::max(0.0, best->max_pct);
-    parts += fmt::format("{}{} {:+.2f} % ({})", parts.empty() ? "" : " + ", link_class_name(LinkClass(c)),
-                         best->max_pct, best->variant);
+    if (!fits || links == 0) continue;
+    LossEstimate part;
+    part.known = true, part.pct = std::max(0.0, v.max_pct);
+    part.how = fmt::format("variant {} {:+.2f} %", v.variant, v.max_pct);
+    singles_for(done, part);
+    if (part.known && (links > best_links || (links == best_links && part.pct < best.pct)))
+      best = part, best_links = links;
   }
-  e.how = "sum of per-link measurements (worst seed, costs assumed to add): " + parts;
-  return e;
+  if (best_links < 0) {
+    best.known = true;
+    singles_for({}, best);
+    if (!best.known) return best;
+  }
+  best.how = "sum of per-link measurements (worst seed, costs assumed to add): " + best.how;
+  return best;
 }
 
 }  // namespace occ::plan

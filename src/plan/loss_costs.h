@@ -32,8 +32,13 @@ namespace occ::plan {
 struct LinkSetting {
   std::string method;  // powersgd, int8, ...
   int rank = 0;        // powersgd
-  double fraction = 0; // topk
+  double fraction = 0; // topk; topk2's density (the sweep's "density", or "fraction" in older files)
   bool stochastic = false;  // block methods (mxfp4, nvfp4, int4, int3): stochastic rounding
+  int rotation = 0;         // block methods: the Hadamard rotation's block (the sweep's "rotation": "hadamard[:B]"; 0: none)
+  double high_fraction = kDefaultHighFraction;  // adaptive: the share of tiles at 4 bits
+  // The pipeline links' lossless stage ("rans"): the same training (the sweep checks its losses
+  // bit for bit), so it does not enter the cost's match; a plan keeps it when it was measured.
+  std::string lossless;
   bool error_feedback = false, lep = false, ec = false;
   int sc = 0;          // --selective-grad-comp-way K (0: every stage)
   double warmup = 0;   // --grad-comp-warm-up
@@ -42,6 +47,9 @@ struct LinkSetting {
   double mixing = 0.5, outer_lr = 0.7, outer_momentum = 0.9;  // mixing counts only with overlap > 0
   std::string outer_comp;  // the outer gradients' byte method ("": fp32)
   bool outer_stochastic = false;  // ... with stochastic rounding (block methods)
+  int outer_rotation = 0;         // ... behind a Hadamard rotation of this block (0: none)
+  double outer_fraction = 0;      // ... topk's fraction or topk2's density (0: the engine's default)
+  bool outer_error_feedback = false;  // --diloco-outer-comp-error-feedback
   bool diloco() const { return method == "diloco"; }
   std::string describe() const;
 };

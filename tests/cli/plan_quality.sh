@@ -13,6 +13,7 @@
 #   * a never-measured method is never chosen; the printed train flags train;
 #   * P1 D4 (DP only), budget 0.2: DP int8 + EF with the measured warm-up;
 #   * a method measured only in a combination (pp mxfp4 + LEP) is a candidate;
+#   * issue 50's settings (rotation, adaptive's F, topk2's density, rANS) are matched and printed;
 #   * one-line errors: --max-loss-increase without --auto, a missing or malformed JSON, < 0.
 source "$(dirname "$0")/fixture/lib.sh"
 COSTS="$SRC/tests/cli/fixture/compressors.json"
@@ -83,6 +84,61 @@ else
   failed "P2 D1, budget 0.3: expected mxfp4 + LEP on both pipeline links as measured variant pp_mxfp4_lep: $out"
 fi
 
+# Issue 50's settings as `occtools lowbit` writes them: a rotated 2-bit code with the lossless
+# stage on both pipeline links (0.30 %, 2.06 bits per value), the adaptive codec at F 0.0625
+# (0.45 %), DP topk2 at density 0.05 + EF (0.10 %). P2 D2, budget 0.45: the rotated lloydmax2 pair
+# is the cheapest pipeline wire within it, with its rotation and rANS in the flags, and DP topk2
+# with its own density; at budget 0.2 the pair no longer fits, and a rotated setting is never
+# taken for the same codec without rotation (nor the reverse).
+/usr/bin/python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+rot = {"method": "lloydmax2", "rotation": "hadamard", "lossless": "rans"}
+ada = {"method": "adaptive", "high_fraction": 0.0625, "rotation": "hadamard:64", "lossless": "rans"}
+j["variants"] += [
+  {"name": "pp_lm2_rot_rans", "kind": "combo", "complete": True, "mean_pct": 0.2, "max_pct": 0.3,
+   "links": {"pp_fwd": rot, "pp_bwd": rot, "dp": None}},
+  {"name": "pp_adaptive_rot_rans", "kind": "combo", "complete": True, "mean_pct": 0.4, "max_pct": 0.45,
+   "links": {"pp_fwd": ada, "pp_bwd": ada, "dp": None}},
+  {"name": "pp_lm2", "kind": "combo", "complete": True, "mean_pct": 3.0, "max_pct": 4.0,
+   "links": {"pp_fwd": {"method": "lloydmax2"}, "pp_bwd": {"method": "lloydmax2"}, "dp": None}}]
+j["link_costs"]["dp"].append({"setting": {"method": "topk2", "density": 0.05, "error_feedback": True, "warmup": 0.1},
+  "variant": "dp_topk2", "mean_pct": 0.05, "max_pct": 0.1, "min_pct": 0.0, "seeds": 6})
+json.dump(j, open(sys.argv[2], "w"))' "$COSTS" "$WORK/lowbit.json"
+out=$("$BIN" plan "${M[@]}" --auto --max-loss-increase 0.45 --compressors-json "$WORK/lowbit.json" 2>&1)
+LOWBIT_FLAGS=$(sed -n 's/^train flags: //p' <<< "$out")
+want_fwd="--activation-comp-method lloydmax2 --activation-comp-rotation hadamard --activation-comp-lossless rans"
+want_bwd="--inter-grad-comp-method lloydmax2 --inter-grad-comp-rotation hadamard --inter-grad-comp-lossless rans"
+if [[ $LOWBIT_FLAGS == *"$want_fwd"* && $LOWBIT_FLAGS == *"$want_bwd"* ]]; then
+  pass "budget 0.45: rotated lloydmax2 + rANS on both pipeline links ($LOWBIT_FLAGS)"
+else
+  failed "budget 0.45: expected the rotated lloydmax2 pair with rANS: $out"
+fi
+[[ $LOWBIT_FLAGS == *"--grad-comp-method topk2 --grad-comp-topk-density 0.05 --grad-comp-error-feedback"* ]] \
+  && pass "budget 0.45: DP topk2 at its measured density 0.05 with EF" \
+  || failed "budget 0.45: expected DP topk2 at density 0.05 + EF: $LOWBIT_FLAGS"
+out=$("$BIN" plan "${M[@]}" --auto --max-loss-increase 0.2 --compressors-json "$WORK/lowbit.json" 2>&1)
+flags=$(sed -n 's/^train flags: //p' <<< "$out")
+if [[ $flags != *lloydmax2* && $flags != *adaptive* ]]; then
+  pass "budget 0.2: neither the rotated pair (0.30 %) nor unrotated lloydmax2 (4.0 %) nor adaptive ($flags)"
+else
+  failed "budget 0.2: chose a 2-bit pipeline code over its measured cost: $out"
+fi
+# The adaptive pair's flags carry its F and its rotation's block when it is chosen: with the
+# rotated lloydmax2 pair gone, budget 0.6 (adaptive 0.45 % + DP topk2 0.10 %) leaves adaptive
+# the smallest pipeline wire within it.
+/usr/bin/python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+j["variants"] = [v for v in j["variants"] if v["name"] != "pp_lm2_rot_rans"]
+json.dump(j, open(sys.argv[2], "w"))' "$WORK/lowbit.json" "$WORK/adaptive.json"
+out=$("$BIN" plan "${M[@]}" --auto --max-loss-increase 0.6 --compressors-json "$WORK/adaptive.json" 2>&1)
+flags=$(sed -n 's/^train flags: //p' <<< "$out")
+if [[ $flags == *"--activation-comp-method adaptive --activation-comp-adaptive-high-fraction 0.0625 --activation-comp-rotation hadamard:64"* ]] \
+    && grep -q "variant pp_adaptive_rot_rans +0.45 % + dp +0.10 % (dp_topk2)" <<< "$out"; then
+  pass "budget 0.6 without the lloydmax2 pair: adaptive F 0.0625 behind hadamard:64 ($flags)"
+else
+  failed "budget 0.6 without the lloydmax2 pair: expected adaptive F 0.0625, hadamard:64: $out"
+fi
+
 # The printed flags are the engine's: they train (P2 D2, 2 iterations).
 # shellcheck disable=SC2086
 if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${TINY[@]}" --pipeline-model-parallel-size 2 \
@@ -90,6 +146,13 @@ if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${TINY[@]}" --pipeline
   pass "the budget-0.5 plan's flags train"
 else
   failed "the budget-0.5 plan's flags do not train: $(tail -2 "$WORK/train.log")"
+fi
+# shellcheck disable=SC2086
+if timeout 120 mpirun -np 4 --oversubscribe "$BIN" train "${TINY[@]}" --pipeline-model-parallel-size 2 \
+    --global-batch-size 8 --train-iters 2 $LOWBIT_FLAGS > "$WORK/train-lowbit.log" 2>&1; then
+  pass "the rotated 2-bit plan's flags train"
+else
+  failed "the rotated 2-bit plan's flags do not train: $(tail -2 "$WORK/train-lowbit.log")"
 fi
 
 one_error "budget without --auto" "needs --auto" -- "$BIN" plan "${M[@]}" --max-loss-increase 0.5 --compressors-json "$COSTS"
