@@ -52,6 +52,20 @@ def curve_pct(work, corpus, name, seeds, base="baseline"):
     return out
 
 
+def lep_check(work, corpus, name, seeds):
+    """--check-lep's means over the last quarter of every seed's run (past the start-up
+    transient, as lep-shapes averages): {error_ratio, delta_ratio, cosine, runs}, or None."""
+    tails = []
+    for s in seeds:
+        rows = metrics.read_run(os.path.join(work, corpus, f"{name}_s{s}.jsonl")) or []
+        lep = [r["lep_check"] for r in rows if "lep_check" in r]
+        tails += lep[-max(1, len(lep) // 4):] if lep else []
+    if not tails:
+        return None
+    return {k: statistics.mean(c[k] for c in tails) for k in ("error_ratio", "delta_ratio", "cosine")} | {
+        "observations": len(tails)}
+
+
 def merge(work, corpora):
     """The corpora's summaries as one summary (compressors.json's schema, plus per-corpus detail)."""
     per = {}
@@ -115,6 +129,7 @@ def merge(work, corpora):
             "pipeline_bits_per_value": None if not pipe_bits or None in pipe_bits else max(pipe_bits),
             "dp_cut_whole_run": min(dp_whole) if len(dp_whole) == len(per) else None,
             "val_curve_pct": {str(it): statistics.mean(xs) for it, xs in sorted(curves.items())},
+            "lep_check": {c: lep_check(work, c, name, seeds) for c in per} if "--check-lep" in some["flags"] else None,
         })
     base_bytes = first["baseline"]["bytes_per_iter"]
     doc = {"description": first["description"].split(", corpus")[0], "corpora": list(per), "iters": iters,
@@ -245,9 +260,37 @@ def markdown(doc):
                 continue
             lines.append(f"| {r['label']} | " + " | ".join(pct(r["val_curve_pct"].get(str(i))) for i in its) + " |")
         lines.append("")
+    lines += lep_lines(doc)
     lines += ["Pareto plots: [pareto-lowbit-pipeline.png](pareto-lowbit-pipeline.png), "
               "[pareto-lowbit-dp.png](pareto-lowbit-dp.png).", ""]
     return "\n".join(lines)
+
+
+def lep_lines(doc):
+    """Item 4: each backward-link codec with and without LEP (and LEP with a decay), and
+    --check-lep's ratios where the LEP run measured them."""
+    by = {r["name"]: r for r in doc["variants"]}
+    rows = []
+    for r in doc["variants"]:
+        bwd = r["links"].get("pp_bwd")
+        if not bwd or r["links"].get("pp_fwd") or r["links"].get("dp") or r["kind"] != "single":
+            continue
+        rows.append(r)
+    if not any(r["links"]["pp_bwd"].get("lep") for r in rows):
+        return []
+    out = ["**Error feedback on the backward link (item 4).** Each backward-link codec alone (pp_fwd and DP "
+           "uncompressed) without and with LEP; where the LEP run had `--check-lep`, its means over the last quarter "
+           "of the run: error_ratio = |the residual LEP carries| / |the gradient it joins|, delta_ratio = |change of "
+           "the stage's input between consecutive micro-batches| / |input|, cosine between the residual and that "
+           "change.", "",
+           "| variant | mean | worst | error_ratio | delta_ratio | cosine |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        checks = [c for c in (r.get("lep_check") or {}).values() if c]
+        def avg(k):
+            return f"{statistics.mean(c[k] for c in checks):.3f}" if checks else "—"
+        out.append(f"| {r['label']} | {pct(r['mean_pct'])} | {pct(r['max_pct'])} | {avg('error_ratio')} | "
+                   f"{avg('delta_ratio')} | {avg('cosine')} |")
+    return out + [""]
 
 
 def pareto(doc, path, which):

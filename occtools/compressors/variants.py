@@ -1,9 +1,9 @@
 """The compressor sweep's variants, defined once: name, label, kind, the setting of each link class
 and the train flags.
 
-A link setting is "-" (uncompressed) or METHOD[:PARAM][+lep][+ec][+ef][+sr][+rans][+scK][+wuF]
+A link setting is "-" (uncompressed) or METHOD[:PARAM][+lep][+decayB][+ec][+ef][+sr][+rans][+scK][+wuF]
 (PARAM: PowerSGD rank, topk fraction, topk2 density or adaptive's high fraction; rot: the Hadamard
-rotation in front of a block codec; sr: stochastic rounding; rans: the lossless stage
+rotation in front of a block codec; B: LEP's decay; sr: stochastic rounding; rans: the lossless stage
 --*-comp-lossless rans, the same training with fewer bytes; F: DP warm-up fraction); kind is
 baseline, single (one link class), combo or paper. DP compression always runs with error feedback
 and a 10 % uncompressed warm-up unless the variant says "no EF"; CB and activation methods plain
@@ -84,6 +84,7 @@ TABLE.append(f"pp_mxfp4_int3_lep_rans|pp_fwd mxfp4 + pp_bwd int3 + LEP, rANS-cod
 ROTF = "--activation-comp-rotation hadamard"
 ROTB = "--inter-grad-comp-rotation hadamard"
 RANSF, RANSB = "--activation-comp-lossless rans", "--inter-grad-comp-lossless rans"
+CHECK = "--check-lep"  # LEP's premises per iteration in the metrics (lep_error_ratio, lep_delta_ratio, lep_cosine)
 for short, m in (("lm2", "lloydmax2"), ("int2", "int2"), ("lm3", "lloydmax3")):
     TABLE += [
         f"pp_{short}_rot_rans|pp_fwd {m} + pp_bwd {m}, rotated, rANS|combo|{m}+rot+rans|{m}+rot+rans|-|"
@@ -93,8 +94,15 @@ for short, m in (("lm2", "lloydmax2"), ("int2", "int2"), ("lm3", "lloydmax3")):
         f"bwd_{short}_rot_rans|pp_bwd {m}, rotated, rANS|single|-|{m}+rot+rans|-|"
         f"{CB} --inter-grad-comp-method {m} {ROTB} {RANSB}",
         f"bwd_{short}_rot_lep_rans|pp_bwd {m} + LEP, rotated, rANS|single|-|{m}+rot+lep+rans|-|"
-        f"{CB} --inter-grad-comp-method {m} {ROTB} {LEP} {RANSB}",
+        f"{CB} --inter-grad-comp-method {m} {ROTB} {LEP} {RANSB} {CHECK}",
     ]
+# Item 4: LEP with a decay (the residual halved before it joins the next micro-batch's gradient).
+TABLE.append(f"bwd_lm2_rot_lepdecay_rans|pp_bwd lloydmax2 + LEP decay 0.5, rotated, rANS|single|-|"
+             f"lloydmax2+rot+lep+decay0.5+rans|-|{CB} --inter-grad-comp-method lloydmax2 {ROTB} {LEP} "
+             f"--inter-grad-comp-lep-decay 0.5 {RANSB} {CHECK}")
+# Item 4: why LEP hurts with block codecs, measured by --check-lep beside the loss (it only observes).
+TABLE.append(f"bwd_mxfp4_lep_check|pp_bwd mxfp4 + LEP (--check-lep)|single|-|mxfp4+lep|-|"
+             f"{CB} --inter-grad-comp-method mxfp4 {LEP} {CHECK}")
 TABLE += [
     f"pp_lm2_int2_rot_rans|pp_fwd lloydmax2 + pp_bwd int2, rotated, rANS|combo|lloydmax2+rot+rans|int2+rot+rans|-|"
     f"--activation-comp-method lloydmax2 {ROTF} {CB} --inter-grad-comp-method int2 {ROTB} {RANS}",
@@ -103,6 +111,7 @@ TABLE += [
     f"{ROTF} {CB} --inter-grad-comp-method adaptive --inter-grad-comp-adaptive-high-fraction 0.0625 {ROTB} {RANS}",
     f"dp_powersgd4|dp PowerSGD r4 + EF|single|-|-|powersgd:4+ef+wu0.1|{DPC} --grad-comp-rank 4",
     f"dp_powersgd2|dp PowerSGD r2 + EF|single|-|-|powersgd:2+ef+wu0.1|{DPC} --grad-comp-rank 2",
+    f"dp_powersgd8|dp PowerSGD r8 + EF|single|-|-|powersgd:8+ef+wu0.1|{DPC} --grad-comp-rank 8",
     f"dp_topk2|dp topk2 2% + EF|single|-|-|topk2:0.02+ef+wu0.1|{DPC} --grad-comp-method topk2 "
     f"--grad-comp-topk-density 0.02",
     f"dp_int2_rot|dp int2 rotated + EF|single|-|-|int2+rot+ef+wu0.1|{DPC} --grad-comp-method int2 "
@@ -125,6 +134,8 @@ def setting(text):
     for e in extras:
         if e.startswith("sc"):
             s["sc"] = int(e[2:])
+        elif e.startswith("decay"):
+            s["lep_decay"] = float(e[5:])
         elif e.startswith("wu"):
             s["warmup"] = float(e[2:])
         else:

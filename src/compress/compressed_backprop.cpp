@@ -13,7 +13,7 @@ std::unique_ptr<MatrixCompressor> backprop_compressor(const CompressedBackpropCo
                                                       uint64_t seed, uint64_t link_key, CompressorPlacement where) {
   auto inner = make_compressor(cfg.spec(), rows, cols, seed, link_key, where);
   if (!cfg.lazy_error) return inner;
-  return std::make_unique<ErrorFeedback>(std::move(inner), *where.ops);
+  return std::make_unique<ErrorFeedback>(std::move(inner), *where.ops, cfg.lep_decay);
 }
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "compress/compressor_factory.h"
+#include "compress/error_feedback.h"
 #include "compress/link_codec.h"
 #include "compress/powersgd.h"
 #include "core/layout.h"
@@ -36,6 +37,7 @@ struct CompressedBackpropConfig {
   int rotation = 0;              // --inter-grad-comp-rotation hadamard:B (block methods; 0: none)
   double high_fraction = kDefaultHighFraction;  // --inter-grad-comp-adaptive-high-fraction (adaptive)
   bool lazy_error = false;       // --use-error-feedback
+  float lep_decay = 1.0f;        // --inter-grad-comp-lep-decay: LEP's residual is scaled by it before it joins
   bool epilogue_only = false;    // --inter-grad-comp-epilogue-only
   LosslessCoding lossless = LosslessCoding::None;  // --inter-grad-comp-lossless (compress/link_codec.h)
   std::string debug_dump = {};   // --debug-dump-messages DIR (compress/message_dump.h; senders only)

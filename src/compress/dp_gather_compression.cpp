@@ -1,4 +1,5 @@
 #include "compress/dp_gather_compression.h"
+#include "compress/error_feedback.h"
 
 #include <fmt/format.h>
 

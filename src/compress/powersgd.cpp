@@ -69,38 +69,4 @@ bool PowerSgdCompressor::load_state(const TensorFileReader& r, const std::string
   return true;
 }
 
-ErrorFeedback::ErrorFeedback(std::unique_ptr<MatrixCompressor> inner, kernels::Ops& ops)
-    : inner_(std::move(inner)), ops_(ops) {
-  const size_t n = size_t(inner_->rows() * inner_->cols());
-  error_ = DeviceBuffer<float>(ops_.device(), n);  // zero-filled
-  corrected_ = DeviceBuffer<float>(ops_.device(), n);
-  decoded_ = DeviceBuffer<float>(ops_.device(), n);
-}
-
-void ErrorFeedback::encode(const float* m, float* wire) {
-  const int64_t n = int64_t(error_.size());
-  // corrected = m + error; error = corrected - decoded (alpha = +-1: the same
-  // roundings as writing the sums out).
-  ops_.copy(corrected_.data(), m, n);
-  ops_.axpy(corrected_.data(), 1.0f, error_.data(), n);
-  inner_->encode(corrected_.data(), wire);
-  inner_->decode(wire, decoded_.data());
-  ops_.copy(error_.data(), corrected_.data(), n);
-  ops_.axpy(error_.data(), -1.0f, decoded_.data(), n);
-}
-
-void ErrorFeedback::save_state(TensorFileWriter& w, const std::string& prefix) const {
-  inner_->save_state(w, prefix);
-  save_device_state(w, prefix + "error", error_, {inner_->rows(), inner_->cols()});
-}
-
-bool ErrorFeedback::load_state(const TensorFileReader& r, const std::string& prefix) {
-  bool complete = inner_->load_state(r, prefix);
-  if (r.has(prefix + "error") && r.numel(prefix + "error") == int64_t(error_.size()))
-    load_device_state(r, prefix + "error", error_);
-  else
-    complete = false;
-  return complete;
-}
-
 }  // namespace occ

@@ -57,27 +57,4 @@ class PowerSgdCompressor final : public MatrixCompressor {
   DeviceBuffer<float> q_;  // warm start [m x k]
 };
 
-// Error feedback around any compressor (BytePS style): adds the residual of
-// the previous message before encoding and keeps the new residual, on the
-// inner compressor's device (`ops`).
-class ErrorFeedback final : public MatrixCompressor {
- public:
-  explicit ErrorFeedback(std::unique_ptr<MatrixCompressor> inner, kernels::Ops& ops = kernels::cpu_ops());
-  int64_t rows() const override { return inner_->rows(); }
-  int64_t cols() const override { return inner_->cols(); }
-  int64_t wire_floats() const override { return inner_->wire_floats(); }
-  void encode(const float* m, float* wire) override;
-  void decode(const float* wire, float* out) const override { inner_->decode(wire, out); }
-  void set_message_key(uint64_t message) override { inner_->set_message_key(message); }
-  void save_state(TensorFileWriter& w, const std::string& prefix) const override;
-  bool load_state(const TensorFileReader& r, const std::string& prefix) override;
-  // On the compressor's device.
-  const DeviceBuffer<float>& residual() const { return error_; }
-
- private:
-  std::unique_ptr<MatrixCompressor> inner_;
-  kernels::Ops& ops_;
-  DeviceBuffer<float> error_, corrected_, decoded_;
-};
-
 }  // namespace occ

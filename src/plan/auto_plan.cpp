@@ -44,6 +44,8 @@ std::string compression_flags(const PlanConfig& c) {
   // flag); DP error feedback alone has its own flag.
   const bool dp_ef = c.grad_comp.enabled && c.grad_comp.error_feedback;
   if (c.cb.enabled && c.cb.lazy_error) f += " --use-error-feedback";
+  if (c.cb.enabled && c.cb.lazy_error && c.cb.lep_decay != 1.0f)
+    f += fmt::format(" --inter-grad-comp-lep-decay {:g}", c.cb.lep_decay);
   if (c.emb_comm_opt) f += " --emb-comm-opt";
   if (c.grad_comp.enabled) {
     f += " --grad-comp" + method_flags("grad-comp", c.grad_comp.spec());
@@ -211,7 +213,8 @@ std::vector<PlanConfig> measured_plans(const PlanConfig& base, const LossCostTab
         if (s.ec && !ec) continue;
         bwds.push_back({.enabled = true, .rank = spec.rank, .method = spec.method, .topk_fraction = spec.topk_fraction,
                         .stochastic = spec.stochastic, .rotation = spec.rotation, .high_fraction = spec.high_fraction,
-                        .lazy_error = s.lep, .epilogue_only = ec, .lossless = lossless_of(s)});
+                        .lazy_error = s.lep, .lep_decay = float(s.lep_decay), .epilogue_only = ec,
+                        .lossless = lossless_of(s)});
       }
     }
   // The dp link: DP compression, or DiLoCo instead of per-step averaging.

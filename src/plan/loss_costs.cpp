@@ -19,7 +19,7 @@ std::string LinkSetting::describe() const {
   if (rotation > 0) s += fmt::format(" rotated (hadamard:{})", rotation);
   if (stochastic) s += " stochastic";
   if (!lossless.empty()) s += " + " + lossless;
-  if (lep) s += " +LEP";
+  if (lep) s += lep_decay != 1.0 ? fmt::format(" +LEP decay {:g}", lep_decay) : std::string(" +LEP");
   if (ec) s += " +EC";
   if (error_feedback) s += " +EF";
   if (sc > 0) s += fmt::format(" +SC{}", sc);
@@ -48,6 +48,7 @@ bool same_setting(const LinkSetting& a, const LinkSetting& b) {
 bool covers(const LinkSetting& m, const LinkSetting& p) {
   // The warm-up is a float in the engine's options and a double in the JSON: compare as floats.
   if (m.method != p.method || m.error_feedback != p.error_feedback || m.lep != p.lep ||
+      (m.lep && float(m.lep_decay) != float(p.lep_decay)) ||
       m.stochastic != p.stochastic || float(m.warmup) != float(p.warmup))
     return false;
   if (m.diloco())  // floats in the engine's options, doubles in the JSON: compared as floats
@@ -89,6 +90,7 @@ std::optional<LinkSetting> parse_setting(const nlohmann::json& j) {
   s.lossless = j.value("lossless", std::string());
   s.error_feedback = j.value("error_feedback", false);
   s.lep = j.value("lep", false);
+  s.lep_decay = j.value("lep_decay", 1.0);
   s.ec = j.value("ec", false);
   s.sc = j.value("sc", 0);
   s.warmup = j.value("warmup", 0.0);
@@ -187,6 +189,7 @@ std::array<std::optional<LinkSetting>, 3> LossCostTable::settings_of(const PlanC
     LinkSetting l;
     parameters(l, cfg.cb.spec());
     l.lep = cfg.cb.lazy_error, l.ec = cfg.cb.epilogue_only;
+    if (l.lep) l.lep_decay = cfg.cb.lep_decay;
     if (cfg.cb.lossless != LosslessCoding::None) l.lossless = lossless_name(cfg.cb.lossless);
     s[size_t(LinkClass::Backward)] = l;
   }

@@ -40,6 +40,7 @@ struct LinkSetting {
   // bit for bit), so it does not enter the cost's match; a plan keeps it when it was measured.
   std::string lossless;
   bool error_feedback = false, lep = false, ec = false;
+  double lep_decay = 1.0;  // LEP's decay (--inter-grad-comp-lep-decay; 1: the paper's LEP)
   int sc = 0;          // --selective-grad-comp-way K (0: every stage)
   double warmup = 0;   // --grad-comp-warm-up
   // method "diloco" (dp only): DiLoCo instead of per-step DP averaging (train/diloco_config.h).

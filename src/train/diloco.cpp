@@ -58,7 +58,13 @@ Diloco::Diloco(const DilocoConfig& cfg, const ParamLayout& layout, int num_layer
     if (cfg_.outer_comp) {
       for (const Span& s : fr.spans) {
         // Stateless byte methods on the host: seed and key are not used.
-        fr.codecs.push_back(make_compressor(cfg_.outer_spec(), s.rows, s.cols, 0, 0));
+        std::unique_ptr<MatrixCompressor> codec = make_compressor(cfg_.outer_spec(), s.rows, s.cols, 0, 0);
+        if (cfg_.outer_error_feedback) {
+          auto ef = std::make_unique<ErrorFeedback>(std::move(codec), kernels::cpu_ops(), 1.0f, &feedback_scratch_);
+          fr.feedback.push_back(ef.get());
+          codec = std::move(ef);
+        }
+        fr.codecs.push_back(std::move(codec));
         fr.wire_offset.push_back(fr.wire_total);
         fr.wire_total += fr.codecs.back()->wire_floats();
       }
@@ -69,7 +75,6 @@ Diloco::Diloco(const DilocoConfig& cfg, const ParamLayout& layout, int num_layer
     }
   }
   scratch_.resize(size_t(largest));
-  if (cfg_.outer_error_feedback) decoded_.resize(size_t(largest));
   restart_from(params);
   exchange_ = std::make_unique<BackgroundCollectives>(dp, comm_timeout_s, "diloco-outer");
 }
@@ -79,8 +84,10 @@ Diloco::~Diloco() = default;  // the exchange finishes the collectives queued (e
 void Diloco::restart_from(const DeviceBuffer<float>& params) {
   outer_ = params.to_host();
   momentum_.assign(outer_.size(), 0.0f);
-  residual_.assign(cfg_.outer_error_feedback ? outer_.size() : 0, 0.0f);
-  for (Fragment& fr : fragments_) fr.state = State::Idle, fr.started_at = -1, fr.bytes = 0;
+  for (Fragment& fr : fragments_) {
+    fr.state = State::Idle, fr.started_at = -1, fr.bytes = 0;
+    for (ErrorFeedback* ef : fr.feedback) std::fill(ef->residual().data(), ef->residual().data() + ef->residual().size(), 0.0f);
+  }
 }
 
 void Diloco::after_inner_step(int64_t t, DeviceBuffer<float>& params, PhaseTimers& timers, TrafficCounters& counters) {
@@ -127,18 +134,14 @@ void Diloco::start(int f, int64_t t, const DeviceBuffer<float>& params, PhaseTim
       if (dumping) std::copy(x, x + s.numel, fr.sent_locals.begin() + at);
       const float* theta = outer_.data() + s.offset;
       for (int64_t j = 0; j < s.numel; ++j) x[j] = theta[j] - x[j];
-      float* e = ef ? residual_.data() + s.offset : nullptr;
-      if (ef) {
-        if (dumping) std::copy(e, e + s.numel, fr.sent_residuals.begin() + at);
-        for (int64_t j = 0; j < s.numel; ++j) x[j] += e[j];  // m_i = Delta_i + e_i
+      if (ef && dumping) {
+        const float* e = fr.feedback[i]->residual().data();
+        std::copy(e, e + s.numel, fr.sent_residuals.begin() + at);
       }
       key_rotation(fr, i);
-      float* wire = fr.send.data() + fr.wire_offset[i];
-      fr.codecs[i]->encode(x, wire);
-      if (ef) {  // e_i <- m_i - what the group will decode from this replica's wire (the same key)
-        fr.codecs[i]->decode(wire, decoded_.data());
-        for (int64_t j = 0; j < s.numel; ++j) e[j] = x[j] - decoded_[size_t(j)];
-      }
+      // With EF the codec is the ErrorFeedback decorator: it sends Delta_i + e_i and keeps
+      // e_i <- what the group will not decode from this replica's wire (the same key).
+      fr.codecs[i]->encode(x, fr.send.data() + fr.wire_offset[i]);
       at += s.numel;
     }
     if (fr.wire_total > 0)
@@ -305,14 +308,15 @@ TensorFileWriter Diloco::state(const DeviceBuffer<float>& params, const AdamW& a
             "internal: DiLoCo saves whole AdamW moments ({} / {} values for {} parameters)", m->size(), v->size(),
             local->size());
   for (const Fragment& fr : fragments_)
-    for (const Span& s : fr.spans) {
+    for (size_t i = 0; i < fr.spans.size(); ++i) {
+      const Span& s = fr.spans[i];
       w.add_view("local/param/" + s.name, local, local->data() + s.offset, s.shape);
       w.add_view("local/adam_m/" + s.name, m, m->data() + s.offset, s.shape);
       w.add_view("local/adam_v/" + s.name, v, v->data() + s.offset, s.shape);
       w.add("outer/param/" + s.name, outer_.data() + s.offset, s.shape);
       w.add("outer/momentum/" + s.name, momentum_.data() + s.offset, s.shape);
       // The residual after the latest encode (a sync in flight has encoded: its residual is current).
-      if (cfg_.outer_error_feedback) w.add("outer/residual/" + s.name, residual_.data() + s.offset, s.shape);
+      if (cfg_.outer_error_feedback) w.add("outer/residual/" + s.name, fr.feedback[i]->residual().data(), s.shape);
     }
   return w;
 }
@@ -363,13 +367,19 @@ bool Diloco::load(const std::string& path, DeviceBuffer<float>& params, AdamW& a
   for (const Fragment& fr : fragments_)
     for (const Span& s : fr.spans) saved_residual = saved_residual && r.has("outer/residual/" + s.name);
   load_notice_.clear();
-  if (cfg_.outer_error_feedback && saved_residual) {
-    for (const Fragment& fr : fragments_)
-      for (const Span& s : fr.spans) r.read("outer/residual/" + s.name, residual_.data() + s.offset, s.numel);
-  } else if (cfg_.outer_error_feedback) {
-    std::fill(residual_.begin(), residual_.end(), 0.0f);
+  if (cfg_.outer_error_feedback) {
+    for (Fragment& fr : fragments_)
+      for (size_t i = 0; i < fr.spans.size(); ++i) {
+        float* e = fr.feedback[i]->residual().data();
+        if (saved_residual)
+          r.read("outer/residual/" + fr.spans[i].name, e, fr.spans[i].numel);
+        else
+          std::fill(e, e + fr.spans[i].numel, 0.0f);
+      }
+  }
+  if (cfg_.outer_error_feedback && !saved_residual) {
     load_notice_ = "checkpoint has no DiLoCo outer error-feedback residual; it starts at zero";
-  } else if (saved_residual && !fragments_.empty() && !fragments_.front().spans.empty()) {
+  } else if (!cfg_.outer_error_feedback && saved_residual && !fragments_.empty() && !fragments_.front().spans.empty()) {
     load_notice_ = "checkpoint holds a DiLoCo outer error-feedback residual that this run does not use (no "
                    "--diloco-outer-comp-error-feedback); it is dropped";
   }

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "compress/compressor.h"
+#include "compress/error_feedback.h"
 #include "core/buffer.h"
 #include "core/tensor_file.h"
 #include "core/timer.h"
@@ -135,6 +136,7 @@ class Diloco {
     int64_t numel = 0, tied_numel = 0;
     std::vector<float> send, gathered;  // the message; the all-gathered wires (compressed)
     std::vector<std::unique_ptr<MatrixCompressor>> codecs;  // per span (compressed)
+    std::vector<ErrorFeedback*> feedback;  // per span: codecs[i] itself with EF (its residual e_i), else empty
     std::vector<int64_t> wire_offset;
     int64_t wire_total = 0;
     State state = State::Idle;
@@ -160,12 +162,11 @@ class Diloco {
   std::string dump_dir_, dump_tag_;
   std::vector<Fragment> fragments_;
   std::vector<float> outer_, momentum_;  // this rank's parameters: theta and v
-  // --diloco-outer-comp-error-feedback: this replica's residual e_i, one per parameter
-  // (empty without EF). Kept here rather than in an ErrorFeedback wrapper per span: it
-  // lives beside theta and v on the host, is saved with them, and costs no buffers
-  // beyond the scratch the encode already uses.
-  std::vector<float> residual_;
-  std::vector<float> scratch_, decoded_;
+  // --diloco-outer-comp-error-feedback: each span's codec is wrapped in compress/'s
+  // ErrorFeedback (the same decorator as LEP's and DP's), whose residuals share one
+  // scratch (two buffers of the largest span, not two per span).
+  ErrorFeedbackScratch feedback_scratch_;
+  std::vector<float> scratch_;
   std::string load_notice_;  // what resume() prints after load() (EF state absent or unused)
   std::unique_ptr<BackgroundCollectives> exchange_;
 };

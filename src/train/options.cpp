@@ -222,6 +222,10 @@ void TrainOptions::validate(const ParallelLayout& layout) const {
             grad_comp.selective_way);
   OCC_CHECK(grad_comp.selective_way == -1 || grad_comp.enabled, "--selective-grad-comp-way needs --grad-comp");
   OCC_CHECK(!cb.epilogue_only || cb.enabled, "--inter-grad-comp-epilogue-only needs --inter-grad-comp");
+  OCC_CHECK(cb.lep_decay > 0.0f && cb.lep_decay <= 1.0f,
+            "--inter-grad-comp-lep-decay must be in (0, 1] (got {}); 1 is the paper's LEP", cb.lep_decay);
+  OCC_CHECK(cb.lep_decay == 1.0f || (cb.enabled && cb.lazy_error),
+            "--inter-grad-comp-lep-decay has no effect without LEP; add --inter-grad-comp and --use-error-feedback");
   OCC_CHECK(cb.method == CompressionMethod::PowerSgd || cb.enabled,
             "--inter-grad-comp-method {} needs --inter-grad-comp (CB) to be on", method_name(cb.method));
   OCC_CHECK(!grad_comp.error_feedback || grad_comp.enabled, "--grad-comp-error-feedback needs --grad-comp");
@@ -390,6 +394,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"inter_grad_comp_rank", cb.rank},
           {"use_error_feedback", cb.lazy_error},
           {"inter_grad_comp_epilogue_only", cb.epilogue_only},
+          {"inter_grad_comp_lep_decay", cb.lep_decay},
           {"inter_grad_comp_method", method_name(cb.method)},
           {"inter_grad_comp_topk_fraction", cb.topk_fraction},
           {"inter_grad_comp_rounding", cb.stochastic ? "stochastic" : "nearest"},

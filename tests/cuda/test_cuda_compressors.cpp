@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "compress/compressor_factory.h"
+#include "compress/error_feedback.h"
 #include "compress/powersgd.h"
 #include "core/tensor_file.h"
 #include "cuda_twin.h"

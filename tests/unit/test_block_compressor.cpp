@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "compress/block_compressor.h"
+#include "compress/error_feedback.h"
 #include "compress/compressed_activations.h"
 #include "compress/compressed_backprop.h"
 #include "compress/compressor_factory.h"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "compress/compressed_activations.h"
+#include "compress/error_feedback.h"
 #include "compress/compressor_factory.h"
 #include "compress/powersgd.h"
 #include "core/rng.h"

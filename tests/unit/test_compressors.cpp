@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "compress/block_compressor.h"
+#include "compress/error_feedback.h"
 #include "compress/fp8_compressor.h"
 #include "compress/int8_compressor.h"
 #include "compress/powersgd.h"

@@ -16,6 +16,7 @@
 //     them when M < P - s), i.e. the ones after its last forward in 1F1B;
 //     without EC every send of every stage s > 0; stage 0 sends none.
 #include "compress/powersgd.h"
+#include "compress/error_feedback.h"
 
 #include <gtest/gtest.h>
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compress/compressor_factory.h"
+#include "compress/error_feedback.h"
 #include "compress/powersgd.h"
 #include "compress/topk2_compressor.h"
 #include "core/error.h"

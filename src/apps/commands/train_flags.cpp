@@ -328,6 +328,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--use-error-feedback", o.cb.lazy_error,
                "LEP on pipeline sends (with --inter-grad-comp) and error feedback on DP compression (with "
                "--grad-comp), for any method");
+  app.add_option("--inter-grad-comp-lep-decay", o.cb.lep_decay,
+                 "LEP with a decay: the residual joins the next micro-batch's gradient scaled by this, in (0, 1] "
+                 "(1, the paper's LEP: nothing forgotten; needs --use-error-feedback)")
+      ->capture_default_str();
   app.add_flag("--inter-grad-comp-epilogue-only", o.cb.epilogue_only,
                "EC: compress only the last P - s backward sends of stage s");
   app.add_flag("--emb-comm-opt", o.emb_comm_opt, "FE: fused embedding gradient synchronisation");
