@@ -6,7 +6,8 @@ same-seed, same-corpus baseline.
 
 The runs are `compressors` runs (WORK/kjv, WORK/gcide; a finished run is not run again, so a
 stopped sweep continues where it stopped). Variants run in priority order, each on both corpora
-before the next, so what a shorter budget finishes is the most needed. --report-only: no runs.
+before the next, so what a shorter budget finishes is the most needed. --report-only: no runs;
+--from-json docs/results/lowbit.json --out DIR rebuilds the committed report without its runs.
 Writes OUT/lowbit.md, OUT/lowbit.json and the Pareto plots OUT/pareto-lowbit-{pipeline,dp}.png
 (loss change against bits per value, per link class).
 """
@@ -40,12 +41,17 @@ def add_parser(sub):
     p.add_argument("--corpora", type=words, default=list(model.CORPORA), help="default \"kjv gcide\"")
     p.add_argument("--variants", type=words, default=ORDER, help="in this order (default: the priority order)")
     p.add_argument("--report-only", action="store_true", help="no new runs: the report of what WORK holds")
+    p.add_argument("--from-json", help="rebuild OUT's lowbit.md and plots from this lowbit.json (no runs, no WORK)")
     p.add_argument("--bin", help="optimus-cc (default build/optimus-cc; give a copy so that rebuilding does not "
                                  "change a running sweep)")
     p.set_defaults(func=main)
 
 
 def main(a):
+    if a.from_json:
+        for p in lowbit_report.write_from_json(a.from_json, a.out or a.work):
+            print(f"wrote {p}")
+        return 0
     failed = 0
     if not a.report_only:
         for v in a.variants:

@@ -326,7 +326,9 @@ def pareto(doc, path, which):
     for cut, style in zip(cuts, ("--", ":")):
         ax.axvline(own / cut, color="tab:purple", linestyle=style, linewidth=1, label=f"{cut}x")
     ax.set_xscale("log")
+    ax.set_xticks([t for t in (0.25, 0.5, 1, 1.5, 2, 3, 4, 8, 16, 32) if t <= own])
     ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.get_xaxis().set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("final validation loss vs same-seed baseline (%, mean; bars: min-max)")
     ax.set_title(f"Issue 50, {which}: {', '.join(doc['corpora'])} x {len(doc['seeds'])} seeds, "
@@ -339,7 +341,15 @@ def pareto(doc, path, which):
 
 def write(work, corpora, out, iters=None):
     """OUT/lowbit.md, OUT/lowbit.json, OUT/pareto-lowbit-{pipeline,dp}.png; returns the paths written."""
-    doc = merge(work, corpora)
+    return write_doc(merge(work, corpora), out)
+
+
+def write_from_json(path, out):
+    with open(path) as f:
+        return write_doc(json.load(f), out)
+
+
+def write_doc(doc, out):
     os.makedirs(out, exist_ok=True)
     written = []
     for name, text in (("lowbit.json", json.dumps(doc, indent=1)), ("lowbit.md", markdown(doc))):

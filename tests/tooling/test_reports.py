@@ -20,6 +20,7 @@ from occtools.compressors import entropy as entropy_report
 from occtools.compressors import report as compressors_report
 from occtools.compressors import summary as compressors_summary
 from occtools.compressors import variants as compressors_variants
+from occtools.compressors import lowbit_report
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
 
@@ -182,6 +183,66 @@ class CompressorSweep(unittest.TestCase):
             text = compressors_report.markdown(doc)
             self.assertIn("DIFFERENT on seeds 2 of 2 seed(s)", text)
             self.assertIn("running/missing: s1 at iter 3/5, s2 missing", text)
+
+
+class LowBit(unittest.TestCase):
+    """Issue 50's report: two corpora's sweeps merged, each variant costed over every (corpus,
+    seed) comparison, its bits the larger corpus's, the targets judged, the planner's schema kept."""
+
+    def sweep(self, d, corpus, runs):
+        os.makedirs(f"{d}/{corpus}")
+        manifest = compressors_variants.manifest(5, ["1", "2"], "bf16", "x", corpus)
+        keep = {"baseline", "pp_lm2_rot_rans", "dp_powersgd4"}
+        manifest["variants"] = [x for x in manifest["variants"] if x["name"] in keep]
+        with open(f"{d}/{corpus}/variants.json", "w") as f:
+            json.dump(manifest, f)
+        for name, r in runs.items():
+            write_run(f"{d}/{corpus}/{name}.jsonl", r)
+
+    def test_merge_targets_and_schema(self):
+        def dp_rows(val, dp):
+            r = compressor_rows(val, 1024, 1024)
+            for x in r:
+                x["bytes"]["dp"] = dp
+            return r
+        with tempfile.TemporaryDirectory() as d:
+            # bf16 pipeline wire 1024 B per link (512 values); fp32 DP wire 400 B (100 values).
+            self.sweep(d, "kjv", {"baseline_s1": compressor_rows(5.0, 1024, 1024),
+                                  "baseline_s2": compressor_rows(4.0, 1024, 1024),
+                                  "pp_lm2_rot_rans_s1": compressor_rows(5.01, 128, 128),   # 2.00 b/v, +0.20 %
+                                  "pp_lm2_rot_rans_s2": compressor_rows(4.02, 128, 128),   # +0.50 %
+                                  "dp_powersgd4_s1": dp_rows(5.05, 10),                     # 0.80 b/v, 40x, +1 %
+                                  "dp_powersgd4_s2": dp_rows(4.0, 10)})
+            self.sweep(d, "gcide", {"baseline_s1": compressor_rows(6.0, 1024, 1024),
+                                    "baseline_s2": compressor_rows(6.0, 1024, 1024),
+                                    "pp_lm2_rot_rans_s1": compressor_rows(6.0, 120, 136),  # 2.00 b/v together
+                                    "pp_lm2_rot_rans_s2": compressor_rows(6.06, 120, 136),  # +1.00 %
+                                    "dp_powersgd4_s1": dp_rows(6.0, 10)})                   # s2 not run
+            doc = lowbit_report.merge(d, ["kjv", "gcide"])
+            r = {x["name"]: x for x in doc["variants"]}
+            lm2 = r["pp_lm2_rot_rans"]
+            self.assertEqual(sorted(lm2["vs_baseline_pct"]), ["gcide:1", "gcide:2", "kjv:1", "kjv:2"])
+            self.assertAlmostEqual(lm2["mean_pct"], (0.2 + 0.5 + 0.0 + 1.0) / 4)
+            self.assertAlmostEqual(lm2["max_pct"], 1.0)
+            self.assertAlmostEqual(lm2["bits_per_value"]["pp_bwd"], 16 * 136 / 1024)  # the larger corpus's
+            self.assertAlmostEqual(lm2["pipeline_bits_per_value"], 2.0)
+            t = doc["targets"]
+            self.assertEqual(t["pipeline"]["met_by"], ["pp_lm2_rot_rans"])  # 8x, mean 0.425 %, worst 1.0 %
+            self.assertEqual(t["pipeline"]["moonshot_met_by"], [])
+            self.assertFalse(r["dp_powersgd4"]["complete"])  # gcide seed 2 missing: no aggregate
+            self.assertIsNone(r["dp_powersgd4"]["mean_pct"])
+            self.assertEqual(t["dp"]["met_by"], [])
+            self.assertEqual(doc["link_costs"]["dp"], [])
+            self.assertEqual(r["dp_powersgd4"]["cut"]["dp"], 40)
+            text = lowbit_report.markdown(doc)
+            self.assertIn("**Met** by pp_lm2_rot_rans.", text)
+            self.assertIn("s2 not finished", text)
+
+    def test_committed_report_rebuilds(self):
+        path = os.path.join(RESULTS, "lowbit.json")
+        if not os.path.exists(path):
+            self.skipTest("docs/results/lowbit.json is not committed yet")
+        self.assertEqual(lowbit_report.markdown(committed_json("lowbit.json")), committed("lowbit.md"))
 
 
 class Tables(unittest.TestCase):
