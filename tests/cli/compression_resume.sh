@@ -146,10 +146,11 @@ resume_check int3_int4 4 --inter-grad-comp --inter-grad-comp-method int3 --use-e
   --grad-comp --grad-comp-method int3 --grad-comp-rounding stochastic --selective-grad-comp-way 1
 # Issue 50: the 2- and 3-bit codes behind Hadamard rotations on every link (the rotations'
 # signs are keyed by the link and the iteration: nothing to save; the residuals are the state):
-# CB lloydmax3 + LEP, forward lloydmax2, DP int2 + EF with stochastic rounding, and the same
-# the other way round.
+# CB lloydmax3 + LEP with a decay (item 4), forward lloydmax2, DP int2 + EF with stochastic
+# rounding, and the same the other way round (plain LEP).
 resume_check rotated_lm3_lm2_int2 4 --inter-grad-comp --inter-grad-comp-method lloydmax3 \
-  --inter-grad-comp-rotation hadamard:32 --use-error-feedback --activation-comp-method lloydmax2 \
+  --inter-grad-comp-rotation hadamard:32 --use-error-feedback --inter-grad-comp-lep-decay 0.5 \
+  --activation-comp-method lloydmax2 \
   --activation-comp-rotation hadamard --grad-comp --grad-comp-method int2 --grad-comp-rotation hadamard:64 \
   --grad-comp-rounding stochastic --emb-comm-opt
 resume_check rotated_int2_lm 4 --inter-grad-comp --inter-grad-comp-method int2 --inter-grad-comp-rotation hadamard \
