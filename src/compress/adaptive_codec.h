@@ -33,30 +33,21 @@
 // codecs' are: (seed, key, message), at the tile's index and a hash of its
 // inputs) and non-finite tiles (a bf16 NaN scale: the tile decodes to NaN) are
 // kernels/block_codes.h's int4 and lm2, on 64 entries. Stateless.
-// The CPU packs it; on the GPU backend the message is staged through the host.
+// The ops of the compressor's device pack it (kernels/adaptive_codes.h): the
+// CPU's simple twin (kernels/adaptive_codes.cpp) and, on the CUDA backend,
+// kernels/cuda/adaptive_codes.cu, which sends the same bytes and decodes the
+// same values (tests/cuda/test_cuda_low_bit_twins.cpp).
 #include <cstdint>
 #include <vector>
 
 #include "compress/wire.h"
-#include "kernels/block_codes.h"
+#include "kernels/adaptive_codes.h"
 #include "kernels/ops.h"
 
 namespace occ {
 
-namespace adaptive {
-constexpr int kTile = 64;
-constexpr kernels::BlockCode kHigh = kernels::BlockCode::Int4, kLow = kernels::BlockCode::Lm2;
-constexpr int kHighCodeBytes = kTile * 4 / 8, kLowCodeBytes = kTile * 2 / 8, kScaleBytes = 2;
-inline int64_t tiles_per_row(int64_t cols) { return (cols + kTile - 1) / kTile; }
-inline int64_t tiles(int64_t rows, int64_t cols) { return rows * tiles_per_row(cols); }
-// H = floor(F * T + 0.5).
-int64_t high_tiles(int64_t tiles, double high_fraction);
-inline int64_t map_bytes(int64_t tiles) { return (tiles + 7) / 8; }
-// Bytes of the wire before padding to a whole word.
-int64_t wire_bytes(int64_t rows, int64_t cols, double high_fraction);
-// The tiles chosen high (1) or low (0) for m[rows x cols]: the rule above.
-std::vector<uint8_t> allocate(const float* m, int64_t rows, int64_t cols, double high_fraction);
-}  // namespace adaptive
+// The layout and the rule's helpers: kTile, tiles, high_tiles, map_bytes, wire_bytes, allocate.
+namespace adaptive = kernels::adaptive;
 
 class AdaptiveCompressor final : public StatelessCompressor {
  public:
@@ -69,13 +60,10 @@ class AdaptiveCompressor final : public StatelessCompressor {
   void set_message_key(uint64_t message) override;
 
  private:
-  void encode_host(const float* m, uint8_t* wire);
-  void decode_host(const uint8_t* wire, float* out) const;
   double fraction_;
   bool stochastic_;
   uint64_t base_key_, key_;
   kernels::Ops& ops_;
-  mutable std::vector<float> host_m_, host_wire_;  // the GPU backend's staging
 };
 
 }  // namespace occ

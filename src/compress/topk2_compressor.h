@@ -37,42 +37,41 @@
 // at density 0.02 and full chunks (k = 82 of 4096) 4 + 123 + 20.5 = 147.5 bytes
 // per 16,384 fp32 bytes, 0.288 bits per value (111x).
 //
-// Stateless. It computes on the host: on a GPU placement the matrix and the
-// wire are staged through host copies (no CUDA kernel yet; the bytes are the
-// same either way).
+// Stateless. The ops of the compressor's device pack it (kernels/topk2_codes.h):
+// the CPU's simple twin (kernels/topk2_codes.cpp) and, on the CUDA backend,
+// kernels/cuda/topk2_codes.cu, which sends the same bytes and decodes the same
+// values (tests/cuda/test_cuda_low_bit_twins.cpp).
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "compress/wire.h"
 #include "kernels/ops.h"
+#include "kernels/topk2_codes.h"
 
 namespace occ {
 
 class Topk2Compressor final : public StatelessCompressor {
  public:
-  static constexpr int64_t kChunk = 4096;
+  static constexpr int64_t kChunk = kernels::kTopk2Chunk;
   static constexpr double kMaxDensity = 0.25;
   // m, wire and out live on ops' device. density in (0, kMaxDensity].
   Topk2Compressor(int64_t rows, int64_t cols, double density, kernels::Ops& ops = kernels::cpu_ops());
-  // The layout above, for a matrix of n values.
-  static int64_t chunks(int64_t n) { return (n + kChunk - 1) / kChunk; }
-  static int64_t chunk_len(int64_t n, int64_t c) { return std::min(kChunk, n - c * kChunk); }
-  static int64_t k_for(int64_t len, double density);
-  static int index_bits(int64_t n);
-  static int64_t selected(int64_t n, double density);  // K
-  static int64_t wire_bytes(int64_t rows, int64_t cols, double density);
+  // The layout above, for a matrix of n values (kernels/topk2_codes.h).
+  static int64_t chunks(int64_t n) { return kernels::topk2_chunks(n); }
+  static int64_t chunk_len(int64_t n, int64_t c) { return kernels::topk2_chunk_len(n, c); }
+  static int64_t k_for(int64_t len, double density) { return kernels::topk2_k(len, density); }
+  static int index_bits(int64_t n) { return kernels::topk2_index_bits(n); }
+  static int64_t selected(int64_t n, double density) { return kernels::topk2_selected(n, density); }  // K
+  static int64_t wire_bytes(int64_t rows, int64_t cols, double density) {
+    return kernels::topk2_wire_bytes(rows * cols, density);
+  }
   int64_t wire_floats() const override { return wire::words_for_bytes(wire_bytes(rows_, cols_, density_)); }
   void encode(const float* m, float* wire) override;
   void decode(const float* wire, float* out) const override;
-  // The host kernels (what encode and decode run): m[n] -> wire bytes[wire_bytes], and back.
-  static void encode_host(const float* m, int64_t n, double density, uint8_t* wire);
-  static void decode_host(const uint8_t* wire, int64_t n, double density, float* out);
 
  private:
   double density_;
   kernels::Ops& ops_;
-  mutable std::vector<float> host_in_, host_wire_;  // staging for a GPU placement
 };
 
 }  // namespace occ

@@ -303,6 +303,18 @@ class CpuOps final : public Ops {
   void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) override {
     kernels::rotate_rows(in, out, n, c, block, key, inverse);
   }
+  void encode_adaptive(const float* m, float* wire, int64_t n, int64_t c, const AdaptiveCoding& coding) override {
+    kernels::encode_adaptive(m, wire, n, c, coding);
+  }
+  void decode_adaptive(const float* wire, float* out, int64_t n, int64_t c, double high_fraction) override {
+    kernels::decode_adaptive(wire, out, n, c, high_fraction);
+  }
+  void encode_topk2(const float* m, float* wire, int64_t n, double density) override {
+    kernels::encode_topk2(m, wire, n, density);
+  }
+  void decode_topk2(const float* wire, float* out, int64_t n, double density) override {
+    kernels::decode_topk2(wire, out, n, density);
+  }
 
  private:
   std::vector<float> swiglu_grad_;  // linear_backward_swiglu's g = dout w

@@ -6,9 +6,11 @@
 
 #include "core/precision.h"
 #include "core/rng.h"  // OCC_HD
+#include "kernels/adaptive_codes.h"
 #include "kernels/block_codes.h"
 #include "kernels/hadamard.h"
 #include "kernels/row_codes.h"
+#include "kernels/topk2_codes.h"
 
 namespace occ::kernels {
 

@@ -235,6 +235,14 @@ class Ops {
   // ---- the block compressors' codes (mxfp4, nvfp4, int4, int3; block_codes.h) --------
   virtual void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) = 0;
   virtual void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) = 0;
+  // ---- the adaptive codec (int4 / lm2 tiles chosen by energy; adaptive_codes.h) --------
+  // Decoding a bit map that does not mark H tiles high throws occ::Error (the GPU waits for it).
+  virtual void encode_adaptive(const float* m, float* wire, int64_t n, int64_t c, const AdaptiveCoding& coding) = 0;
+  virtual void decode_adaptive(const float* wire, float* out, int64_t n, int64_t c, double high_fraction) = 0;
+  // ---- top-k with 2-bit values over chunks of the n values (topk2_codes.h) -------------
+  // Decoding an index outside its chunk throws occ::Error.
+  virtual void encode_topk2(const float* m, float* wire, int64_t n, double density) = 0;
+  virtual void decode_topk2(const float* wire, float* out, int64_t n, double density) = 0;
   // ---- the randomized Hadamard rotation before a block code (hadamard.h) ---------------
   // out[n, c] = in's rows rotated in pieces of `block` (inverse: rotated back); in may be out.
   virtual void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key,

@@ -284,5 +284,17 @@ void TimedOps::decode_blocks(const float* wire, float* out, int64_t n, int64_t c
 void TimedOps::rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) {
   timed("rotate_rows", 0, [&] { inner_.rotate_rows(in, out, n, c, block, key, inverse); });
 }
+void TimedOps::encode_adaptive(const float* m, float* wire, int64_t n, int64_t c, const AdaptiveCoding& coding) {
+  timed("encode_adaptive", 0, [&] { inner_.encode_adaptive(m, wire, n, c, coding); });
+}
+void TimedOps::decode_adaptive(const float* wire, float* out, int64_t n, int64_t c, double high_fraction) {
+  timed("decode_adaptive", 0, [&] { inner_.decode_adaptive(wire, out, n, c, high_fraction); });
+}
+void TimedOps::encode_topk2(const float* m, float* wire, int64_t n, double density) {
+  timed("encode_topk2", 0, [&] { inner_.encode_topk2(m, wire, n, density); });
+}
+void TimedOps::decode_topk2(const float* wire, float* out, int64_t n, double density) {
+  timed("decode_topk2", 0, [&] { inner_.decode_topk2(wire, out, n, density); });
+}
 
 }  // namespace occ::kernels

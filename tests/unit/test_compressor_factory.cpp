@@ -98,11 +98,8 @@ TEST(CompressorFactory, EveryMethodComputesOnItsPlacementsOps) {
       {CompressionMethod::Int2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
       {CompressionMethod::LloydMax2, {"encode_blocks", "decode_blocks", "rotate_rows"}},
       {CompressionMethod::LloydMax3, {"encode_blocks", "decode_blocks", "rotate_rows"}},
-      // adaptive packs on the host (staged from a GPU's memory by device copies); its rotation is the placement's.
-      {CompressionMethod::Adaptive, {"rotate_rows"}},
-      // topk2 computes on the host (a GPU placement stages the matrix and the wire
-      // through host copies: topk2_compressor.h), so it calls no kernel of its Ops.
-      {CompressionMethod::Topk2, {}}};
+      {CompressionMethod::Adaptive, {"encode_adaptive", "decode_adaptive", "rotate_rows"}},
+      {CompressionMethod::Topk2, {"encode_topk2", "decode_topk2"}}};
   for (CompressionMethod method : all_methods()) {
     // (The 2- and 3-bit table codes rotated: the rotation must run on the placement too.)
     const bool table = method == CompressionMethod::Int2 || method == CompressionMethod::LloydMax2 ||

@@ -164,6 +164,10 @@ class CudaOps final : public Ops {
   void encode_blocks(const float* m, float* wire, int64_t n, int64_t c, const BlockCoding& coding) override;
   void decode_blocks(const float* wire, float* out, int64_t n, int64_t c, BlockCode code) override;
   void rotate_rows(const float* in, float* out, int64_t n, int64_t c, int block, uint64_t key, bool inverse) override;
+  void encode_adaptive(const float* m, float* wire, int64_t n, int64_t c, const AdaptiveCoding& coding) override;
+  void decode_adaptive(const float* wire, float* out, int64_t n, int64_t c, double high_fraction) override;
+  void encode_topk2(const float* m, float* wire, int64_t n, double density) override;
+  void decode_topk2(const float* wire, float* out, int64_t n, double density) override;
 
   // ---- for the kernel files ------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
