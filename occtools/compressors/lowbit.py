@@ -26,7 +26,7 @@ ITERS = 100
 # link alone, LEP on the backward link), then the rest of the Pareto front.
 ORDER = ["baseline", "pp_lm2_rot_rans", "pp_int2_rot_rans", "dp_powersgd4", "dp_topk2", "pp_lm3_rot_rans",
          "pp_lm2_int2_rot_rans", "fwd_lm2_rot_rans", "bwd_lm2_rot_rans", "bwd_lm2_rot_lep_rans",
-         "bwd_lm2_rot_lepdecay_rans", "bwd_mxfp4_lep_check", "bwd_mxfp4", "dp_int2_rot", "dp_powersgd8",
+         "bwd_lm2_rot_lepdecay_rans", "pp_lm3_int2_rot_rans", "bwd_mxfp4_lep_check", "bwd_mxfp4", "dp_int2_rot", "dp_powersgd8",
          "pp_adaptive_rot_rans", "fwd_lm3_rot_rans", "bwd_lm3_rot_rans", "dp_lm2_rot", "dp_powersgd2",
          "fwd_int2_rot_rans", "bwd_int2_rot_rans", "bwd_int2_rot_lep_rans", "bwd_lm3_rot_lep_rans"]
 

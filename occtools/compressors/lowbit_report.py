@@ -134,7 +134,7 @@ def merge(work, corpora):
     base_bytes = first["baseline"]["bytes_per_iter"]
     doc = {"description": first["description"].split(", corpus")[0], "corpora": list(per), "iters": iters,
            "seeds": seeds, "precision": first["precision"],
-           "command": "python3 -m occtools lowbit --work WORK --out docs/results",
+           "command": f"python3 -m occtools lowbit --work {work} --out docs/results",
            "baseline": {c: s["baseline"] for c, s in per.items()},
            "load": {c: s["load"] for c, s in per.items()},
            "noise": {"pooled_sd_pct": (math.sqrt(sum(d * d for d in noise_devs) / max(1, len(noise_devs) - 1))
@@ -217,7 +217,8 @@ def markdown(doc):
              f"8 x bytes sent / values, scales, indices, bit maps and padding included, the larger of the two corpora's "
              f"(rANS's bytes depend on the data); the cut is against the run's own uncompressed wire (pipeline bf16, DP "
              f"fp32). DP bytes leave out the 10 % uncompressed warm-up (\"run\": the cut with it).", "",
-             f"Made by `{doc['command']}` (runs kept in WORK/kjv and WORK/gcide; each is a "
+             f"Made by `{doc['command']}` (the runs' metrics, slimmed to what the report reads, are in its "
+             f"kjv/ and gcide/ folders, so the sweep continues where it stopped; each is a "
              f"`python3 -m occtools compressors --corpus C --seeds \"{' '.join(map(str, seeds))}\" --iters {doc['iters']}` "
              f"run). The losses do not depend on the machine's load; milliseconds are not reported.", ""]
     noise = doc["noise"]
@@ -279,16 +280,21 @@ def lep_lines(doc):
     if not any(r["links"]["pp_bwd"].get("lep") for r in rows):
         return []
     out = ["**Error feedback on the backward link (item 4).** Each backward-link codec alone (pp_fwd and DP "
-           "uncompressed) without and with LEP; where the LEP run had `--check-lep`, its means over the last quarter "
+           "uncompressed) without and with LEP; a corpus's mean once its three seeds are done; where the LEP run "
+           "had `--check-lep`, its means over the last quarter "
            "of the run: error_ratio = |the residual LEP carries| / |the gradient it joins|, delta_ratio = |change of "
            "the stage's input between consecutive micro-batches| / |input|, cosine between the residual and that "
            "change.", "",
-           "| variant | mean | worst | error_ratio | delta_ratio | cosine |", "|---|---|---|---|---|---|"]
+           "| variant | " + " | ".join(f"{c} mean" for c in doc["corpora"]) +
+           " | mean (all) | worst | error_ratio | delta_ratio | cosine |",
+           "|---|" + "---|" * len(doc["corpora"]) + "---|---|---|---|---|"]
     for r in rows:
         checks = [c for c in (r.get("lep_check") or {}).values() if c]
         def avg(k):
             return f"{statistics.mean(c[k] for c in checks):.3f}" if checks else "—"
-        out.append(f"| {r['label']} | {pct(r['mean_pct'])} | {pct(r['max_pct'])} | {avg('error_ratio')} | "
+        by = r.get("mean_pct_by_corpus") or {}
+        out.append(f"| {r['label']} | " + " | ".join(pct(by.get(c)) for c in doc["corpora"]) +
+                   f" | {pct(r['mean_pct'])} | {pct(r['max_pct'])} | {avg('error_ratio')} | "
                    f"{avg('delta_ratio')} | {avg('cosine')} |")
     return out + [""]
 

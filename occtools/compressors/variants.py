@@ -106,6 +106,8 @@ TABLE.append(f"bwd_mxfp4_lep_check|pp_bwd mxfp4 + LEP (--check-lep)|single|-|mxf
 TABLE += [
     f"pp_lm2_int2_rot_rans|pp_fwd lloydmax2 + pp_bwd int2, rotated, rANS|combo|lloydmax2+rot+rans|int2+rot+rans|-|"
     f"--activation-comp-method lloydmax2 {ROTF} {CB} --inter-grad-comp-method int2 {ROTB} {RANS}",
+    f"pp_lm3_int2_rot_rans|pp_fwd lloydmax3 + pp_bwd int2, rotated, rANS|combo|lloydmax3+rot+rans|int2+rot+rans|-|"
+    f"--activation-comp-method lloydmax3 {ROTF} {CB} --inter-grad-comp-method int2 {ROTB} {RANS}",
     f"pp_adaptive_rot_rans|pp_fwd + pp_bwd adaptive (F 0.0625), rotated, rANS|combo|adaptive:0.0625+rot+rans|"
     f"adaptive:0.0625+rot+rans|-|--activation-comp-method adaptive --activation-comp-adaptive-high-fraction 0.0625 "
     f"{ROTF} {CB} --inter-grad-comp-method adaptive --inter-grad-comp-adaptive-high-fraction 0.0625 {ROTB} {RANS}",

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # labels: compression
-# Issue 50's plans as found: configs/pipeline-2bit.json and configs/dp-32x.json are flag files
+# Issue 50's plans as found: configs/pipeline-2bit.json, pipeline-3bit.json and dp-32x.json are flag files
 # for --config that hold only compression flags, so `train --config FILE <any model and layout
 # flags>` uses them (docs/results/lowbit.md measured them):
 #   * each file's keys are compression flags only (no model, layout, data or schedule);
 #   * pipeline-2bit on a P2 --bf16 model: both pipeline links send <= 2.3 bits per value
 #     (about 7x fewer bytes than the same run's bf16 wire, on messages too small for rANS to
-#     reach the sweep's bits), and the rest of the run is the model's;
+#     reach the sweep's bits), and the rest of the run is the model's; pipeline-3bit <= 3.3;
 #   * dp-32x on a D2 model: DP bytes fall after its warm-up (its methods' count is
 #     cli.compression_counts'), and a flag on the command line still wins over the file's.
 source "$(dirname "$0")/fixture/lib.sh"
 MODEL=("${TINY[@]}" --hidden-size 128 --train-iters 4 --eval-interval 4)  # rows of whole 64-value blocks
-PIPE="$SRC/configs/pipeline-2bit.json" DPC="$SRC/configs/dp-32x.json"
-for f in "$PIPE" "$DPC"; do
+PIPE="$SRC/configs/pipeline-2bit.json" PIPE3="$SRC/configs/pipeline-3bit.json" DPC="$SRC/configs/dp-32x.json"
+for f in "$PIPE" "$PIPE3" "$DPC"; do
   if bad=$("$PY" - "$f" <<'PY'
 import json, re, sys
 keys = json.load(open(sys.argv[1]))
@@ -39,6 +39,14 @@ train_run pp_base 2 --pipeline-model-parallel-size 2 --bf16 \
     else
       failed "pipeline-2bit: $k $got bytes against the bf16 wire's $base: over 2.3 bits per value"
     fi
+  done
+}
+train_run pp_3bit 2 --config "$PIPE3" --pipeline-model-parallel-size 2 --bf16 && [[ -f $WORK/pp_base.jsonl ]] && {
+  for k in pp_fwd pp_bwd; do
+    base=$(bytes pp_base $k) got=$(bytes pp_3bit $k)
+    awk -v b="$base" -v g="$got" 'BEGIN { exit !(g > 0 && 16 * g / b <= 3.3) }' \
+      && pass "pipeline-3bit: $k at $(awk -v b="$base" -v g="$got" 'BEGIN { printf "%.2f", 16 * g / b }') bits per value" \
+      || failed "pipeline-3bit: $k $got bytes against the bf16 wire's $base: over 3.3 bits per value"
   done
 }
 train_run dp_base 2 && train_run dp_32x 2 --config "$DPC" && {
