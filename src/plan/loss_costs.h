@@ -34,7 +34,7 @@ struct LinkSetting {
   int rank = 0;        // powersgd
   double fraction = 0; // topk; topk2's density (the sweep's "density", or "fraction" in older files)
   bool stochastic = false;  // block methods (mxfp4, nvfp4, int4, int3): stochastic rounding
-  int rotation = 0;         // block methods: the Hadamard rotation's block (the sweep's "rotation": "hadamard[:B]"; 0: none)
+  int rotation = 0;  // block methods: the Hadamard rotation's block (the sweep's "hadamard[:B]"; 0: none)
   double high_fraction = kDefaultHighFraction;  // adaptive: the share of tiles at 4 bits
   // The pipeline links' lossless stage ("rans"): the same training (the sweep checks its losses
   // bit for bit), so it does not enter the cost's match; a plan keeps it when it was measured.

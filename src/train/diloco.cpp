@@ -86,7 +86,10 @@ void Diloco::restart_from(const DeviceBuffer<float>& params) {
   momentum_.assign(outer_.size(), 0.0f);
   for (Fragment& fr : fragments_) {
     fr.state = State::Idle, fr.started_at = -1, fr.bytes = 0;
-    for (ErrorFeedback* ef : fr.feedback) std::fill(ef->residual().data(), ef->residual().data() + ef->residual().size(), 0.0f);
+    for (ErrorFeedback* ef : fr.feedback) {
+      DeviceBuffer<float>& e = ef->residual();
+      std::fill(e.data(), e.data() + e.size(), 0.0f);
+    }
   }
 }
 
