@@ -62,6 +62,6 @@ def main(a):
                     list=False, report_only=False, from_json=None, bin=a.bin)
                 print(f"== {v} on {corpus}", flush=True)
                 failed |= compressors_cli.main(args)
-    for p in lowbit_report.write(a.work, a.corpora, a.out or a.work, a.iters):
+    for p in lowbit_report.write(a.work, a.corpora, a.out or a.work):
         print(f"wrote {p}")
     return 1 if failed else 0

@@ -198,7 +198,7 @@ def limit_lines(doc, key, label):
             f"<= +{WORST_LIMIT} %):", ""] + lines
 
 
-def bits_cell(r, k, own):
+def bits_cell(r, k):
     b, cut = r["bits_per_value"][k], r["cut"][k]
     if not r["links"].get(k) or b is None:
         return "—"
@@ -245,8 +245,8 @@ def markdown(doc):
                          " / ".join(f"{r['final_val_loss'][f'{c}:{s}']:.4f}" for s in seeds
                                     if f"{c}:{s}" in r["final_val_loss"]))
         spread = "—" if r["spread_pct"] is None else f"{r['spread_pct']:.2f}"
-        lines.append(f"| {r['label']} | {bits_cell(r, 'pp_fwd', 16)} | {bits_cell(r, 'pp_bwd', 16)} | {pipe} | "
-                     f"{bits_cell(r, 'dp', 32)} | " + " | ".join(cells) +
+        lines.append(f"| {r['label']} | {bits_cell(r, 'pp_fwd')} | {bits_cell(r, 'pp_bwd')} | {pipe} | "
+                     f"{bits_cell(r, 'dp')} | " + " | ".join(cells) +
                      f" | {pct(r['mean_pct'])} | {pct(r['max_pct'])} | {spread} |")
     lines += ["", "(The baseline's row gives its final validation losses; every other row the change against the "
               "same-seed baseline, %.)", ""]
@@ -345,7 +345,7 @@ def pareto(doc, path, which):
     return True
 
 
-def write(work, corpora, out, iters=None):
+def write(work, corpora, out):
     """OUT/lowbit.md, OUT/lowbit.json, OUT/pareto-lowbit-{pipeline,dp}.png; returns the paths written."""
     return write_doc(merge(work, corpora), out)
 
