@@ -31,6 +31,9 @@
 //      run's start line names the path ("matrix products: ..."). With
 //      OCC_CPU_GEMM=openblas, or where libdnnl is absent, the numbers are version
 //      5's, bit for bit; the GPU's are unchanged.
+//   7: attention's QK^T and dY V^T in bf16 products (fp32 sums) in a --bf16 step
+//      where the CPU's products are bf16 (oneDNN with AVX512_BF16): another order
+//      of sums there. fp32 runs, OpenBLAS runs and the GPU's are version 6's.
 namespace occ {
-constexpr int kNumericsVersion = 6;
+constexpr int kNumericsVersion = 7;
 }  // namespace occ

@@ -12,8 +12,10 @@ namespace occ::kernels {
 
 // Each (sample, head) pair is an independent T x T problem; OpenMP spreads the
 // pairs over threads and each GEMM inside runs single-threaded (oneDNN and
-// OpenBLAS built with OpenMP do not nest). The products are fp32 (cpu_gemm.h):
-// in --bf16 only q, k, v and dy hold bf16 values, not the probabilities.
+// OpenBLAS built with OpenMP do not nest). In --bf16 q, k, v and dy hold bf16
+// values, so QK^T and dY V^T multiply in bf16 where the CPU can (s.operands,
+// cpu_gemm.h); the probabilities and dS are fp32, so their products stay fp32
+// (the GPU's kernels round them to bf16: tc_attention.h).
 
 namespace {
 // Attention dropout multiplier for row tq of head (global) h of sample b.
@@ -45,7 +47,7 @@ void attention_forward(float* out, float* probs, float* probs_dropped, const flo
       const float* v = qkv + b * T * ld + s.v_offset(g);
       float* P = probs + bh * T * T;
       // P = scale * Q K^T (the upper triangle is overwritten by the mask below).
-      gemm({false, true, T, T, D, scale, q, ld, k, ld, 0.0f, P, T});
+      gemm({false, true, T, T, D, scale, q, ld, k, ld, 0.0f, P, T}, s.operands);
       for (int64_t tq = 0; tq < T; ++tq) {
         float* row = P + tq * T;
         float mx = -INFINITY;
@@ -122,7 +124,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         const float* Pd = d.active() ? probs_dropped + bh * T * T : P;
         const float* dy = dout + b * T * H * D + h * D;
         // dPd = dY V^T ; dV (+)= Pd^T dY
-        gemm({false, true, T, T, D, 1.0f, dy, H * D, v, ld, 0.0f, dP.data(), T});
+        gemm({false, true, T, T, D, 1.0f, dy, H * D, v, ld, 0.0f, dP.data(), T}, s.operands);
         gemm({true, false, T, D, T, 1.0f, Pd, T, dy, H * D, beta, dv, ld});
         // Through dropout and softmax: dS = P * (dP - sum(dP * P)) * scale.
         for (int64_t tq = 0; tq < T; ++tq) {

@@ -56,6 +56,12 @@ void gemm(const Gemm& g, Precision operands) {
   gemm_onednn(g, operands == Precision::Bf16 && cpu_has_avx512_bf16() ? Precision::Bf16 : Precision::Fp32);
 }
 
+void gemm_pair_sharing_a(const Gemm& g1, const Gemm& g2, Precision operands) {
+  if (operands == Precision::Bf16 && cpu_gemm_uses_bf16()) return gemm_onednn_bf16_sharing_a(g1, g2);
+  gemm(g1, operands);
+  gemm(g2, operands);
+}
+
 std::string cpu_gemm_description(Precision step) {
   const char* env = std::getenv("OCC_CPU_GEMM");
   if (cpu_gemm_path() == CpuGemmPath::OpenBlas) {

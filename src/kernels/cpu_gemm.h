@@ -41,12 +41,19 @@ enum class CpuGemmPath { OpenBlas, OneDnn };
 
 // The dispatch: the run's path (OCC_CPU_GEMM), bf16 operands where supported.
 void gemm(const Gemm& g, Precision operands = Precision::Fp32);
+// Two products that read the same A (one pointer and leading dimension, the same
+// stored rows x columns; the transposition may differ): with bf16 operands on
+// oneDNN, A is converted to bf16 once for both (linear_backward's dY feeds dX and
+// dW). Elsewhere gemm(g1, operands) then gemm(g2, operands); the results are the same.
+void gemm_pair_sharing_a(const Gemm& g1, const Gemm& g2, Precision operands = Precision::Fp32);
 // The twin: cblas_sgemm (fp32 products whatever the operands).
 void gemm_openblas(const Gemm& g);
 // oneDNN directly: fp32 operands, or bf16 ones (the inputs rounded to bf16,
 // nearest-even: exact for values already in bf16). Fails when oneDNN did not
 // load or (bf16) the CPU lacks AVX512_BF16: check the two below first.
 void gemm_onednn(const Gemm& g, Precision operands);
+// gemm_pair_sharing_a's bf16 oneDNN case (the same preconditions as gemm_onednn with Bf16).
+void gemm_onednn_bf16_sharing_a(const Gemm& g1, const Gemm& g2);
 
 // libdnnl loaded (first call tries); why_not gets the loader's reasons when not.
 bool onednn_available(std::string* why_not = nullptr);

@@ -92,6 +92,10 @@ struct AttentionShape {
   int64_t B, T, H, D;
   int64_t head0 = 0, H_total = 0;
   int64_t KV = 0;  // k/v heads (query groups) of this shard; 0: H (one per query head)
+  // What q, k, v and the output's gradient hold: Bf16 lets the CPU multiply
+  // QK^T and dY V^T in bf16 (exact products, fp32 sums); the probabilities and
+  // dS stay fp32 there. The GPU's kernels go by the tensors' formats instead.
+  Precision operands = Precision::Fp32;
 
   OCC_HD int64_t kv_heads() const { return KV > 0 ? KV : H; }
   OCC_HD int64_t group_size() const { return H / kv_heads(); }  // query heads per k/v head

@@ -31,8 +31,15 @@ void add_column_sums(float* sums, const float* x, int64_t N, int64_t C) {
 
 void linear_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                      int64_t N, int64_t C, int64_t OC, bool accumulate_dinp, Precision operands) {
-  if (dinp) gemm({false, false, N, C, OC, 1.0f, dout, OC, w, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C}, operands);
-  if (dw) gemm({true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C}, operands);
+  // dX = dY W and dW += dY^T X read dY's one copy (A, stored [N, OC] in both).
+  const Gemm dx_product{false, false, N, C, OC, 1.0f, dout, OC, w, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C};
+  const Gemm dw_product{true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C};
+  if (dinp && dw)
+    gemm_pair_sharing_a(dx_product, dw_product, operands);
+  else if (dinp)
+    gemm(dx_product, operands);
+  else if (dw)
+    gemm(dw_product, operands);
   if (dbias) add_column_sums(dbias, dout, N, OC);
 }
 

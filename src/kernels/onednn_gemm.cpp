@@ -200,7 +200,7 @@ void pack_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int6
 }
 
 struct ThreadScratch {
-  std::vector<uint16_t> a, b;
+  std::vector<uint16_t> a, b, shared_a;  // shared_a: an A that two products read (gemm_pair_sharing_a)
   std::vector<unsigned char> pad;
   dnnl_stream_t stream = nullptr;  // a stream per thread: streams are not shared between threads
 };
@@ -224,28 +224,32 @@ std::string onednn_impl(int64_t M, int64_t N, int64_t K, bool bf16) {
   return matmul_for(dnnl(), Key{false, true, M, N, K, K, K, N, 1.0f, 0.0f, bf16}).impl;
 }
 
-void gemm_onednn(const Gemm& g, Precision operands) {
+namespace {
+
+// A's or B's stored matrix: rows x columns with leading dimension ld.
+struct Stored {
+  int64_t rows, cols;
+};
+Stored stored_a(const Gemm& g) { return g.trans_a ? Stored{g.K, g.M} : Stored{g.M, g.K}; }
+Stored stored_b(const Gemm& g) { return g.trans_b ? Stored{g.N, g.K} : Stored{g.K, g.N}; }
+
+ThreadScratch& thread_scratch(const Dnnl& d) {
+  thread_local ThreadScratch ts;
+  if (!ts.stream) check(d.dnnl_stream_create(&ts.stream, d.engine, dnnl_stream_default_flags), "stream");
+  return ts;
+}
+
+const Dnnl& loaded_dnnl(bool bf16) {
   const Dnnl& d = dnnl();
   if (!d.engine) fail("OCC_CPU_GEMM=onednn: cannot load oneDNN ({}); install libdnnl2 or use OCC_CPU_GEMM=openblas",
                       d.why_not);
-  const bool bf16 = operands == Precision::Bf16;
   if (bf16 && !cpu_has_avx512_bf16()) fail("internal: a bf16 oneDNN GEMM on a CPU without AVX512_BF16");
-  if (g.M <= 0 || g.N <= 0) return;
-  if (g.K <= 0) return gemm_openblas(g);  // C = beta C
-  thread_local ThreadScratch ts;
-  if (!ts.stream) check(d.dnnl_stream_create(&ts.stream, d.engine, dnnl_stream_default_flags), "stream");
-  const void* a = g.A;
-  const void* b = g.B;
-  int64_t lda = g.lda, ldb = g.ldb;
-  if (bf16) {  // dense bf16 copies in the same orientation
-    const int64_t ar = g.trans_a ? g.K : g.M, ac = g.trans_a ? g.M : g.K;
-    const int64_t br = g.trans_b ? g.N : g.K, bc = g.trans_b ? g.K : g.N;
-    ts.a.resize(size_t(ar * ac));
-    ts.b.resize(size_t(br * bc));
-    pack_bf16(ts.a.data(), g.A, ar, ac, g.lda);
-    pack_bf16(ts.b.data(), g.B, br, bc, g.ldb);
-    a = ts.a.data(), b = ts.b.data(), lda = ac, ldb = bc;
-  }
+  return d;
+}
+
+// g's product with A and B at a and b (bf16: dense copies in g's orientation).
+void run_matmul(const Dnnl& d, ThreadScratch& ts, const Gemm& g, bool bf16, const void* a, int64_t lda,
+                const void* b, int64_t ldb) {
   const Matmul& m = matmul_for(d, Key{g.trans_a, g.trans_b, g.M, g.N, g.K, lda, ldb, g.ldc, g.alpha, g.beta, bf16});
   if (ts.pad.size() < m.scratch_bytes) ts.pad.resize(m.scratch_bytes);
   dnnl_memory_t mem[4] = {};
@@ -262,6 +266,47 @@ void gemm_onednn(const Gemm& g, Precision operands) {
   for (dnnl_memory_t x : mem) d.dnnl_memory_destroy(x);
 }
 
+// B packed into ts.b (dense bf16), then the product with A's dense bf16 copy a16.
+void run_bf16_with_packed_a(const Dnnl& d, ThreadScratch& ts, const Gemm& g, const uint16_t* a16) {
+  const Stored sb = stored_b(g);
+  ts.b.resize(size_t(sb.rows * sb.cols));
+  pack_bf16(ts.b.data(), g.B, sb.rows, sb.cols, g.ldb);
+  run_matmul(d, ts, g, true, a16, stored_a(g).cols, ts.b.data(), sb.cols);
+}
+
+}  // namespace
+
+void gemm_onednn(const Gemm& g, Precision operands) {
+  const bool bf16 = operands == Precision::Bf16;
+  const Dnnl& d = loaded_dnnl(bf16);
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0) return gemm_openblas(g);  // C = beta C
+  ThreadScratch& ts = thread_scratch(d);
+  if (!bf16) return run_matmul(d, ts, g, false, g.A, g.lda, g.B, g.ldb);
+  const Stored sa = stored_a(g);  // dense bf16 copies in the same orientation
+  ts.a.resize(size_t(sa.rows * sa.cols));
+  pack_bf16(ts.a.data(), g.A, sa.rows, sa.cols, g.lda);
+  run_bf16_with_packed_a(d, ts, g, ts.a.data());
+}
+
+void gemm_onednn_bf16_sharing_a(const Gemm& g1, const Gemm& g2) {
+  const Stored s1 = stored_a(g1), s2 = stored_a(g2);
+  OCC_CHECK(g1.A == g2.A && g1.lda == g2.lda && s1.rows == s2.rows && s1.cols == s2.cols,
+            "internal: two GEMMs said to share A read different matrices");
+  const Dnnl& d = loaded_dnnl(true);
+  ThreadScratch& ts = thread_scratch(d);
+  const bool run1 = g1.M > 0 && g1.N > 0, run2 = g2.M > 0 && g2.N > 0;
+  if (g1.K <= 0 || g2.K <= 0 || !(run1 && run2)) {  // nothing to share
+    gemm_onednn(g1, Precision::Bf16);
+    gemm_onednn(g2, Precision::Bf16);
+    return;
+  }
+  ts.shared_a.resize(size_t(s1.rows * s1.cols));
+  pack_bf16(ts.shared_a.data(), g1.A, s1.rows, s1.cols, g1.lda);
+  run_bf16_with_packed_a(d, ts, g1, ts.shared_a.data());
+  run_bf16_with_packed_a(d, ts, g2, ts.shared_a.data());
+}
+
 #else  // no <oneapi/dnnl/dnnl.h> at build time: OpenBLAS only
 
 bool onednn_available(std::string* why_not) {
@@ -271,6 +316,9 @@ bool onednn_available(std::string* why_not) {
 std::string onednn_version() { return ""; }
 std::string onednn_impl(int64_t, int64_t, int64_t, bool) { return ""; }
 void gemm_onednn(const Gemm&, Precision) {
+  fail("OCC_CPU_GEMM=onednn: this binary was built without oneDNN (install libdnnl-dev and rebuild)");
+}
+void gemm_onednn_bf16_sharing_a(const Gemm&, const Gemm&) {
   fail("OCC_CPU_GEMM=onednn: this binary was built without oneDNN (install libdnnl-dev and rebuild)");
 }
 

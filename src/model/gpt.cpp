@@ -158,7 +158,14 @@ void GptStage::add_positions(float* e, ConstTensorRef wpe, int64_t row0, int64_t
 
 kernels::AttentionShape GptStage::attention_shape(int B, int T) const {
   const BlockShape& b = block_.shape();
-  return {B, T, b.heads, b.D, layout_.tp_rank * b.heads, cfg_.num_attention_heads, b.groups};
+  return {B,
+          T,
+          b.heads,
+          b.D,
+          layout_.tp_rank * b.heads,
+          cfg_.num_attention_heads,
+          b.groups,
+          opt_.precision == Precision::Bf16 ? Precision::Bf16 : Precision::Fp32};
 }
 
 void GptStage::rope(TensorRef qkv, const kernels::AttentionShape& shape, bool backward) {

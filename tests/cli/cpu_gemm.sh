@@ -34,7 +34,7 @@ else
     OCC_CPU_GEMM=$path "$BIN" train "${RUN[@]}" --metrics "$WORK/$path.jsonl" > "$WORK/train_$path.log" 2>&1 \
       || { cat "$WORK/train_$path.log"; failed "--bf16 training on $path"; }
   done
-  # train's start line names the path: the same argv gives other numbers on each (numerics 6).
+  # train's start line names the path: the same argv gives other numbers on each (numerics 6 and 7).
   grep -q "^matrix products: openblas" "$WORK/train_openblas.log" && grep -q "^matrix products: onednn 2\." "$WORK/train_onednn.log" \
     && grep -q "numerics $("$BIN" --version | awk '{print $3}')\$" "$WORK/train_onednn.log" \
     && pass "train's start line names the path and the numerics version" \

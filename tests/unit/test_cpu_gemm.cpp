@@ -4,13 +4,16 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/precision.h"
 #include "core/rng.h"
 #include "kernels/cpu_gemm.h"
+#include "kernels/kernels.h"
 
 namespace occ::kernels {
 namespace {
@@ -170,6 +173,85 @@ TEST(CpuGemm, OneDnnConcurrentCallsMatchTheTwin) {
   for (int t = 0; t < kTasks; ++t) got[size_t(t)] = run(copies[size_t(t)], gemm_onednn, Precision::Fp32);
   for (int t = 0; t < kTasks; ++t)
     expect_close(ps[size_t(t)], got[size_t(t)], twin[size_t(t)], fp32_reassociation(c.K), "task " + std::to_string(t));
+}
+
+// linear_backward's pair: dX = dY W (NN) and dW += dY^T X (TN, beta 1) read one dY, which the
+// bf16 path converts once for both; the results are those of the two products run alone, bit
+// for bit (the same bf16 values, the same primitives), and the padding stays untouched.
+TEST(CpuGemm, OneDnnBf16PairSharingAEqualsTheTwoProductsAlone) {
+  REQUIRE_ONEDNN();
+  if (!cpu_has_avx512_bf16()) GTEST_SKIP() << "this CPU has no AVX512_BF16: the bf16 GEMM is not used, skipped";
+  const int64_t N = 48, C = 40, OC = 72, pad = 5;
+  const std::vector<float> dy = random_values(N * (OC + pad), 11, false);  // not bf16 values: rounding included
+  const std::vector<float> w = random_values(OC * C, 12, true), x = random_values(N * C, 13, true);
+  const std::vector<float> dx0 = random_values(N * C, 14, false), dw0 = random_values(OC * C, 15, false);
+  const Gemm dx_product{false, false, N, C, OC, 1.0f, dy.data(), OC + pad, w.data(), C, 1.0f, nullptr, C};
+  const Gemm dw_product{true, false, OC, C, N, 1.0f, dy.data(), OC + pad, x.data(), C, 1.0f, nullptr, C};
+  std::vector<float> dx_alone = dx0, dw_alone = dw0, dx_pair = dx0, dw_pair = dw0;
+  Gemm g1 = dx_product, g2 = dw_product;
+  g1.C = dx_alone.data(), g2.C = dw_alone.data();
+  gemm_onednn(g1, Precision::Bf16);
+  gemm_onednn(g2, Precision::Bf16);
+  g1.C = dx_pair.data(), g2.C = dw_pair.data();
+  gemm_onednn_bf16_sharing_a(g1, g2);
+  EXPECT_EQ(dx_pair, dx_alone);
+  EXPECT_EQ(dw_pair, dw_alone);
+  EXPECT_NE(dx_pair, dx0);
+  // The dispatch takes the shared conversion wherever bf16 products run (elsewhere it runs
+  // gemm() twice: CpuGemm's other tests cover those products).
+  if (cpu_gemm_uses_bf16()) {
+    std::vector<float> dx_dispatch = dx0, dw_dispatch = dw0;
+    g1.C = dx_dispatch.data(), g2.C = dw_dispatch.data();
+    gemm_pair_sharing_a(g1, g2, Precision::Bf16);
+    EXPECT_EQ(dx_dispatch, dx_pair);
+    EXPECT_EQ(dw_dispatch, dw_pair);
+  }
+  // Two products over different matrices are not a pair.
+  Gemm other = g2;
+  other.A = x.data(), other.lda = C;
+  EXPECT_THROW(gemm_onednn_bf16_sharing_a(g1, other), Error);
+}
+
+double max_abs_difference(const std::vector<float>& x, const std::vector<float>& y, double* scale) {
+  double d = 0.0, m = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    d = std::max(d, std::fabs(double(x[i]) - y[i]));
+    m = std::max(m, std::fabs(double(y[i])));
+  }
+  *scale = m;
+  return d;
+}
+
+// Attention in --bf16: q, k, v and dY hold bf16 values, so QK^T and dY V^T in bf16 products give
+// the fp32 attention up to the order of sums (the probabilities' and dS's products stay fp32).
+// With q, k, v that are not bf16 values the bf16 products round them: a larger difference,
+// which shows the bf16 products ran.
+TEST(CpuGemm, AttentionWithBf16OperandsIsTheFp32AttentionOnBf16Values) {
+  if (!cpu_gemm_uses_bf16()) GTEST_SKIP() << "no bf16 products on this run (oneDNN or AVX512_BF16 missing): skipped";
+  const int64_t B = 2, T = 24, H = 3, D = 16;
+  AttentionShape fp32{B, T, H, D, 0, H}, bf16 = fp32;
+  bf16.operands = Precision::Bf16;
+  const Dropout none{};
+  for (bool bf16_values : {true, false}) {
+    const std::vector<float> qkv = random_values(B * T * fp32.qkv_width(), 21, bf16_values);
+    const std::vector<float> dout = random_values(B * T * H * D, 22, bf16_values);
+    std::vector<float> out_f(size_t(B * T * H * D)), out_b(out_f.size()), probs_f(size_t(B * H * T * T)),
+        probs_b(probs_f.size());
+    attention_forward(out_f.data(), probs_f.data(), nullptr, qkv.data(), fp32, none);
+    attention_forward(out_b.data(), probs_b.data(), nullptr, qkv.data(), bf16, none);
+    std::vector<float> dqkv_f(qkv.size()), dqkv_b(qkv.size());
+    attention_backward(dqkv_f.data(), dout.data(), qkv.data(), probs_f.data(), nullptr, fp32, none);
+    attention_backward(dqkv_b.data(), dout.data(), qkv.data(), probs_b.data(), nullptr, bf16, none);
+    double scale_out = 0, scale_dqkv = 0;
+    const double d_out = max_abs_difference(out_b, out_f, &scale_out);
+    const double d_dqkv = max_abs_difference(dqkv_b, dqkv_f, &scale_dqkv);
+    if (bf16_values) {
+      EXPECT_LE(d_out, 1e-5 * scale_out) << "forward";
+      EXPECT_LE(d_dqkv, 1e-5 * scale_dqkv) << "backward";
+    } else {
+      EXPECT_GT(d_out, 1e-4 * scale_out) << "forward: the bf16 products did not run";
+    }
+  }
 }
 
 TEST(CpuGemm, DescriptionNamesThePath) {
