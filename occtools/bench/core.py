@@ -1,5 +1,6 @@
 """python3 -m occtools bench-core: the training step of `optimus-cc bench` in fp32 and in --bf16,
-of bench/torch_step.py (PyTorch eager, CPU, float32) and, with --llmc DIR, of llm.c's train_gpt2.c
+in fp32 on OpenBLAS (OCC_CPU_GEMM=openblas: the step before oneDNN took the matrix products), of
+bench/torch_step.py (PyTorch eager, CPU, float32) and, with --llmc DIR, of llm.c's train_gpt2.c
 (built from that checkout; see occtools/bench/llmc.py), same model, batch and threads. The engines
 run alternated: each round runs every engine once, the order rotated by one each round, so that
 noise from other jobs on the machine hits all alike; each run is a fresh process doing a few
@@ -19,7 +20,7 @@ PREFIX.json rebuilds PREFIX.md without a run. The binary is copied first, so a c
 cannot mix binaries in one run. Ours and torch call the same OpenBLAS 0.3.21 (ours the
 OpenMP build, torch the pthread one), so OPENBLAS_CORETYPE applies to both: on AMD Zen 5 it
 detects Cooperlake (AVX-512) kernels; an inherited OPENBLAS_CORETYPE=Haswell (AVX2) roughly
-halves the sgemm peak. Ours may run its matrix products on oneDNN instead (OCC_CPU_GEMM; the
+halves the sgemm peak. Ours runs its matrix products on oneDNN where it loads (OCC_CPU_GEMM; the
 table says which path each of our columns ran). OMP_NUM_THREADS / OPENBLAS_NUM_THREADS are set
 per run. Each run records the load average at its start and end: the machine may be shared, so
 compare quiet runs only, or the ratios within one run.
@@ -53,7 +54,10 @@ PRESETS = {
 PLAN = {False: {"a": (4, 1, 2, 4), "b": (2, 1, 1, 3), "gpt2": (1, 1, 3, 3), "tiny": (2, 1, 2, 2), "peak_reps": 3},
         True: {"a": (2, 1, 2, 2), "b": (1, 1, 1, 2), "gpt2": (1, 1, 2, 2), "tiny": (1, 1, 2, 1), "peak_reps": 2}}
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch and numpy
-ENGINES = ("ours", "oursbf16", "torch", "llmc")  # file keys; core_report.NAMES has the display names
+# File keys; core_report.NAMES has the display names. oursblas: ours in fp32 with OCC_CPU_GEMM=openblas,
+# the step before issue 51 moved the CPU's matrix products to oneDNN.
+ENGINES = ("ours", "oursbf16", "oursblas", "torch", "llmc")
+ENGINE_ENV = {"oursblas": {"OCC_CPU_GEMM": "openblas"}}
 SEED = 1234
 
 
@@ -151,6 +155,8 @@ def main(a):
                                  "--json", f"{raw}/ours-{tag}.json"],
                         "oursbf16": [exe, "bench", *model_flags(m), *common, "--bf16", "--no-peak",
                                      "--json", f"{raw}/oursbf16-{tag}.json"],
+                        "oursblas": [exe, "bench", *model_flags(m), *common, "--no-peak",
+                                     "--json", f"{raw}/oursblas-{tag}.json"],
                         "torch": [PYTHON, os.path.join(engine.ROOT, "bench", "torch_step.py"), *model_flags(m),
                                   *common, "--threads", th, "--json", f"{raw}/torch-{tag}.json"],
                         "llmc": [llmc_exe] if info else None,
@@ -158,7 +164,8 @@ def main(a):
                     order = engines[r % len(engines):] + engines[:r % len(engines)]
                     for pos, name in enumerate(order):
                         log = f"{work}/{name}-{tag}.log"
-                        rec = run_one(name, argv[name], env, log, cwd=folder if name == "llmc" else None)
+                        rec = run_one(name, argv[name], dict(env, **ENGINE_ENV.get(name, {})), log,
+                                      cwd=folder if name == "llmc" else None)
                         if name == "llmc":
                             res = llmc.parse(log, warmup, steps, reps)
                             with open(f"{raw}/llmc-{tag}.json", "w") as fh:

@@ -1,5 +1,5 @@
 """bench-core's report: PREFIX.md (the tables) and PREFIX.json (every number of every run) from
-the runs' JSON files (ENGINE-PRESET-THREADS-ROUND.json, ENGINE ours, oursbf16, torch or llmc) and the
+the runs' JSON files (ENGINE-PRESET-THREADS-ROUND.json, ENGINE ours, oursbf16, oursblas, torch or llmc) and the
 run's record (the command, each run's load and place in the round, llm.c's commit and build)."""
 
 import glob
@@ -10,7 +10,8 @@ import statistics
 
 from occtools.common.tables import table
 
-NAMES = {"ours": "ours-fp32", "oursbf16": "ours-bf16", "torch": "PyTorch eager", "llmc": "llm.c train_gpt2.c"}
+NAMES = {"ours": "ours-fp32", "oursbf16": "ours-bf16", "oursblas": "ours-fp32 on OpenBLAS", "torch": "PyTorch eager",
+         "llmc": "llm.c train_gpt2.c"}
 
 
 def agg(rs):
@@ -38,7 +39,7 @@ def engine_rows(e):
             continue
         t = timing(e[name])
         first = e[name][0]
-        if name in ("ours", "oursbf16"):
+        if name in ("ours", "oursbf16", "oursblas"):
             t["precision"], t["matrix_products"] = first["precision"], first.get("matrix_products", "?")
             t["parameters"] = first["model"]["parameters"]
         elif name == "torch":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # labels: precision
 # python3 -m occtools bench-core (issue 51): the tiny preset, one thread, two rounds, without
-# --llmc: the engines table has ours-fp32, ours-bf16 and PyTorch eager (each with its precision,
+# --llmc: the engines table has ours-fp32, ours-bf16, ours-fp32 on OpenBLAS and PyTorch eager (each with its precision,
 # its matrix-product path and its spread), no llm.c row and a line saying llm.c was left out; the
 # ratios in the JSON are the engines' medians over ours from the raw samples; the run order
 # rotates between rounds; --from-json rebuilds the .md identically; bad --llmc / --presets are
@@ -40,7 +40,7 @@ for col in ("precision", "matrix products", "best ms", "median ms", "min-max ms"
         bad.append(f"engines table lacks column '{col}'")
 rows = {l.split("|")[3].strip(): [c.strip() for c in l.split("|")[1:-1]]
         for l in md.splitlines() if l.startswith("| tiny | 1 |") and "|" in l[12:]}
-for name in ("ours-fp32", "ours-bf16", "PyTorch eager"):
+for name in ("ours-fp32", "ours-bf16", "ours-fp32 on OpenBLAS", "PyTorch eager"):
     if name not in rows:
         bad.append(f"no {name} row")
 if any(k.startswith("llm.c") for k in rows):
@@ -51,7 +51,7 @@ if "Command: `python3 -m occtools bench-core --presets tiny" not in md:
     bad.append("the report does not give the command")
 (r,) = j["results"]
 e = r["engines"]
-if sorted(e) != ["ours", "oursbf16", "torch"]:
+if sorted(e) != ["ours", "oursbf16", "oursblas", "torch"]:
     bad.append(f"engines {sorted(e)}")
 else:
     if e["ours"]["precision"] != "fp32" or e["oursbf16"]["precision"] != "bf16":
@@ -60,6 +60,9 @@ else:
         path = e[k]["matrix_products"]
         if not (path.startswith("openblas") or path.startswith("onednn")):
             bad.append(f"{k}: matrix products '{path}'")
+    if not e["oursblas"]["matrix_products"].startswith("openblas (OCC_CPU_GEMM=openblas)") \
+            or e["oursblas"]["precision"] != "fp32":
+        bad.append(f"ours-fp32 on OpenBLAS ran {e['oursblas']['precision']} on '{e['oursblas']['matrix_products']}'")
     has_bf16 = "bf16 operands" in e["oursbf16"]["matrix_products"]
     if has_bf16 != bf16_products:
         bad.append(f"bf16 products {has_bf16}, expected {bf16_products}: {e['oursbf16']['matrix_products']}")
@@ -76,7 +79,7 @@ else:
             bad.append(f"{k}: spread {t['spread_pct']} != {spread}")
 order = {rd: [x["engine"] for x in sorted(j["run"]["runs"], key=lambda x: x["position"]) if x["round"] == rd]
          for rd in (0, 1)}
-if order != {0: ["ours", "oursbf16", "torch"], 1: ["oursbf16", "torch", "ours"]}:
+if order != {0: ["ours", "oursbf16", "oursblas", "torch"], 1: ["oursbf16", "oursblas", "torch", "ours"]}:
     bad.append(f"run order {order}")
 print("; ".join(bad) if bad else f"ours-bf16 {e['oursbf16']['median_over_ours']:.2f}x ours-fp32's median, "
       f"PyTorch {e['torch']['median_over_ours']:.2f}x ({e['oursbf16']['matrix_products']})")

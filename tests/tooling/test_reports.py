@@ -50,8 +50,8 @@ class CommittedResults(unittest.TestCase):
         self.assertTrue(committed("lep-shapes.md").endswith("\n\n" + text))
 
     def test_bench_core(self):
-        self.assertEqual(bench_core_report.from_json(committed_json("bench-core-gpt2.json")),
-                         committed("bench-core-gpt2.md"))
+        for name in ("bench-core-gpt2", "bench-core-gpt2-t256"):
+            self.assertEqual(bench_core_report.from_json(committed_json(name + ".json")), committed(name + ".md"))
 
     def test_data_scale(self):
         self.assertEqual(data_scale.report(committed_json("data-scale.json")), committed("data-scale.md"))
