@@ -200,7 +200,7 @@ void pack_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols, int6
 }
 
 struct ThreadScratch {
-  std::vector<uint16_t> a, b, shared_a;  // shared_a: an A that two products read (gemm_pair_sharing_a)
+  std::vector<uint16_t> a, b;  // dense bf16 copies of A and B
   std::vector<unsigned char> pad;
   dnnl_stream_t stream = nullptr;  // a stream per thread: streams are not shared between threads
 };
@@ -226,7 +226,7 @@ std::string onednn_impl(int64_t M, int64_t N, int64_t K, bool bf16) {
 
 namespace {
 
-// A's or B's stored matrix: rows x columns with leading dimension ld.
+// The rows x columns of A or B as stored (before any transposition).
 struct Stored {
   int64_t rows, cols;
 };
@@ -266,7 +266,8 @@ void run_matmul(const Dnnl& d, ThreadScratch& ts, const Gemm& g, bool bf16, cons
   for (dnnl_memory_t x : mem) d.dnnl_memory_destroy(x);
 }
 
-// B packed into ts.b (dense bf16), then the product with A's dense bf16 copy a16.
+// B packed into ts.b (dense bf16), then the product with A's dense bf16 copy a16
+// (ts.a: run_bf16_with_packed_a leaves it alone, so two products may share it).
 void run_bf16_with_packed_a(const Dnnl& d, ThreadScratch& ts, const Gemm& g, const uint16_t* a16) {
   const Stored sb = stored_b(g);
   ts.b.resize(size_t(sb.rows * sb.cols));
@@ -301,10 +302,10 @@ void gemm_onednn_bf16_sharing_a(const Gemm& g1, const Gemm& g2) {
     gemm_onednn(g2, Precision::Bf16);
     return;
   }
-  ts.shared_a.resize(size_t(s1.rows * s1.cols));
-  pack_bf16(ts.shared_a.data(), g1.A, s1.rows, s1.cols, g1.lda);
-  run_bf16_with_packed_a(d, ts, g1, ts.shared_a.data());
-  run_bf16_with_packed_a(d, ts, g2, ts.shared_a.data());
+  ts.a.resize(size_t(s1.rows * s1.cols));
+  pack_bf16(ts.a.data(), g1.A, s1.rows, s1.cols, g1.lda);
+  run_bf16_with_packed_a(d, ts, g1, ts.a.data());
+  run_bf16_with_packed_a(d, ts, g2, ts.a.data());
 }
 
 #else  // no <oneapi/dnnl/dnnl.h> at build time: OpenBLAS only
