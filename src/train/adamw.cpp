@@ -6,6 +6,14 @@
 
 namespace occ {
 
+namespace {
+// The part of [offset, offset + numel) inside span s (numel <= 0: none).
+BufferSpan part_inside(const BufferSpan& s, int64_t offset, int64_t numel) {
+  const int64_t lo = std::max(offset, s.offset), hi = std::min(offset + numel, s.offset + s.numel);
+  return {lo, hi - lo};
+}
+}  // namespace
+
 AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops, std::vector<BufferSpan> owned)
     : cfg_(cfg), ops_(ops), owned_(std::move(owned)), m_(ops.device()), v_(ops.device()), decay_(ops.device()) {
   if (owned_.empty()) owned_.push_back({0, layout.total()});
@@ -24,8 +32,8 @@ AdamW::AdamW(const ParamLayout& layout, AdamWConfig cfg, kernels::Ops& ops, std:
   for (const BufferSpan& s : owned_) {
     for (const auto& t : layout.tensors()) {
       if (!t.weight_decay) continue;
-      const int64_t lo = std::max(t.offset, s.offset), hi = std::min(t.offset + t.numel, s.offset + s.numel);
-      if (lo < hi) std::memset(mask + at + (lo - s.offset), 1, size_t(hi - lo));
+      const BufferSpan p = part_inside(s, t.offset, t.numel);
+      if (p.numel > 0) std::memset(mask + at + (p.offset - s.offset), 1, size_t(p.numel));
     }
     at += s.numel;
   }
@@ -56,8 +64,8 @@ double local_grad_sq_norm(kernels::Ops& ops, const ParamLayout& layout, const fl
       continue;
     }
     for (const BufferSpan& s : *spans) {  // the tensor's part inside each span
-      const int64_t lo = std::max(t.offset, s.offset), hi = std::min(t.offset + t.numel, s.offset + s.numel);
-      if (lo < hi) parts.push_back({lo, hi - lo});
+      const BufferSpan p = part_inside(s, t.offset, t.numel);
+      if (p.numel > 0) parts.push_back({p.offset, p.numel});
     }
   }
   return ops.sum_squares_spans(grads, parts.data(), int64_t(parts.size()));
